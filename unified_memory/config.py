@@ -1,0 +1,173 @@
+"""Configuration: :class:`MemoryConfig` and its nested parts.
+
+Every field has a default that works; override any of them by keyword on
+:class:`~unified_memory.UnifiedMemory`::
+
+    >>> from unified_memory.config import MemoryConfig
+    >>> MemoryConfig(short_term_limit=20).short_term_limit
+    20
+    >>> MemoryConfig.build(None, {"importance_threshold": 0.5}).importance_threshold
+    0.5
+
+An invalid value raises :class:`~unified_memory.errors.ConfigError` naming the field.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from unified_memory.errors import ConfigError
+
+__all__ = ["MemoryConfig", "RankingConfig", "EvictionConfig", "ContextConfig", "config_error"]
+
+
+class _Config(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_assignment=True, frozen=False)
+
+
+class RankingConfig(_Config):
+    """How a recall hit's score is made from its parts (see :func:`scoring.fusion.fuse`).
+
+    ``score = relevance × (base + importance_weight·importance + recency_weight·recency)
+    × tier_weight × (superseded_penalty if superseded)``. Relevance multiplies, so an
+    irrelevant item never outranks a relevant one for being important, and a
+    low-importance fact still surfaces when it is what the query asks about.
+    """
+
+    base: float = Field(default=0.6, ge=0.0)
+    importance_weight: float = Field(default=0.25, ge=0.0)
+    recency_weight: float = Field(default=0.15, ge=0.0)
+    recency_half_life_days: float = Field(default=30.0, gt=0.0)
+    superseded_penalty: float = Field(default=0.5, ge=0.0, le=1.0)
+    tier_weights: dict[str, float] = Field(
+        default_factory=lambda: {"long_term": 1.0, "entity": 0.9, "episodic": 0.85, "short_term": 0.8}
+    )
+    bm25_k1: float = Field(default=1.2, gt=0.0)
+    bm25_b: float = Field(default=0.75, ge=0.0, le=1.0)
+
+    @model_validator(mode="after")
+    def _known_tiers(self) -> RankingConfig:
+        unknown = set(self.tier_weights) - {"long_term", "entity", "episodic", "short_term"}
+        if unknown:
+            raise ValueError(f"tier_weights has unknown tiers: {sorted(unknown)}")
+        if self.base + self.importance_weight + self.recency_weight <= 0:
+            raise ValueError("base + importance_weight + recency_weight must be positive")
+        return self
+
+
+class EvictionConfig(_Config):
+    """Which facts ``long_term_limit`` evicts first: the lowest
+    ``importance_weight·importance + recency_weight·recency + use_weight·use``, where
+    recency decays from the last time the fact was stated or recalled (half-life
+    ``recency_half_life_days``) and use is ``log(1+access_count)/log(1+use_saturation)``
+    capped at 1. Facts written by the current call are never evicted while older
+    ones can go instead."""
+
+    importance_weight: float = Field(default=0.5, ge=0.0)
+    recency_weight: float = Field(default=0.3, ge=0.0)
+    use_weight: float = Field(default=0.2, ge=0.0)
+    recency_half_life_days: float = Field(default=30.0, gt=0.0)
+    use_saturation: int = Field(default=10, ge=1)
+
+
+class ContextConfig(_Config):
+    """How :meth:`UnifiedMemory.context` shares its budget between sections.
+
+    Shares are relative; a section that needs less than its share gives the rest
+    to the others, in the order of ``sections``.
+    """
+
+    sections: tuple[str, ...] = ("facts", "entities", "episodes", "conversation")
+    shares: dict[str, float] = Field(
+        default_factory=lambda: {"facts": 0.35, "entities": 0.15,
+                                 "episodes": 0.2, "conversation": 0.3}
+    )
+    recall_limit: int = Field(default=40, ge=1)
+    header: str = "memory"
+
+    @model_validator(mode="after")
+    def _consistent(self) -> ContextConfig:
+        known = {"facts", "entities", "episodes", "conversation"}
+        unknown = (set(self.sections) | set(self.shares)) - known
+        if unknown:
+            raise ValueError(f"unknown sections: {sorted(unknown)}")
+        if any(v < 0 for v in self.shares.values()):
+            raise ValueError("shares must be non-negative")
+        if not self.header.isidentifier():
+            raise ValueError("header must be a plain identifier")
+        return self
+
+
+class MemoryConfig(_Config):
+    """All knobs of a :class:`~unified_memory.UnifiedMemory`.
+
+    >>> cfg = MemoryConfig(long_term_limit=None, episodic_retention_days=30)
+    >>> cfg.long_term_limit is None
+    True
+    """
+
+    importance_threshold: float = Field(default=0.7, ge=0.0, le=1.0,
+                                        description="Minimum importance for promotion to long-term.")
+    short_term_limit: int = Field(default=100, ge=1, description="Window size in messages.")
+    short_term_max_tokens: int | None = Field(default=None, ge=1,
+                                              description="Optional window size in tokens.")
+    long_term_limit: int | None = Field(default=1000, ge=1,
+                                        description="Active facts per user before eviction; None = unbounded.")
+    episodic_retention_days: float | None = Field(default=None, gt=0,
+                                                  description="Prune promoted log entries older than this.")
+    auto_promote: bool = Field(default=True, description="Promote turns as they leave the window.")
+    promote_roles: tuple[Literal["user", "assistant", "system", "tool"], ...] = ("user",)
+    context_max_tokens: int = Field(default=4000, ge=1)
+    retrieval: Literal["lexical"] = Field(default="lexical",
+                                          description="Recall method. Embedding and hybrid retrieval arrive with the embeddings extra.")
+    token_counter: Literal["auto", "chars", "tiktoken"] = Field(
+        default="auto", description="auto: tiktoken when installed and its encoding is cached offline, else chars/4.")
+    tiktoken_encoding: str = "cl100k_base"
+    ranking: RankingConfig = Field(default_factory=RankingConfig)
+    eviction: EvictionConfig = Field(default_factory=EvictionConfig)
+    context: ContextConfig = Field(default_factory=ContextConfig)
+
+    @classmethod
+    def build(cls, config: MemoryConfig | dict[str, Any] | None, overrides: dict[str, Any]) -> MemoryConfig:
+        """Merge a base config (or dict) with keyword overrides, validating everything.
+
+        >>> MemoryConfig.build({"short_term_limit": 5}, {"auto_promote": False}).short_term_limit
+        5
+        """
+        if config is None:
+            base: dict[str, Any] = {}
+        elif isinstance(config, MemoryConfig):
+            base = config.model_dump()
+        elif isinstance(config, dict):
+            base = dict(config)
+        else:
+            raise ConfigError(f"config: expected MemoryConfig or dict, got {type(config).__name__}",
+                              field="config")
+        base.update(overrides)
+        try:
+            return cls.model_validate(base)
+        except ValidationError as exc:
+            raise config_error(exc) from None
+
+
+def config_error(exc: ValidationError, prefix: str = "") -> ConfigError:
+    """Turn a pydantic ValidationError into a ConfigError whose message names the field.
+
+    >>> try:
+    ...     MemoryConfig(short_term_limit=0)
+    ... except ValidationError as exc:
+    ...     print(config_error(exc).field)
+    short_term_limit
+    """
+    first = exc.errors()[0]
+    field = prefix + ".".join(str(p) for p in first["loc"]) if first["loc"] else (prefix.rstrip(".") or "config")
+    if first["type"] == "extra_forbidden":
+        message = f"{field}: unknown setting"
+    else:
+        message = f"{field}: {first['msg']} (got {first.get('input')!r})"
+    more = len(exc.errors()) - 1
+    if more:
+        message += f" (and {more} more problem{'s' if more > 1 else ''})"
+    return ConfigError(message, field=field)

@@ -1,0 +1,101 @@
+"""The exception tree of unified-memory.
+
+Every error we raise derives from :class:`UnifiedMemoryError`, so one ``except``
+catches them all. Errors caused by the caller's input also derive from the
+built-in ``ValueError`` or ``TypeError`` so generic handlers keep working::
+
+    UnifiedMemoryError
+    ├── MemoryValueError (ValueError)      bad value from the caller; names the field
+    │   ├── ConfigError                    an invalid MemoryConfig field or override
+    │   └── NotFoundError (also KeyError)  an id or name that is not in this memory
+    ├── MemoryTypeError (TypeError)        wrong type from the caller; names the field
+    ├── StorageError                       the database file cannot be used (not ours,
+    │   │                                  corrupted, written by a newer version)
+    │   └── ClosedError                    the memory was closed
+    └── DependencyError (ImportError)      an optional extra is not installed
+
+Example::
+
+    >>> from unified_memory import UnifiedMemory, UnifiedMemoryError
+    >>> try:
+    ...     UnifiedMemory(importance_threshold=2)
+    ... except UnifiedMemoryError as exc:
+    ...     print(type(exc).__name__, exc.field)
+    ConfigError importance_threshold
+
+This module is a leaf: it imports nothing else from the project.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "UnifiedMemoryError",
+    "MemoryValueError",
+    "MemoryTypeError",
+    "ConfigError",
+    "NotFoundError",
+    "StorageError",
+    "ClosedError",
+    "DependencyError",
+]
+
+
+class UnifiedMemoryError(Exception):
+    """Base class of every error raised by unified-memory.
+
+    ``field`` names the argument or configuration field at fault, when one is.
+    """
+
+    def __init__(self, message: str, *, field: str | None = None) -> None:
+        super().__init__(message)
+        self.field = field
+
+
+class MemoryValueError(UnifiedMemoryError, ValueError):
+    """The caller passed a value we cannot accept (caused by the caller)."""
+
+
+class MemoryTypeError(UnifiedMemoryError, TypeError):
+    """The caller passed a value of the wrong type (caused by the caller)."""
+
+
+class ConfigError(MemoryValueError):
+    """A configuration field or override is invalid (caused by the caller)."""
+
+
+class NotFoundError(MemoryValueError, KeyError):
+    """An id or name that this memory does not hold (caused by the caller)."""
+
+    def __str__(self) -> str:  # KeyError would repr() the message otherwise
+        return str(self.args[0]) if self.args else ""
+
+
+class StorageError(UnifiedMemoryError):
+    """The database file cannot be used: not a unified-memory file, corrupted,
+    or written by a newer schema version. We refuse it rather than overwrite it."""
+
+
+class ClosedError(StorageError):
+    """An operation was attempted on a closed memory (caused by the caller)."""
+
+
+class DependencyError(UnifiedMemoryError, ImportError):
+    """An optional dependency is missing; the message says what to install."""
+
+
+def invalid(field: str, message: str) -> MemoryValueError:
+    """Build a :class:`MemoryValueError` whose message starts with the field.
+
+    >>> str(invalid("limit", "must be at least 1, got 0"))
+    'limit: must be at least 1, got 0'
+    """
+    return MemoryValueError(f"{field}: {message}", field=field)
+
+
+def wrong_type(field: str, expected: str, value: object) -> MemoryTypeError:
+    """Build a :class:`MemoryTypeError` naming the field, the expected and the actual type.
+
+    >>> str(wrong_type("text", "str", 3))
+    'text: expected str, got int'
+    """
+    return MemoryTypeError(f"{field}: expected {expected}, got {type(value).__name__}", field=field)

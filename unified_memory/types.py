@@ -1,0 +1,352 @@
+"""Plain typed records that cross the public API.
+
+Every record is a pydantic v2 model with ``extra="forbid"``: an unknown field is
+an error that names it, never silently dropped. Times are timezone-aware UTC
+``datetime`` objects.
+
+    >>> from unified_memory.types import Message
+    >>> Message(role="user", content="I'm allergic to peanuts").role
+    'user'
+
+This module is a leaf: it imports only :mod:`unified_memory.errors`.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from datetime import datetime, timezone
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+__all__ = [
+    "Role",
+    "Tier",
+    "TIERS",
+    "Message",
+    "Fact",
+    "Entity",
+    "Triple",
+    "Episode",
+    "RecallHit",
+    "SectionUsage",
+    "ContextBlock",
+    "MemoryStats",
+    "ExtractedFact",
+    "ExtractedEntity",
+    "ExtractedTriple",
+    "Extraction",
+    "utc_from_timestamp",
+]
+
+Role = Literal["user", "assistant", "system", "tool"]
+Tier = Literal["short_term", "long_term", "entity", "episodic"]
+TIERS: tuple[str, ...] = ("short_term", "long_term", "entity", "episodic")
+
+
+def utc_from_timestamp(ts: float | None) -> datetime | None:
+    """Turn a stored POSIX timestamp into an aware UTC datetime (``None`` stays ``None``).
+
+    >>> utc_from_timestamp(0).isoformat()
+    '1970-01-01T00:00:00+00:00'
+    """
+    if ts is None:
+        return None
+    return datetime.fromtimestamp(ts, tz=timezone.utc)
+
+
+def _check_json(value: Any, field: str) -> Any:
+    try:
+        json.dumps(value, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"{field} must be JSON-serialisable: {exc}") from None
+    return value
+
+
+class _Record(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+
+class Message(_Record):
+    """One chat message, in the shape OpenAI-style chat APIs use.
+
+    ``tool_calls`` is the assistant's list of calls (each a dict with an ``id``);
+    a ``tool`` message answers one of them through ``tool_call_id``.
+
+    >>> m = Message(role="assistant", content=None, tool_calls=[{"id": "c1", "type": "function",
+    ...     "function": {"name": "lookup", "arguments": "{}"}}])
+    >>> m.tool_call_ids()
+    ['c1']
+    """
+
+    role: Role
+    content: str | None = None
+    name: str | None = None
+    tool_calls: list[dict[str, Any]] | None = None
+    tool_call_id: str | None = None
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    images: list[str] | None = None
+    reasoning_details: list[dict[str, Any]] | None = None
+    id: str | None = None
+    created_at: datetime | None = None
+    user_id: str | None = None
+    agent_id: str | None = None
+    session_id: str | None = None
+
+    @field_validator("metadata", "tool_calls", "reasoning_details")
+    @classmethod
+    def _json_only(cls, value: Any, info: Any) -> Any:
+        return _check_json(value, info.field_name)
+
+    def tool_call_ids(self) -> list[str]:
+        """The ids of the tool calls this message opens (empty when none).
+
+        >>> Message(role="user", content="hi").tool_call_ids()
+        []
+        """
+        return [str(call.get("id")) for call in (self.tool_calls or []) if call.get("id") is not None]
+
+    def text(self) -> str:
+        """The message's text, '' when it has none.
+
+        >>> Message(role="assistant").text()
+        ''
+        """
+        return self.content or ""
+
+
+class Fact(_Record):
+    """A long-term fact with its importance, provenance and validity interval.
+
+    ``status`` is ``active``, ``superseded`` (a newer fact on the same subject and
+    attribute replaced it: ``valid_to`` says when), ``evicted`` (pushed out by
+    ``long_term_limit``) or ``expired`` (its ``ttl_days`` ran out).
+
+    >>> Fact(id="fact_1", text="I live in Lisbon", importance=0.8,
+    ...      created_at=utc_from_timestamp(0), updated_at=utc_from_timestamp(0)).status
+    'active'
+    """
+
+    id: str
+    text: str
+    importance: float = Field(ge=0.0, le=1.0)
+    category: str | None = None
+    confidence: float = Field(default=1.0, ge=0.0, le=1.0)
+    subject: str | None = None
+    attribute: str | None = None
+    value: str | None = None
+    status: Literal["active", "superseded", "evicted", "expired"] = "active"
+    created_at: datetime
+    updated_at: datetime
+    last_accessed: datetime | None = None
+    access_count: int = 0
+    reinforcement_count: int = 0
+    valid_from: datetime | None = None
+    valid_to: datetime | None = None
+    superseded_by: str | None = None
+    expires_at: datetime | None = None
+    source: str = "remember"
+    source_message_ids: list[str] = Field(default_factory=list)
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    user_id: str = "default"
+    agent_id: str | None = None
+    session_id: str | None = None
+
+
+class Entity(_Record):
+    """A person, place, organisation or thing the conversation mentioned.
+
+    >>> Entity(id="ent_1", name="Maria", type="person", first_seen=utc_from_timestamp(0),
+    ...        last_seen=utc_from_timestamp(0)).mention_count
+    1
+    """
+
+    id: str
+    name: str
+    type: str = "thing"
+    attributes: dict[str, Any] = Field(default_factory=dict)
+    mention_count: int = 1
+    first_seen: datetime
+    last_seen: datetime
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    user_id: str = "default"
+    agent_id: str | None = None
+
+
+class Triple(_Record):
+    """A relation ``subject --predicate--> object`` in the entity graph.
+
+    >>> Triple(id="tri_1", subject="Maria", predicate="lives_in", object="Lisbon",
+    ...        created_at=utc_from_timestamp(0)).as_text()
+    'Maria lives in Lisbon'
+    """
+
+    id: str
+    subject: str
+    predicate: str
+    object: str
+    confidence: float = Field(default=1.0, ge=0.0, le=1.0)
+    created_at: datetime
+    source_message_id: str | None = None
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    user_id: str = "default"
+    agent_id: str | None = None
+
+    def as_text(self) -> str:
+        """The triple as a readable sentence fragment (predicate underscores become spaces)."""
+        return f"{self.subject} {self.predicate.replace('_', ' ')} {self.object}"
+
+
+class Episode(_Record):
+    """One message of the episodic log, verbatim, with its time and scope.
+
+    ``in_window`` says whether the message is still in the short-term window;
+    ``promoted`` whether it has been through promotion.
+    """
+
+    id: str
+    role: Role
+    content: str | None
+    name: str | None = None
+    created_at: datetime
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    tool_calls: list[dict[str, Any]] | None = None
+    tool_call_id: str | None = None
+    images: list[str] | None = None
+    reasoning_details: list[dict[str, Any]] | None = None
+    importance: float = 0.0
+    in_window: bool = False
+    promoted: bool = False
+    user_id: str = "default"
+    agent_id: str | None = None
+    session_id: str | None = None
+
+    def to_message(self) -> Message:
+        """This log entry as a :class:`Message` (for sending back to a chat API)."""
+        return Message(
+            role=self.role,
+            content=self.content,
+            name=self.name,
+            tool_calls=self.tool_calls,
+            tool_call_id=self.tool_call_id,
+            metadata=dict(self.metadata),
+            images=self.images,
+            reasoning_details=self.reasoning_details,
+            id=self.id,
+            created_at=self.created_at,
+            user_id=self.user_id,
+            agent_id=self.agent_id,
+            session_id=self.session_id,
+        )
+
+
+class RecallHit(_Record):
+    """One result of a federated recall, with the parts its score was made of.
+
+    ``components`` always has ``relevance`` (0..1, comparable across tiers),
+    ``importance``, ``recency`` and ``tier_weight``; their product-and-blend is
+    ``score`` (see :func:`scoring.fusion.fuse`).
+    """
+
+    id: str
+    tier: Tier
+    text: str
+    score: float
+    components: dict[str, float | int | str | bool | None] = Field(default_factory=dict)
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    created_at: datetime | None = None
+
+    @field_validator("score")
+    @classmethod
+    def _finite(cls, value: float) -> float:
+        if not math.isfinite(value):
+            raise ValueError("score must be finite")
+        return value
+
+
+class SectionUsage(_Record):
+    """How one section of a context block spent its budget."""
+
+    name: str
+    budget: int
+    tokens: int
+    items: int
+    dropped: int = 0
+
+
+class ContextBlock(_Record):
+    """A token-budgeted memory block for the next LLM call.
+
+    ``hits`` are exactly the recall hits whose text appears in ``text``;
+    ``tokens`` is ``count_tokens(text)`` and never exceeds ``max_tokens``.
+    """
+
+    text: str
+    tokens: int
+    max_tokens: int
+    hits: list[RecallHit] = Field(default_factory=list)
+    sections: dict[str, SectionUsage] = Field(default_factory=dict)
+    query: str | None = None
+
+    def __str__(self) -> str:
+        return self.text
+
+
+class MemoryStats(_Record):
+    """Counts of what one user's memory holds (the scope of the asking instance)."""
+
+    user_id: str
+    messages: int
+    window_messages: int
+    window_tokens: int
+    pending_promotion: int
+    facts: int
+    superseded_facts: int
+    evicted_facts: int
+    entities: int
+    triples: int
+    path: str | None
+    schema_version: int
+
+
+class ExtractedFact(_Record):
+    """A fact proposed by an extractor, before the importance filter.
+
+    ``subject`` / ``attribute`` / ``value`` name a slot ("user", "residence",
+    "Lisbon") so a later fact on the same slot can supersede this one.
+    """
+
+    text: str = Field(description="The fact as one self-contained sentence.")
+    importance: float | None = Field(default=None, ge=0.0, le=1.0,
+                                     description="0..1; None lets the importance scorer decide.")
+    category: str | None = Field(default=None, description="identity, health, preference, ...")
+    subject: str | None = Field(default=None, description="Who the fact is about, e.g. 'user'.")
+    attribute: str | None = Field(default=None, description="Which attribute, e.g. 'residence'.")
+    value: str | None = Field(default=None, description="The attribute's value, e.g. 'Lisbon'.")
+    confidence: float = Field(default=1.0, ge=0.0, le=1.0)
+
+
+class ExtractedEntity(_Record):
+    """An entity proposed by an extractor."""
+
+    name: str = Field(min_length=1, description="The entity's name as written.")
+    type: str = Field(default="thing", description="person, place, organization, thing, ...")
+    attributes: dict[str, Any] = Field(default_factory=dict)
+
+
+class ExtractedTriple(_Record):
+    """A relation proposed by an extractor."""
+
+    subject: str = Field(min_length=1)
+    predicate: str = Field(min_length=1, description="snake_case relation, e.g. 'lives_in'.")
+    object: str = Field(min_length=1)
+    confidence: float = Field(default=1.0, ge=0.0, le=1.0)
+
+
+class Extraction(_Record):
+    """What an extractor found in some messages."""
+
+    facts: list[ExtractedFact] = Field(default_factory=list)
+    entities: list[ExtractedEntity] = Field(default_factory=list)
+    triples: list[ExtractedTriple] = Field(default_factory=list)
