@@ -1,0 +1,79 @@
+"""unified-memory: tiered long-term memory for LLM agents.
+
+A :class:`UnifiedMemory` composes a short-term conversation window, importance-
+scored long-term facts, an entity graph and an episodic log over one SQLite file;
+it promotes what ages out of the window, answers federated recall queries and
+assembles token-budgeted context blocks.
+
+    >>> from unified_memory import UnifiedMemory
+    >>> with UnifiedMemory() as mem:
+    ...     _ = mem.remember("I'm allergic to peanuts")
+    ...     mem.recall("peanuts")[0].text
+    "I'm allergic to peanuts"
+
+Only the leaf modules (errors, types, config) load eagerly; the coordinator and
+its tiers load on first use (PEP 562), so importing ``tiers`` or ``scoring``
+first works and ``import unified_memory`` stays light.
+"""
+
+from __future__ import annotations
+
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
+from unified_memory.config import ContextConfig, EvictionConfig, MemoryConfig, RankingConfig
+from unified_memory.errors import (
+    ClosedError, ConfigError, DependencyError, MemoryTypeError, MemoryValueError, NotFoundError, StorageError,
+    UnifiedMemoryError,
+)
+from unified_memory.types import (
+    ContextBlock, Entity, Episode, ExtractedEntity, ExtractedFact, ExtractedTriple, Extraction, Fact,
+    MemoryStats, Message, RecallHit, SectionUsage, Triple,
+)
+
+__version__ = "0.1.0"
+
+_LAZY = {
+    "UnifiedMemory": "unified_memory.memory",
+    "RuleExtractor": "unified_memory.extraction",
+    "HeuristicImportanceScorer": "scoring.importance",
+    "score_importance": "scoring.importance",
+    "assess_importance": "scoring.importance",
+    "make_token_counter": "unified_memory.tokens",
+    "Embedder": "unified_memory.protocols",
+    "Extractor": "unified_memory.protocols",
+    "ImportanceScorer": "unified_memory.protocols",
+    "LLM": "unified_memory.protocols",
+    "TokenCounter": "unified_memory.protocols",
+}
+
+__all__ = [
+    "UnifiedMemory", "MemoryConfig", "RankingConfig", "EvictionConfig", "ContextConfig",
+    "Message", "Fact", "Entity", "Triple", "Episode", "RecallHit", "ContextBlock", "SectionUsage", "MemoryStats",
+    "ExtractedFact", "ExtractedEntity", "ExtractedTriple", "Extraction",
+    "UnifiedMemoryError", "MemoryValueError", "MemoryTypeError", "ConfigError", "NotFoundError",
+    "StorageError", "ClosedError", "DependencyError",
+    "RuleExtractor", "HeuristicImportanceScorer", "score_importance", "assess_importance", "make_token_counter",
+    "Embedder", "Extractor", "ImportanceScorer", "LLM", "TokenCounter",
+    "__version__",
+]
+
+if TYPE_CHECKING:
+    from scoring.importance import HeuristicImportanceScorer, assess_importance, score_importance
+    from unified_memory.extraction import RuleExtractor
+    from unified_memory.memory import UnifiedMemory
+    from unified_memory.protocols import LLM, Embedder, Extractor, ImportanceScorer, TokenCounter
+    from unified_memory.tokens import make_token_counter
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'unified_memory' has no attribute {name!r}")
+    value = getattr(import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

@@ -1,0 +1,81 @@
+"""Make scores from different tiers comparable and combine them into one.
+
+Each tier's lexical index reports ``relevance`` in [0, 1] (raw BM25 divided by
+the query's upper bound), so a fact, an entity and a message that match the
+query equally well start equal. :func:`fuse` then weighs in importance, recency,
+the tier and whether the item was superseded::
+
+    score = relevance × (base + w_imp·importance + w_rec·recency) / (base + w_imp + w_rec)
+            × tier_weight × (superseded_penalty if superseded else 1)
+
+Relevance multiplies, so an important but irrelevant memory never outranks a
+relevant one, and a low-importance fact still surfaces when it is what the
+query asks about.
+
+    >>> s = fuse(relevance=1.0, importance=1.0, recency=1.0, tier_weight=1.0,
+    ...          base=0.6, importance_weight=0.25, recency_weight=0.15)
+    >>> s.score
+    1.0
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["FusedScore", "fuse"]
+
+
+@dataclass(frozen=True, slots=True)
+class FusedScore:
+    """A final score with the parts it was made of (goes into ``RecallHit.components``)."""
+
+    score: float
+    relevance: float
+    importance: float
+    recency: float
+    tier_weight: float
+    superseded: bool
+
+    def components(self) -> dict[str, float | bool]:
+        """The parts as a plain dict.
+
+        >>> fuse(relevance=0.5, importance=0.0, recency=0.0, tier_weight=1.0).components()["relevance"]
+        0.5
+        """
+        return {
+            "relevance": round(self.relevance, 6),
+            "importance": round(self.importance, 6),
+            "recency": round(self.recency, 6),
+            "tier_weight": self.tier_weight,
+            "superseded": self.superseded,
+        }
+
+
+def fuse(
+    *,
+    relevance: float,
+    importance: float,
+    recency: float,
+    tier_weight: float,
+    superseded: bool = False,
+    base: float = 0.6,
+    importance_weight: float = 0.25,
+    recency_weight: float = 0.15,
+    superseded_penalty: float = 0.5,
+) -> FusedScore:
+    """Combine one candidate's parts into its final score (see the module docstring).
+
+    >>> fuse(relevance=1.0, importance=0.0, recency=0.0, tier_weight=1.0).score
+    0.6
+    >>> fuse(relevance=1.0, importance=1.0, recency=1.0, tier_weight=1.0, superseded=True).score
+    0.5
+    """
+    relevance = min(1.0, max(0.0, relevance))
+    importance = min(1.0, max(0.0, importance))
+    recency = min(1.0, max(0.0, recency))
+    total = base + importance_weight + recency_weight
+    blend = (base + importance_weight * importance + recency_weight * recency) / total
+    score = relevance * blend * tier_weight
+    if superseded:
+        score *= superseded_penalty
+    return FusedScore(score, relevance, importance, recency, tier_weight, superseded)

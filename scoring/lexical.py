@@ -1,0 +1,436 @@
+"""An incremental Okapi BM25 index over string keys.
+
+    >>> index = LexicalIndex()
+    >>> index.add_many([("f1", "I live in Lisbon"), ("f2", "Maria lives in Porto")])
+    >>> [m.key for m in index.search("where does Maria live?")]
+    ['f2', 'f1']
+
+Scoring, with ``N`` live documents, ``df`` the live documents holding the term,
+``dl`` the document's length in terms and ``avgdl`` the mean over live documents::
+
+    idf(t)     = ln(1 + (N - df + 0.5) / (df + 0.5))
+    score(d,q) = Σ over distinct query terms t in d of
+                 idf(t) · tf·(k1+1) / (tf + k1·(1 - b + b·dl/avgdl))
+
+A repeated query word counts once. ``relevance`` divides the score by the
+query's upper bound ``Σ idf(t)·(k1+1)`` over the query terms present in at least
+one live document (the limit of the score as tf grows), so it lies in [0, 1]; a
+single-term match with tf = 1 in a document of average length gets 1/(k1+1).
+
+Layout: documents get append-only integer *slots* (a re-added key gets a new
+one). Postings live in a *sealed* segment (per-term slices of slot and tf
+arrays, CSC style) plus a small *pending* segment (per-term ``array('i')``
+lists) that takes single writes. Pending is merged into sealed when it outgrows
+``max(20_000, sealed/4)`` postings, so a write never triggers a full refit and
+merges cost amortised O(1) per posting. Removal only clears the slot's ``alive``
+flag; document frequencies count live postings at query time and dead postings
+are dropped at the next merge (which also renumbers slots, keeping their order,
+once most of them are dead). Ties rank the older slot first.
+
+Not thread-safe: callers serialise access.
+"""
+
+from __future__ import annotations
+
+import math
+from array import array
+from collections import Counter
+from collections.abc import Callable, Iterable
+from itertools import chain
+from numbers import Integral, Real
+from typing import NamedTuple
+
+import numpy as np
+
+from scoring.text import analyze
+from unified_memory.errors import invalid, wrong_type
+
+__all__ = ["LexicalIndex", "LexicalMatch"]
+
+_MIN_MERGE = 20_000
+
+
+class LexicalMatch(NamedTuple):
+    """One search hit: raw BM25 ``score``, ``relevance`` = score / query upper bound
+    (in [0, 1]) and the query stems the document matched, in query order.
+
+    >>> LexicalMatch("f1", 1.5, 0.4, ("lisbon",)).matched_terms
+    ('lisbon',)
+    """
+
+    key: str
+    score: float
+    relevance: float
+    matched_terms: tuple[str, ...]
+
+
+def _check_str(field: str, value: object) -> None:
+    if not isinstance(value, str):
+        raise wrong_type(field, "str", value)
+
+
+def _top(scores: np.ndarray, k: int) -> np.ndarray:
+    """Indices of the k best scores, best first; equal scores keep index order."""
+    n = len(scores)
+    if k >= n:
+        return np.argsort(-scores, kind="stable")
+    kth = np.partition(scores, n - k)[n - k]
+    sel = np.flatnonzero(scores >= kth)
+    return sel[np.argsort(-scores[sel], kind="stable")][:k]
+
+
+class LexicalIndex:
+    """Incremental BM25 over ``key -> text`` documents (see the module docstring).
+
+    >>> index = LexicalIndex(k1=1.2, b=0.75)
+    >>> index.add("a", "I'm allergic to peanuts")
+    >>> index.search("peanut allergy")[0].key
+    'a'
+    >>> index.remove("a"), len(index), index.search("peanuts")
+    (True, 0, [])
+    """
+
+    def __init__(self, k1: float = 1.2, b: float = 0.75,
+                 analyzer: Callable[[str], list[str]] = analyze) -> None:
+        for name, value in (("k1", k1), ("b", b)):
+            if isinstance(value, bool) or not isinstance(value, Real):
+                raise wrong_type(name, "float", value)
+        if not (math.isfinite(k1) and k1 >= 0):
+            raise invalid("k1", f"must be a finite number >= 0, got {k1}")
+        if not 0 <= b <= 1:
+            raise invalid("b", f"must be between 0 and 1, got {b}")
+        if not callable(analyzer):
+            raise wrong_type("analyzer", "callable", analyzer)
+        self._k1, self._b, self._analyzer = float(k1), float(b), analyzer
+        self.clear()
+
+    @property
+    def k1(self) -> float:
+        """BM25 term-frequency saturation."""
+        return self._k1
+
+    @property
+    def b(self) -> float:
+        """BM25 length normalisation (0 = none, 1 = full)."""
+        return self._b
+
+    def clear(self) -> None:
+        """Drop every document and the vocabulary.
+
+        >>> index = LexicalIndex(); index.add("a", "x"); index.clear(); len(index)
+        0
+        """
+        self._key_slot: dict[str, int] = {}
+        self._slot_key: list[str | None] = []
+        self._doc_len = np.zeros(0, np.float64)
+        self._alive = np.zeros(0, np.bool_)
+        self._uniq = np.zeros(0, np.int32)  # distinct terms per slot (for dead-posting counts)
+        self._total_len = 0
+        self._vocab: dict[str, int] = {}
+        self._indptr = np.zeros(1, np.int64)
+        self._post_slot = np.zeros(0, np.int32)
+        self._post_tf = np.zeros(0, np.float32)
+        self._pending: dict[int, tuple[array, array]] = {}
+        self._n_pending = 0
+        self._n_dead = 0  # postings of removed slots not yet merged away
+
+    def __len__(self) -> int:
+        return len(self._key_slot)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._key_slot
+
+    # ------------------------------------------------------------------ writes
+
+    def add(self, key: str, text: str) -> None:
+        """Index ``text`` under ``key``, replacing what the key held.
+
+        >>> index = LexicalIndex(); index.add("a", "cats"); index.add("a", "dogs")
+        >>> [m.key for m in index.search("cats")], len(index)
+        ([], 1)
+        """
+        _check_str("key", key)
+        _check_str("text", text)
+        terms = self._analyzer(text)
+        counts = Counter(terms)
+        self._grow(1)
+        self._drop(key)
+        slot = len(self._slot_key)
+        self._slot_key.append(key)
+        self._key_slot[key] = slot
+        self._doc_len[slot], self._alive[slot], self._uniq[slot] = len(terms), True, len(counts)
+        self._total_len += len(terms)
+        vocab, pending = self._vocab, self._pending
+        for term, tf in counts.items():
+            tid = vocab.setdefault(term, len(vocab))
+            lists = pending.get(tid)
+            if lists is None:
+                pending[tid] = (array("i", (slot,)), array("i", (tf,)))
+            else:
+                lists[0].append(slot)
+                lists[1].append(tf)
+        self._n_pending += len(counts)
+        self._maybe_merge()
+
+    def add_many(self, items: Iterable[tuple[str, str]]) -> None:
+        """Index many ``(key, text)`` pairs at once (the fast bulk path).
+
+        Same result as calling :meth:`add` on each pair in order (a key given
+        twice keeps its last text). All pairs are validated before anything changes.
+
+        >>> index = LexicalIndex(); index.add_many([("a", "red fox"), ("b", "blue fox")])
+        >>> sorted(m.key for m in index.search("fox"))
+        ['a', 'b']
+        """
+        batch: dict[str, str] = {}
+        for item in items:
+            if not isinstance(item, tuple | list) or len(item) != 2:
+                raise wrong_type("items", "(key, text) pairs", item)
+            key, text = item
+            _check_str("key", key)
+            _check_str("text", text)
+            batch.pop(key, None)
+            batch[key] = text
+        if not batch:
+            return
+        keys, n = list(batch), len(batch)
+        token_lists = [self._analyzer(text) for text in batch.values()]
+        lengths = np.fromiter(map(len, token_lists), dtype=np.int64, count=n)
+        vocab = self._vocab
+        flat = list(chain.from_iterable(token_lists))
+        for term in dict.fromkeys(flat).keys() - vocab.keys():
+            vocab[term] = len(vocab)
+        ids = np.fromiter(map(vocab.__getitem__, flat), np.int64, len(flat))
+        pairs, tf = np.unique(ids * n + np.repeat(np.arange(n, dtype=np.int64), lengths),
+                              return_counts=True)
+        terms, docs = (pairs // n).astype(np.int32), pairs % n
+        uniq = np.bincount(docs, minlength=n)
+        # Everything above is side-effect free (bar new vocabulary ids); now mutate.
+        self._grow(n)
+        for key in [k for k in keys if k in self._key_slot]:
+            self._drop(key)
+        base = len(self._slot_key)
+        self._slot_key.extend(keys)
+        self._key_slot.update(zip(keys, range(base, base + n), strict=True))
+        self._doc_len[base:base + n] = lengths
+        self._alive[base:base + n] = True
+        self._uniq[base:base + n] = uniq
+        self._total_len += int(lengths.sum())
+        slots, tf = (docs + base).astype(np.int32), tf.astype(np.int32)
+        if self._n_pending + len(terms) > self._merge_limit():
+            self._merge((terms, slots, tf))
+            return
+        starts = np.flatnonzero(np.r_[True, terms[1:] != terms[:-1]]).tolist()
+        ends = starts[1:] + [len(terms)]
+        for tid, lo, hi in zip(terms[starts].tolist(), starts, ends, strict=True):
+            lists = self._pending.setdefault(tid, (array("i"), array("i")))
+            lists[0].frombytes(slots[lo:hi].tobytes())
+            lists[1].frombytes(tf[lo:hi].tobytes())
+        self._n_pending += len(terms)
+        self._maybe_merge()
+
+    def remove(self, key: str) -> bool:
+        """Forget ``key``; ``True`` if it was indexed.
+
+        >>> index = LexicalIndex(); index.add("a", "x"); index.remove("a"), index.remove("a")
+        (True, False)
+        """
+        _check_str("key", key)
+        removed = self._drop(key)
+        if removed:
+            self._maybe_merge()
+        return removed
+
+    def compact(self) -> None:
+        """Merge pending postings into the sealed segment and drop dead ones now.
+
+        Never needed for correctness (writes merge on their own schedule); handy
+        after a large batch of removals.
+
+        >>> index = LexicalIndex(); index.add("a", "x"); index.compact(); len(index)
+        1
+        """
+        self._merge(None)
+
+    # ----------------------------------------------------------------- search
+
+    def search(self, query: str, limit: int | None = 10, *,
+               keys_allowed: Callable[[str], bool] | None = None) -> list[LexicalMatch]:
+        """The best ``limit`` documents for ``query`` (all matches when ``None``),
+        best first; only keys for which ``keys_allowed(key)`` is true, when given.
+
+        >>> index = LexicalIndex(); index.add_many([("a", "green tea"), ("b", "green apple")])
+        >>> [m.key for m in index.search("green", keys_allowed=lambda k: k != "a")]
+        ['b']
+        >>> index.search("nothing here")
+        []
+        """
+        _check_str("query", query)
+        if limit is not None:
+            if isinstance(limit, bool) or not isinstance(limit, Integral):
+                raise wrong_type("limit", "int or None", limit)
+            if limit < 1:
+                raise invalid("limit", f"must be at least 1, got {limit}")
+        if keys_allowed is not None and not callable(keys_allowed):
+            raise wrong_type("keys_allowed", "callable or None", keys_allowed)
+        n_live = len(self._key_slot)
+        if not n_live:
+            return []
+        k1, b, avgdl = self._k1, self._b, self._total_len / n_live
+        names: list[str] = []
+        slot_parts: list[np.ndarray] = []
+        weight_parts: list[np.ndarray] = []
+        bound = 0.0
+        for term in dict.fromkeys(self._analyzer(query)):
+            tid = self._vocab.get(term)
+            if tid is None:
+                continue
+            slots, tfs = self._postings(tid)
+            alive = self._alive[slots]
+            if not alive.all():
+                slots, tfs = slots[alive], tfs[alive]
+            df = len(slots)
+            if not df:
+                continue
+            idf = math.log(1.0 + (n_live - df + 0.5) / (df + 0.5))
+            tf = tfs.astype(np.float64)
+            norm = k1 * (1.0 - b + b * self._doc_len[slots] / avgdl)
+            names.append(term)
+            slot_parts.append(slots)
+            weight_parts.append(idf * (k1 + 1.0) * tf / (tf + norm))
+            bound += idf * (k1 + 1.0)
+        if not names:
+            return []
+        all_slots = np.concatenate(slot_parts)
+        n_slots = len(self._slot_key)
+        if len(all_slots) * 8 < n_slots:  # few postings: sort them instead of a dense pass
+            cand, post_cand = np.unique(all_slots, return_inverse=True)
+            scores = np.bincount(post_cand, weights=np.concatenate(weight_parts))
+        else:
+            dense = np.bincount(all_slots, weights=np.concatenate(weight_parts), minlength=n_slots)
+            cand = np.flatnonzero(dense)
+            scores, post_cand = dense[cand], None
+        chosen = self._choose(scores, cand, limit, keys_allowed)
+        # Which query terms each chosen document matched (postings are in term order).
+        where = np.full(len(cand), -1, np.int64)
+        where[chosen] = np.arange(len(chosen))
+        rank = where[post_cand] if post_cand is not None else where[np.searchsorted(cand, all_slots)]
+        term_of = np.repeat(np.arange(len(names)), [len(p) for p in slot_parts])
+        hit = rank >= 0
+        matched: list[list[str]] = [[] for _ in chosen]
+        for r, t in zip(rank[hit].tolist(), term_of[hit].tolist(), strict=True):
+            matched[r].append(names[t])
+        slot_key = self._slot_key
+        return [LexicalMatch(slot_key[slot], s, min(1.0, s / bound), tuple(m))  # type: ignore[arg-type]
+                for slot, s, m in zip(cand[chosen].tolist(), scores[chosen].tolist(), matched, strict=True)]
+
+    # -------------------------------------------------------------- internals
+
+    def _choose(self, scores: np.ndarray, cand: np.ndarray, limit: int | None,
+                keys_allowed: Callable[[str], bool] | None) -> np.ndarray:
+        want = len(scores) if limit is None else int(limit)
+        if keys_allowed is None:
+            return _top(scores, want)
+        chosen: list[int] = []
+        done, k = 0, max(4 * want, 64)
+        while done < len(scores) and len(chosen) < want:
+            ranked = _top(scores, k)[done:].tolist()
+            for i in ranked:
+                if keys_allowed(self._slot_key[int(cand[i])]):  # type: ignore[arg-type]
+                    chosen.append(i)
+                    if len(chosen) == want:
+                        break
+            done, k = done + len(ranked), k * 4
+        return np.array(chosen, np.int64)
+
+    def _postings(self, tid: int) -> tuple[np.ndarray, np.ndarray]:
+        if tid + 1 < len(self._indptr):
+            lo, hi = self._indptr[tid], self._indptr[tid + 1]
+            slots, tfs = self._post_slot[lo:hi], self._post_tf[lo:hi]
+        else:
+            slots, tfs = self._post_slot[:0], self._post_tf[:0]
+        lists = self._pending.get(tid)
+        if lists is not None:
+            slots = np.concatenate((slots, np.array(lists[0], np.int32)))
+            tfs = np.concatenate((tfs, np.array(lists[1], np.float32)))
+        return slots, tfs
+
+    def _drop(self, key: str) -> bool:
+        slot = self._key_slot.pop(key, None)
+        if slot is None:
+            return False
+        self._alive[slot] = False
+        self._slot_key[slot] = None
+        self._total_len -= int(self._doc_len[slot])
+        self._n_dead += int(self._uniq[slot])
+        return True
+
+    def _grow(self, extra: int) -> None:
+        need = len(self._slot_key) + extra
+        if need <= len(self._doc_len):
+            return
+        cap = max(need, 2 * len(self._doc_len), 1024)
+        for name in ("_doc_len", "_alive", "_uniq"):
+            old = getattr(self, name)
+            new = np.zeros(cap, old.dtype)
+            new[: len(old)] = old
+            setattr(self, name, new)
+
+    def _merge_limit(self) -> int:
+        return max(_MIN_MERGE, len(self._post_slot) // 4)
+
+    def _maybe_merge(self) -> None:
+        if self._n_pending > self._merge_limit() or self._n_dead > self._merge_limit():
+            self._merge(None)
+
+    def _merge(self, extra: tuple[np.ndarray, np.ndarray, np.ndarray] | None) -> None:
+        """Rebuild the sealed segment from sealed + pending (+ extra, term-sorted) postings."""
+        counts = np.diff(self._indptr)
+        parts_t = [np.repeat(np.arange(len(counts), dtype=np.int32), counts)]
+        parts_s, parts_f = [self._post_slot], [self._post_tf]
+        if self._pending:
+            tids = sorted(self._pending)
+            flat_s, flat_f = array("i"), array("i")
+            for tid in tids:
+                flat_s.extend(self._pending[tid][0])
+                flat_f.extend(self._pending[tid][1])
+            parts_t.append(np.repeat(np.array(tids, np.int32), [len(self._pending[t][0]) for t in tids]))
+            parts_s.append(np.array(flat_s, np.int32))
+            parts_f.append(np.array(flat_f, np.float32))
+        if extra is not None:
+            parts_t.append(extra[0])
+            parts_s.append(extra[1])
+            parts_f.append(extra[2].astype(np.float32))
+        terms, slots, tfs = (np.concatenate(p) for p in (parts_t, parts_s, parts_f))
+        n_slots = len(self._slot_key)
+        alive = self._alive[:n_slots]
+        keep = alive[slots]
+        if not keep.all():
+            terms, slots, tfs = terms[keep], slots[keep], tfs[keep]
+        order = np.argsort(terms, kind="stable")  # concatenated sorted runs: near-linear timsort
+        terms, slots, tfs = terms[order], slots[order], tfs[order]
+        n_live, vocab = len(self._key_slot), self._vocab
+        renumber = n_slots - n_live > max(1024, n_live)  # mostly dead: renumber slots, shrink vocabulary
+        if renumber:
+            slots = (np.cumsum(alive) - 1)[slots]
+            per_term = np.bincount(terms, minlength=len(vocab))
+            new_tid = np.cumsum(per_term > 0) - 1
+            vocab = {t: int(new_tid[i]) for t, i in vocab.items() if per_term[i]}
+            terms = new_tid[terms]
+        indptr = np.zeros(len(vocab) + 1, np.int64)
+        np.cumsum(np.bincount(terms, minlength=len(vocab)), out=indptr[1:])
+        if renumber:
+            self._compact_slots(alive)
+        self._vocab, self._indptr, self._post_slot, self._post_tf = vocab, indptr, slots.astype(np.int32), tfs
+        self._pending, self._n_pending, self._n_dead = {}, 0, 0
+
+    def _compact_slots(self, alive: np.ndarray) -> None:
+        live = np.flatnonzero(alive)
+        self._slot_key = [self._slot_key[i] for i in live.tolist()]
+        self._key_slot = {key: i for i, key in enumerate(self._slot_key)}  # type: ignore[misc]
+        cap = max(1024, 2 * len(live))
+        for name in ("_doc_len", "_alive", "_uniq"):
+            old = getattr(self, name)
+            new = np.zeros(cap, old.dtype)
+            new[: len(live)] = old[live]
+            setattr(self, name, new)

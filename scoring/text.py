@@ -1,0 +1,164 @@
+"""Text analysis for lexical retrieval and fact de-duplication.
+
+Three views of a text, all lowercased (``str.casefold``), Unicode-aware and with
+English contractions expanded first ("I'm" → "i am", "won't" → "will not",
+possessive "'s" dropped):
+
+* :func:`tokenize_words` — the plain words, nothing removed.
+* :func:`analyze` — index/query terms: stopwords (negations included) removed,
+  Snowball English stems. Used by :class:`scoring.lexical.LexicalIndex`.
+* :func:`normalize_key` — a de-duplication key: like :func:`analyze` but the
+  negations ("not", "no", "never", ...) are kept, so a fact and its denial differ.
+
+    >>> analyze("I'm living in Lisbon since 2023")
+    ['live', 'lisbon', 'sinc', '2023']
+    >>> normalize_key("I'm allergic to peanuts") == normalize_key("I am allergic to peanuts.")
+    True
+
+Words are runs of Unicode letters and digits (underscore splits); each CJK
+ideograph or kana is a word of its own, since those scripts do not use spaces.
+Work per distinct word is cached, so analysing text costs about one regex pass
+plus a dict lookup per token.
+
+This module is pure: it imports nothing from the project.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from functools import lru_cache
+
+import snowballstemmer
+
+__all__ = ["STOPWORDS", "NEGATIONS", "analyze", "normalize_key", "tokenize_words", "stem"]
+
+#: Words that negate; kept by :func:`normalize_key`, dropped by :func:`analyze`.
+NEGATIONS: frozenset[str] = frozenset({"not", "no", "never", "nothing", "none", "neither", "nor"})
+
+#: English stopwords dropped by :func:`analyze` (and, minus :data:`NEGATIONS`, by
+#: :func:`normalize_key`). Includes the fragments contraction expansion produces.
+STOPWORDS: frozenset[str] = frozenset("""
+a about above after again against all am an and any are as at be because been before
+being below between both but by can could did do does doing down during each few for
+from further had has have having he her here hers herself him himself his how i if in
+into is it its itself just let me more most must my myself no nor not now of off on
+once only or other our ours ourselves out over own same shall she should so some such
+than that the their theirs them themselves then there these they this those through
+to too under until up very was we were what when where which while who whom why will
+with would you your yours yourself yourselves also us may might yet ever
+neither never nothing none d ll m re s t ve
+""".split())
+
+_CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
+# A word: letters/digits (not CJK), optionally joined by apostrophes ("don't",
+# "o'clock"); or a single CJK character.
+_WORD_RE = re.compile(rf"[^\W_{_CJK}]+(?:'[^\W_{_CJK}]+)*|[{_CJK}]")
+_ASCII_WORD_RE = re.compile(r"[a-z0-9]+(?:'[a-z0-9]+)*")
+_APOSTROPHES = str.maketrans({"\u2019": "'", "\u2018": "'", "\u02bc": "'", "`": "'"})
+
+_IRREGULAR: dict[str, tuple[str, ...]] = {
+    "won't": ("will", "not"), "can't": ("can", "not"), "cannot": ("can", "not"),
+    "shan't": ("shall", "not"), "ain't": ("am", "not"), "let's": ("let", "us"),
+    "y'all": ("you", "all"), "ma'am": ("madam",),
+}
+_SUFFIXES: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("n't", ("not",)), ("'re", ("are",)), ("'ve", ("have",)), ("'ll", ("will",)),
+    ("'d", ("would",)), ("'m", ("am",)), ("'s", ()), ("'", ()),
+)
+_KEY_STOPWORDS = STOPWORDS - NEGATIONS
+_STEMMER = snowballstemmer.stemmer("english")
+
+
+@lru_cache(maxsize=1 << 16)
+def stem(word: str) -> str:
+    """The Snowball English stem of one lowercase word (cached).
+
+    >>> stem("lives"), stem("living"), stem("peanuts")
+    ('live', 'live', 'peanut')
+    """
+    return _STEMMER.stemWord(word)
+
+
+@lru_cache(maxsize=1 << 16)
+def _expand(token: str) -> tuple[str, ...]:
+    """Expand the contraction in one lowercase token: "don't" → ("do", "not")."""
+    if token in _IRREGULAR:
+        return _IRREGULAR[token]
+    if "'" not in token:
+        return (token,)
+    for suffix, tail in _SUFFIXES:
+        if token.endswith(suffix) and len(token) > len(suffix):
+            head = token[: -len(suffix)]
+            if "'" not in head:
+                return (head, *tail)
+            break
+    return tuple(part for part in token.split("'") if part)  # o'clock → o, clock
+
+
+@lru_cache(maxsize=1 << 16)
+def _index_terms(token: str) -> tuple[str, ...]:
+    return tuple(stem(w) for w in _expand(token) if w not in STOPWORDS)
+
+
+@lru_cache(maxsize=1 << 16)
+def _key_terms(token: str) -> tuple[str, ...]:
+    return tuple(w if w in NEGATIONS else stem(w) for w in _expand(token) if w not in _KEY_STOPWORDS)
+
+
+def _raw_tokens(text: str) -> list[str]:
+    if text.isascii():
+        return _ASCII_WORD_RE.findall(text.lower())
+    text = unicodedata.normalize("NFC", text).translate(_APOSTROPHES)
+    return _WORD_RE.findall(text.casefold())
+
+
+def tokenize_words(text: str) -> list[str]:
+    """Lowercased word tokens with contractions expanded; nothing removed or stemmed.
+
+    >>> tokenize_words("Don't forget: Maria's flight is at 10:30!")
+    ['do', 'not', 'forget', 'maria', 'flight', 'is', 'at', '10', '30']
+    """
+    out: list[str] = []
+    for token in _raw_tokens(text):
+        out += _expand(token)
+    return out
+
+
+def analyze(text: str) -> list[str]:
+    """Index/query terms: words minus stopwords (negations too), Snowball-stemmed.
+
+    Repeated words repeat in the output (term frequency matters to BM25).
+
+    >>> analyze("The user's cats are living with their grandparents")
+    ['user', 'cat', 'live', 'grandpar']
+    >>> analyze("I won't")
+    []
+    """
+    out: list[str] = []
+    for token in _raw_tokens(text):
+        out += _index_terms(token)
+    return out
+
+
+def normalize_key(text: str) -> str:
+    """A de-duplication key: stems of the non-stopwords, negations kept, in order.
+
+    Re-stating a fact gives the same key; negating it does not. A text made only
+    of stopwords keys on its plain words instead (so "I am" and "you are" differ);
+    a text without words keys as ``""``.
+
+    >>> normalize_key("I'm allergic to peanuts")
+    'allerg peanut'
+    >>> normalize_key("I am NOT allergic to peanuts.")
+    'not allerg peanut'
+    >>> normalize_key("Yes, I am!")
+    'yes'
+    """
+    tokens = _raw_tokens(text)
+    out: list[str] = []
+    for token in tokens:
+        out += _key_terms(token)
+    if not out and tokens:
+        return " ".join(tokenize_words(text))
+    return " ".join(out)

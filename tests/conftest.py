@@ -1,0 +1,39 @@
+"""Shared fixtures: a controllable clock and fresh memories."""
+
+from __future__ import annotations
+
+import pytest
+
+DAY = 86400.0
+T0 = 1_700_000_000.0  # 2023-11-14, a fixed "now" so tests are repeatable
+
+
+class Clock:
+    """A clock the test moves by hand."""
+
+    def __init__(self, start: float = T0) -> None:
+        self.now = start
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, *, days: float = 0.0, seconds: float = 0.0) -> None:
+        self.now += days * DAY + seconds
+
+
+@pytest.fixture
+def clock() -> Clock:
+    return Clock()
+
+
+@pytest.fixture
+def mem(clock):
+    from unified_memory import UnifiedMemory
+
+    with UnifiedMemory(clock=clock) as memory:
+        yield memory
+
+
+@pytest.fixture
+def db_path(tmp_path):
+    return tmp_path / "memory.db"

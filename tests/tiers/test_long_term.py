@@ -1,0 +1,136 @@
+from tiers.long_term import EvictionWeights, FactInput, LongTermFacts
+from tiers.storage import Scope, Storage
+
+ADA = Scope("ada")
+DAY = 86400.0
+
+
+def make():
+    return LongTermFacts(Storage(None))
+
+
+def add(facts, *items, scope=ADA, now=0.0):
+    with facts.storage.atomic():
+        return facts.add(scope, list(items), now=now)
+
+
+def test_restating_reinforces_instead_of_duplicating():
+    facts = make()
+    [first] = add(facts, FactInput("I'm allergic to peanuts", 0.8))
+    [again] = add(facts, FactInput("I am allergic to peanuts.", 0.6), now=DAY)
+    assert again.action == "reinforced" and again.id == first.id
+    [fact] = facts.list(ADA)
+    assert fact.reinforcement_count == 1
+    assert fact.importance > 0.8  # max of both, plus a reinforcement boost
+    assert fact.updated_at.timestamp() == DAY
+
+
+def test_negated_statement_is_a_different_fact():
+    facts = make()
+    add(facts, FactInput("I'm allergic to peanuts", 0.8), FactInput("I'm not allergic to peanuts", 0.8))
+    assert len(facts.list(ADA)) == 2
+
+
+def test_contradiction_supersedes_and_keeps_history():
+    facts = make()
+    [old] = add(facts, FactInput("I live in Lisbon", 0.8, subject="user", attribute="residence", value="Lisbon"))
+    [new] = add(facts, FactInput("I moved to Porto", 0.8, subject="user", attribute="residence", value="Porto"),
+                now=10 * DAY)
+    assert new.superseded == (old.id,)
+    history = {f.id: f for f in facts.list(ADA, include_inactive=True)}
+    assert history[old.id].status == "superseded"
+    assert history[old.id].valid_to.timestamp() == 10 * DAY
+    assert history[old.id].superseded_by == new.id
+    assert [f.id for f in facts.list(ADA)] == [new.id]
+    # still searchable as history
+    assert {f.id for _, f in facts.search(ADA, "Lisbon", 5, now=11 * DAY)} == {old.id}
+
+
+def test_same_slot_same_value_reinforces():
+    facts = make()
+    [a] = add(facts, FactInput("I live in Lisbon", 0.8, subject="user", attribute="residence", value="Lisbon"))
+    [b] = add(facts, FactInput("I'm still living in lisbon", 0.8, subject="user", attribute="residence",
+                               value="lisbon"))
+    assert b.action == "reinforced" and b.id == a.id
+
+
+def test_supersession_within_one_batch():
+    facts = make()
+    writes = add(facts, FactInput("I work at Acme", 0.8, subject="user", attribute="employer", value="Acme"),
+                 FactInput("I work at Globex", 0.8, subject="user", attribute="employer", value="Globex"))
+    assert writes[1].superseded == (writes[0].id,)
+
+
+def test_users_never_see_each_others_facts():
+    facts = make()
+    add(facts, FactInput("My PIN is 1234", 0.9), scope=Scope("ada"))
+    add(facts, FactInput("My PIN is 9999", 0.9), scope=Scope("bob"))
+    assert [f.text for _, f in facts.search(Scope("bob"), "PIN", 10, now=0.0)] == ["My PIN is 9999"]
+    [write] = add(facts, FactInput("My PIN is 1234", 0.9), scope=Scope("bob"))
+    assert write.action == "created"  # dedupe is per user
+
+
+def test_agent_scope_sees_own_and_shared_facts():
+    facts = make()
+    add(facts, FactInput("shared fact about tea", 0.5), scope=Scope("ada"))
+    add(facts, FactInput("bot one fact about tea", 0.5), scope=Scope("ada", "one"))
+    add(facts, FactInput("bot two fact about tea", 0.5), scope=Scope("ada", "two"))
+    seen = {f.text for _, f in facts.search(Scope("ada", "one"), "tea", 10, now=0.0)}
+    assert seen == {"shared fact about tea", "bot one fact about tea"}
+    assert len(facts.search(Scope("ada"), "tea", 10, now=0.0)) == 3
+
+
+def test_ttl_expires_facts():
+    facts = make()
+    add(facts, FactInput("Parking spot is B12 today", 0.9, ttl_days=1))
+    assert facts.search(ADA, "parking", 5, now=0.5 * DAY)
+    assert facts.search(ADA, "parking", 5, now=2 * DAY) == []
+    with facts.storage.atomic():
+        assert len(facts.expire(ADA, now=2 * DAY)) == 1
+    assert facts.list(ADA) == [] and facts.counts("ada") == {"expired": 1}
+
+
+def test_eviction_prefers_unimportant_unused_old_facts_and_spares_the_new_one():
+    facts = make()
+    writes = add(facts, FactInput("old trivial note", 0.1), FactInput("old important fact", 0.9),
+                 FactInput("used trivial note", 0.1))
+    with facts.storage.atomic():
+        facts.touch([writes[2].id] * 1, now=50 * DAY)
+        facts.touch([writes[2].id], now=50 * DAY)
+    [fresh] = add(facts, FactInput("brand new trivial note", 0.05), now=60 * DAY)
+    with facts.storage.atomic():
+        evicted = facts.evict(ADA, limit=3, now=60 * DAY, protect={fresh.id}, weights=EvictionWeights())
+    assert evicted == [writes[0].id]
+    assert {f.text for f in facts.list(ADA)} == {"old important fact", "used trivial note",
+                                                  "brand new trivial note"}
+    assert facts.search(ADA, "old trivial", 5, now=60 * DAY) == [] or all(
+        f.id != writes[0].id for _, f in facts.search(ADA, "old trivial", 5, now=60 * DAY))
+
+
+def test_protected_facts_go_last_even_when_unimportant():
+    facts = make()
+    writes = add(facts, *[FactInput(f"important fact {i}", 0.9) for i in range(3)])
+    [fresh] = add(facts, FactInput("trivial fresh", 0.0), now=DAY)
+    with facts.storage.atomic():
+        evicted = facts.evict(ADA, limit=3, now=DAY, protect={fresh.id}, weights=EvictionWeights())
+    assert fresh.id not in evicted and len(evicted) == 1 and evicted[0] in {w.id for w in writes}
+
+
+def test_search_filters_by_metadata_and_time():
+    facts = make()
+    add(facts, FactInput("tea with lemon", 0.5, metadata={"topic": "drinks"}), now=0.0)
+    add(facts, FactInput("tea ceremony in Kyoto", 0.5, metadata={"topic": "travel"}), now=10 * DAY)
+    assert [f.text for _, f in facts.search(ADA, "tea", 5, where={"topic": "travel"}, now=10 * DAY)] == [
+        "tea ceremony in Kyoto"]
+    assert [f.text for _, f in facts.search(ADA, "tea", 5, since=5 * DAY, now=10 * DAY)] == [
+        "tea ceremony in Kyoto"]
+
+
+def test_index_is_rebuilt_from_the_store_after_reopen(tmp_path):
+    path = tmp_path / "m.db"
+    facts = LongTermFacts(Storage(path))
+    add(facts, FactInput("I adopted a greyhound named Pixel", 0.8))
+    facts.storage.close()
+    reopened = LongTermFacts(Storage(path))
+    assert [f.text for _, f in reopened.search(ADA, "greyhound", 5, now=0.0)] == [
+        "I adopted a greyhound named Pixel"]

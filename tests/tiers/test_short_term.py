@@ -1,0 +1,67 @@
+from tiers.episodic import EpisodicLog
+from tiers.short_term import ShortTermWindow
+from tiers.storage import Scope, Storage
+from unified_memory.types import Message
+
+ADA = Scope("ada")
+
+
+def push(window, messages, scope=ADA, tokens=None):
+    with window.storage.atomic():
+        logged = window.log.append(scope, messages, now=0.0, importances=[0] * len(messages))
+        return window.extend(scope, logged, token_counts=tokens or [len(m.text()) for m in messages])
+
+
+def turn(i):
+    return [Message(role="user", content=f"question {i}"), Message(role="assistant", content=f"answer {i}")]
+
+
+def test_trims_whole_interactions_and_returns_them():
+    window = ShortTermWindow(EpisodicLog(Storage(None)), max_messages=4)
+    trimmed = []
+    for i in range(4):
+        trimmed += push(window, turn(i))
+    assert [m.content for m in window.messages(ADA)] == ["question 2", "answer 2", "question 3", "answer 3"]
+    assert [m.message.content for m in trimmed] == ["question 0", "answer 0", "question 1", "answer 1"]
+
+
+def test_token_limit():
+    window = ShortTermWindow(EpisodicLog(Storage(None)), max_messages=100, max_tokens=25)
+    for i in range(5):
+        push(window, turn(i))
+    assert window.tokens(ADA) <= 25
+    assert window.messages(ADA)[0].role == "user"
+
+
+def test_pending_tool_calls_defer_trimming_and_pairs_stay_together():
+    window = ShortTermWindow(EpisodicLog(Storage(None)), max_messages=2)
+    push(window, turn(0))
+    call = Message(role="assistant", tool_calls=[{"id": "c1"}, {"id": "c2"}])
+    assert push(window, [Message(role="user", content="look up two things"), call]) == []  # calls pending
+    assert push(window, [Message(role="tool", content="r1", tool_call_id="c1")]) == []  # c2 still pending
+    assert len(window.messages(ADA)) == 5
+    trimmed = push(window, [Message(role="tool", content="r2", tool_call_id="c2")])
+    assert [m.message.content for m in trimmed] == ["question 0", "answer 0"]
+    # the interaction is larger than the limit but is kept whole: no orphaned tool result
+    assert [m.role for m in window.messages(ADA)] == ["user", "assistant", "tool", "tool"]
+
+
+def test_windows_are_per_conversation_and_survive_reopen(tmp_path):
+    path = tmp_path / "m.db"
+    window = ShortTermWindow(EpisodicLog(Storage(path)), max_messages=10)
+    push(window, turn(0), scope=Scope("ada", session_id="a"))
+    push(window, turn(1), scope=Scope("ada", session_id="b"))
+    window.storage.close()
+    reopened = ShortTermWindow(EpisodicLog(Storage(path)), max_messages=10)
+    assert [m.content for m in reopened.messages(Scope("ada", session_id="a"))] == ["question 0", "answer 0"]
+    assert [m.content for m in reopened.messages(Scope("ada", session_id="b"))] == ["question 1", "answer 1"]
+    assert reopened.messages(Scope("bob")) == []
+
+
+def test_clear_empties_only_that_window():
+    window = ShortTermWindow(EpisodicLog(Storage(None)), max_messages=10)
+    push(window, turn(0))
+    push(window, turn(1), scope=Scope("bob"))
+    with window.storage.atomic():
+        held = window.clear(ADA)
+    assert len(held) == 2 and window.messages(ADA) == [] and len(window.messages(Scope("bob"))) == 2

@@ -1,0 +1,98 @@
+import sqlite3
+
+import pytest
+
+from tiers.storage import SCHEMA_VERSION, Scope, Storage, metadata_where
+from unified_memory.errors import ClosedError, MemoryTypeError, MemoryValueError, StorageError
+
+
+def test_file_uses_wal_and_schema_version(db_path):
+    store = Storage(db_path)
+    assert store.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    assert store.get_meta("schema_version") == str(SCHEMA_VERSION)
+    assert store.execute("PRAGMA busy_timeout").fetchone()[0] > 0
+    store.close()
+    assert Storage(db_path).get_meta("schema_version") == str(SCHEMA_VERSION)
+
+
+def test_refuses_a_file_that_is_not_sqlite(tmp_path):
+    path = tmp_path / "notes.db"
+    path.write_text("my precious notes")
+    with pytest.raises(StorageError, match="not a SQLite database"):
+        Storage(path)
+    assert path.read_text() == "my precious notes"
+
+
+def test_refuses_another_applications_database(tmp_path):
+    path = tmp_path / "other.db"
+    conn = sqlite3.connect(path)
+    conn.execute("CREATE TABLE invoices (id INTEGER)")
+    conn.commit()
+    conn.close()
+    with pytest.raises(StorageError, match="another application"):
+        Storage(path)
+    conn = sqlite3.connect(path)
+    assert [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")] == ["invoices"]
+
+
+def test_refuses_a_newer_schema(db_path):
+    store = Storage(db_path)
+    with store.atomic():
+        store.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", [str(SCHEMA_VERSION + 1)])
+    store.close()
+    with pytest.raises(StorageError, match="newer"):
+        Storage(db_path)
+
+
+def test_missing_directory_is_a_clear_error(tmp_path):
+    with pytest.raises(StorageError, match="does not exist"):
+        Storage(tmp_path / "nope" / "memory.db")
+
+
+def test_atomic_rolls_back_everything_on_error():
+    store = Storage(None)
+    with pytest.raises(RuntimeError), store.atomic():
+        store.execute("INSERT INTO meta(key, value) VALUES ('a', '1')")
+        with store.atomic():
+            store.execute("INSERT INTO meta(key, value) VALUES ('b', '2')")
+        raise RuntimeError("boom")
+    assert store.get_meta("a") is None and store.get_meta("b") is None
+
+
+def test_closed_storage_refuses_work():
+    store = Storage(None)
+    store.close()
+    store.close()  # idempotent
+    with pytest.raises(ClosedError):
+        store.get_meta("schema_version")
+
+
+def test_metadata_where_matches_by_json_type():
+    store = Storage(None)
+    with store.atomic():
+        store.execute("CREATE TABLE t (id INTEGER, metadata TEXT)")
+        store.executemany("INSERT INTO t VALUES (?, ?)", [[1, '{"a": "1", "n": 1, "b": true}'],
+                                                         [2, '{"a": 1, "n": 1.0}']])
+
+    def ids(where):
+        sql, params = metadata_where(where)
+        return [r["id"] for r in store.query(f"SELECT id FROM t WHERE {sql} ORDER BY id", params)]
+
+    assert ids({"a": "1"}) == [1]
+    assert ids({"a": 1}) == [2]
+    assert ids({"n": 1}) == [1, 2]
+    assert ids({"b": True}) == [1]
+    assert ids({"b": None}) == [2]
+    assert ids({}) == [1, 2]
+
+
+def test_metadata_where_rejects_non_scalars_and_odd_keys():
+    with pytest.raises(MemoryTypeError, match=r"where\['a'\]"):
+        metadata_where({"a": [1]})
+    with pytest.raises(MemoryValueError, match="where"):
+        metadata_where({'a"b': 1})
+
+
+def test_scope_agent_clause():
+    assert Scope("u").agent_clause() == ("1", [])
+    assert Scope("u", "bot").agent_clause() == ("(agent_id = ? OR agent_id = '')", ["bot"])

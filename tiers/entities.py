@@ -1,0 +1,291 @@
+"""Entities and knowledge-graph triples, with neighbourhood queries and recall.
+
+Entities are keyed per user by their normalised name; re-mentioning one counts
+the mention and merges attributes. A triple links two entities by a snake_case
+predicate and is reinforced, not duplicated, when stated again. Each entity is
+indexed as a small document — its name, type, attributes and the relations it
+takes part in — so "where does my sister live?" finds Maria through "sister"
+and "lives".
+
+    >>> from tiers.storage import Storage, Scope
+    >>> from unified_memory.types import ExtractedEntity, ExtractedTriple
+    >>> graph = EntityGraph(Storage(None))
+    >>> scope = Scope("ada")
+    >>> with graph.storage.atomic():
+    ...     _ = graph.upsert(scope, [ExtractedEntity(name="Maria", type="person")], now=0.0)
+    ...     _ = graph.add_triples(scope, [ExtractedTriple(subject="user", predicate="has_sister", object="Maria"),
+    ...                                   ExtractedTriple(subject="Maria", predicate="lives_in", object="Lisbon")],
+    ...                           now=0.0)
+    >>> [t.as_text() for t in graph.neighbors(scope, "Lisbon", depth=2)]
+    ['user has sister Maria', 'Maria lives in Lisbon']
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from tiers.partitions import PartitionedIndex
+from tiers.storage import Scope, Storage, dumps, loads, new_id, recall_filter
+from unified_memory.types import Entity, ExtractedEntity, ExtractedTriple, Triple, utc_from_timestamp
+
+__all__ = ["EntityGraph", "norm_name", "entity_importance", "USER_ENTITY"]
+
+USER_ENTITY = "user"
+_ENTITY_COLUMNS = ("id, user_id, agent_id, name, norm_name, type, attributes, mention_count, "
+                   "first_seen, last_seen, metadata")
+_MAX_RELATIONS_IN_DOC = 40
+
+
+def norm_name(name: str) -> str:
+    """The key an entity is stored under: case-folded, inner whitespace collapsed.
+
+    >>> norm_name("  New   York ")
+    'new york'
+    """
+    return re.sub(r"\s+", " ", name.strip()).casefold()
+
+
+def _to_entity(row: dict[str, Any]) -> Entity:
+    return Entity(
+        id=row["id"], name=row["name"], type=row["type"], attributes=loads(row["attributes"], {}),
+        mention_count=row["mention_count"], first_seen=utc_from_timestamp(row["first_seen"]),
+        last_seen=utc_from_timestamp(row["last_seen"]), metadata=loads(row["metadata"], {}),
+        user_id=row["user_id"], agent_id=row["agent_id"] or None,
+    )
+
+
+class EntityGraph:
+    """The ``entities`` and ``triples`` tables and the per-user entity index."""
+
+    def __init__(self, storage: Storage, *, k1: float = 1.2, b: float = 0.75) -> None:
+        self.storage = storage
+        self.index = PartitionedIndex(storage, self._load_documents, k1=k1, b=b)
+
+    # -- documents ----------------------------------------------------------------------
+
+    def _relations(self, entity_ids: Sequence[str]) -> dict[str, list[str]]:
+        """Readable relation lines per entity id (both directions)."""
+        out: dict[str, list[str]] = {i: [] for i in entity_ids}
+        if not entity_ids:
+            return out
+        for start in range(0, len(entity_ids), 400):
+            chunk = list(entity_ids[start:start + 400])
+            marks = ",".join("?" * len(chunk))
+            rows = self.storage.execute(
+                f"SELECT t.subject_id, s.name, t.predicate, t.object_id, o.name FROM triples t "
+                f"JOIN entities s ON s.id = t.subject_id JOIN entities o ON o.id = t.object_id "
+                f"WHERE t.subject_id IN ({marks}) OR t.object_id IN ({marks}) ORDER BY t.seq",
+                [*chunk, *chunk]).fetchall()
+            for subject_id, subject, predicate, object_id, obj in rows:
+                line = f"{subject} {predicate.replace('_', ' ')} {obj}"
+                for endpoint in (subject_id, object_id):
+                    lines = out.get(endpoint)
+                    if lines is not None and len(lines) < _MAX_RELATIONS_IN_DOC and line not in lines:
+                        lines.append(line)
+        return out
+
+    @staticmethod
+    def describe(entity: Entity, relations: Sequence[str]) -> str:
+        """One readable line for an entity: name, type, attributes, relations.
+
+        >>> from unified_memory.types import utc_from_timestamp as t
+        >>> EntityGraph.describe(Entity(id="e", name="Maria", type="person", attributes={"relation": "sister"},
+        ...                             first_seen=t(0), last_seen=t(0)), ["Maria lives in Lisbon"])
+        'Maria (person; relation: sister): Maria lives in Lisbon'
+        """
+        details = [entity.type] + [f"{k}: {v}" for k, v in sorted(entity.attributes.items())]
+        text = f"{entity.name} ({'; '.join(details)})"
+        return f"{text}: {'; '.join(relations)}" if relations else text
+
+    def _documents(self, rows: Sequence[dict[str, Any]]) -> list[tuple[str, str]]:
+        rows = [r for r in rows if r["norm_name"] != USER_ENTITY]
+        relations = self._relations([r["id"] for r in rows])
+        return [(r["id"], self.describe(_to_entity(r), relations[r["id"]])) for r in rows]
+
+    def _load_documents(self, user_id: str) -> Iterable[tuple[str, str]]:
+        rows = self.storage.query(f"SELECT {_ENTITY_COLUMNS} FROM entities WHERE user_id = ? ORDER BY seq",
+                                  [user_id])
+        return self._documents(rows)
+
+    def _reindex(self, user_id: str, entity_ids: Iterable[str]) -> None:
+        ids = sorted(set(entity_ids))
+        if not ids:
+            return
+        marks = ",".join("?" * len(ids))
+        rows = self.storage.query(f"SELECT {_ENTITY_COLUMNS} FROM entities WHERE id IN ({marks})", ids)
+        self.index.add(user_id, self._documents(rows))
+
+    # -- writes (call inside storage.atomic()) -------------------------------------------
+
+    def upsert(self, scope: Scope, entities: Sequence[ExtractedEntity], *, now: float,
+               metadata: dict[str, Any] | None = None, reindex: bool = True) -> dict[str, str]:
+        """Create or re-mention entities; returns ``{normalised name: id}``."""
+        ids: dict[str, str] = {}
+        for entity in entities:
+            key = norm_name(entity.name)
+            if not key:
+                continue
+            row = self.storage.query(
+                "SELECT id, type, attributes FROM entities WHERE user_id = ? AND agent_id = ? AND norm_name = ?",
+                [scope.user_id, scope.agent_id, key])
+            if row:
+                attributes = {**loads(row[0]["attributes"], {}), **entity.attributes}
+                kind = entity.type if row[0]["type"] == "thing" else row[0]["type"]
+                self.storage.execute(
+                    "UPDATE entities SET mention_count = mention_count + 1, last_seen = MAX(last_seen, ?), "
+                    "attributes = ?, type = ? WHERE id = ?", [now, dumps(attributes), kind, row[0]["id"]])
+                ids[key] = row[0]["id"]
+            else:
+                entity_id = new_id("ent")
+                self.storage.execute(
+                    "INSERT INTO entities (id, user_id, agent_id, name, norm_name, type, attributes, first_seen, "
+                    "last_seen, metadata) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    [entity_id, scope.user_id, scope.agent_id, entity.name.strip(), key, entity.type,
+                     dumps(entity.attributes), now, now, dumps(metadata or {})])
+                ids[key] = entity_id
+        if reindex:
+            self._reindex(scope.user_id, ids.values())
+        return ids
+
+    def add_triples(self, scope: Scope, triples: Sequence[ExtractedTriple], *, now: float,
+                    source_message_id: str | None = None, metadata: dict[str, Any] | None = None) -> list[str]:
+        """Store relations (creating missing endpoint entities); returns the triple ids."""
+        ids: list[str] = []
+        touched: set[str] = set()
+        for triple in triples:
+            names = {}
+            for name in (triple.subject, triple.object):
+                key = norm_name(name)
+                kind = "person" if key == USER_ENTITY else "thing"
+                existing = self.storage.execute(
+                    "SELECT id FROM entities WHERE user_id = ? AND agent_id = ? AND norm_name = ?",
+                    [scope.user_id, scope.agent_id, key]).fetchone()
+                names[name] = existing[0] if existing else self.upsert(
+                    scope, [ExtractedEntity(name=name, type=kind)], now=now, metadata=metadata, reindex=False)[key]
+            subject_id, object_id = names[triple.subject], names[triple.object]
+            predicate = re.sub(r"\W+", "_", triple.predicate.strip().casefold()).strip("_") or "related_to"
+            row = self.storage.execute(
+                "SELECT id FROM triples WHERE user_id = ? AND agent_id = ? AND subject_id = ? AND predicate = ? "
+                "AND object_id = ?", [scope.user_id, scope.agent_id, subject_id, predicate, object_id]).fetchone()
+            if row:
+                self.storage.execute(
+                    "UPDATE triples SET mention_count = mention_count + 1, updated_at = ?, "
+                    "confidence = MAX(confidence, ?) WHERE id = ?", [now, triple.confidence, row[0]])
+                ids.append(row[0])
+            else:
+                triple_id = new_id("tri")
+                self.storage.execute(
+                    "INSERT INTO triples (id, user_id, agent_id, subject_id, predicate, object_id, confidence, "
+                    "created_at, updated_at, source_message_id, metadata) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    [triple_id, scope.user_id, scope.agent_id, subject_id, predicate, object_id,
+                     triple.confidence, now, now, source_message_id, dumps(metadata or {})])
+                ids.append(triple_id)
+            touched.update((subject_id, object_id))
+        self._reindex(scope.user_id, touched)
+        return ids
+
+    def delete_scope(self, scope: Scope) -> int:
+        """Delete the user's entities and triples (only that agent's own when it has one)."""
+        agent_sql, params = ("agent_id = ?", [scope.agent_id]) if scope.agent_id else ("1", [])
+        self.storage.execute(f"DELETE FROM triples WHERE user_id = ? AND {agent_sql}", [scope.user_id, *params])
+        cursor = self.storage.execute(f"DELETE FROM entities WHERE user_id = ? AND {agent_sql}",
+                                      [scope.user_id, *params])
+        self.index.invalidate(scope.user_id)
+        return cursor.rowcount
+
+    # -- reads ----------------------------------------------------------------------------
+
+    def search(self, scope: Scope, query: str, want: int, *, since: float | None = None,
+               where: dict[str, Any] | None = None) -> list[tuple[Any, Entity, str]]:
+        """Lexical candidates among the user's entities: ``(match, entity, description)``."""
+        sql, params = recall_filter(scope, where=where, since=since, time_column="last_seen")
+        found = self.index.filtered_search(scope.user_id, query, want, select=f"{_ENTITY_COLUMNS} FROM entities",
+                                           filter_sql=sql, filter_params=params)
+        relations = self._relations([row["id"] for _, row in found])
+        out = []
+        for match, row in found:
+            entity = _to_entity(row)
+            out.append((match, entity, self.describe(entity, relations[entity.id])))
+        return out
+
+    def entities(self, scope: Scope, *, type: str | None = None, limit: int | None = None) -> list[Entity]:
+        """The user's entities, most mentioned first."""
+        agent_sql, params = scope.agent_clause()
+        sql = f"SELECT {_ENTITY_COLUMNS} FROM entities WHERE user_id = ? AND {agent_sql}"
+        params = [scope.user_id, *params]
+        if type is not None:
+            sql += " AND type = ?"
+            params.append(type)
+        sql += " ORDER BY mention_count DESC, seq"
+        if limit is not None:
+            sql += " LIMIT ?"
+            params.append(int(limit))
+        return [_to_entity(row) for row in self.storage.query(sql, params)]
+
+    def _triple_rows(self, sql: str, params: Sequence[Any]) -> list[Triple]:
+        rows = self.storage.query(
+            "SELECT t.id, s.name AS subject, t.predicate, o.name AS object, t.confidence, t.created_at, "
+            "t.source_message_id, t.metadata, t.user_id, t.agent_id FROM triples t "
+            "JOIN entities s ON s.id = t.subject_id JOIN entities o ON o.id = t.object_id "
+            f"WHERE {sql} ORDER BY t.seq", params)
+        return [Triple(id=r["id"], subject=r["subject"], predicate=r["predicate"], object=r["object"],
+                       confidence=r["confidence"], created_at=utc_from_timestamp(r["created_at"]),
+                       source_message_id=r["source_message_id"], metadata=loads(r["metadata"], {}),
+                       user_id=r["user_id"], agent_id=r["agent_id"] or None) for r in rows]
+
+    def triples(self, scope: Scope, *, entity: str | None = None) -> list[Triple]:
+        """The user's triples, optionally only those touching ``entity`` (by name)."""
+        agent_sql, params = scope.agent_clause("t.agent_id")
+        sql = f"t.user_id = ? AND {agent_sql}"
+        params = [scope.user_id, *params]
+        if entity is not None:
+            sql += " AND (s.norm_name = ? OR o.norm_name = ?)"
+            params += [norm_name(entity), norm_name(entity)]
+        return self._triple_rows(sql, params)
+
+    def neighbors(self, scope: Scope, name: str, *, depth: int = 1) -> list[Triple]:
+        """Triples reachable from the entity ``name`` within ``depth`` hops (either direction)."""
+        agent_sql, agent_params = scope.agent_clause()
+        start = self.storage.execute(
+            f"SELECT id FROM entities WHERE user_id = ? AND {agent_sql} AND norm_name = ?",
+            [scope.user_id, *agent_params, norm_name(name)]).fetchall()
+        frontier = {row[0] for row in start}
+        seen_entities = set(frontier)
+        seen_triples: set[str] = set()
+        for _ in range(max(0, depth)):
+            if not frontier:
+                break
+            marks = ",".join("?" * len(frontier))
+            rows = self.storage.execute(
+                f"SELECT id, subject_id, object_id FROM triples WHERE user_id = ? AND "
+                f"(subject_id IN ({marks}) OR object_id IN ({marks}))",
+                [scope.user_id, *frontier, *frontier]).fetchall()
+            frontier = set()
+            for triple_id, subject_id, object_id in rows:
+                seen_triples.add(triple_id)
+                for endpoint in (subject_id, object_id):
+                    if endpoint not in seen_entities:
+                        seen_entities.add(endpoint)
+                        frontier.add(endpoint)
+        if not seen_triples:
+            return []
+        marks = ",".join("?" * len(seen_triples))
+        return self._triple_rows(f"t.id IN ({marks})", sorted(seen_triples))
+
+    def counts(self, user_id: str) -> tuple[int, int]:
+        """``(entities, triples)`` held for the user."""
+        entities = self.storage.execute("SELECT COUNT(*) FROM entities WHERE user_id = ?", [user_id]).fetchone()[0]
+        triples = self.storage.execute("SELECT COUNT(*) FROM triples WHERE user_id = ?", [user_id]).fetchone()[0]
+        return int(entities), int(triples)
+
+
+def entity_importance(mention_count: int) -> float:
+    """How important an entity is, from how often it was mentioned (0.3 at one mention, → 1).
+
+    >>> entity_importance(1)
+    0.3
+    """
+    return min(1.0, 0.3 + 0.2 * math.log(max(1, mention_count)) / math.log(2) / 3)

@@ -1,0 +1,203 @@
+"""The episodic log: every message verbatim, with its time, speaker and metadata.
+
+The log is the record the other tiers are derived from: the short-term window
+points into it and promotion reads from it. Retention by age prunes only what
+has left the window and been promoted, so nothing is lost before it is used.
+
+    >>> from tiers.storage import Storage, Scope
+    >>> from unified_memory.types import Message
+    >>> log = EpisodicLog(Storage(None))
+    >>> rows = log.append(Scope("ada"), [Message(role="user", content="I adopted a cat named Miso")],
+    ...                   now=0.0, importances=[0.8])
+    >>> [m.key for m in log.index.search("ada", "cat")] == [rows[0].id]
+    True
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from tiers.partitions import PartitionedIndex
+from tiers.storage import NO_SCOPE, Scope, Storage, dumps, loads, new_id, recall_filter
+from unified_memory.types import Episode, Message, utc_from_timestamp
+
+__all__ = ["EpisodicLog", "LoggedMessage", "index_text"]
+
+_COLUMNS = (
+    "seq, id, user_id, agent_id, session_id, role, content, name, tool_calls, tool_call_id, "
+    "images, reasoning_details, metadata, created_at, importance, promoted"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class LoggedMessage:
+    """A message as stored: its log position (``seq``) and id."""
+
+    seq: int
+    id: str
+    message: Message
+
+
+def index_text(name: str | None, content: str | None) -> str:
+    """What the lexical index sees of a message: the speaker's name and the text.
+
+    >>> index_text("Caroline", "I went to a support group")
+    'Caroline: I went to a support group'
+    """
+    content = content or ""
+    return f"{name}: {content}" if name else content
+
+
+def _to_message(row: dict[str, Any]) -> Message:
+    return Message(
+        role=row["role"],
+        content=row["content"],
+        name=row["name"],
+        tool_calls=loads(row["tool_calls"]),
+        tool_call_id=row["tool_call_id"],
+        images=loads(row["images"]),
+        reasoning_details=loads(row["reasoning_details"]),
+        metadata=loads(row["metadata"], {}),
+        id=row["id"],
+        created_at=utc_from_timestamp(row["created_at"]),
+        user_id=row["user_id"],
+        agent_id=row["agent_id"] or None,
+        session_id=row["session_id"] or None,
+    )
+
+
+def _to_episode(row: dict[str, Any], in_window: bool) -> Episode:
+    message = _to_message(row)
+    return Episode(
+        id=row["id"], role=row["role"], content=row["content"], name=row["name"],
+        created_at=message.created_at, metadata=message.metadata, tool_calls=message.tool_calls,
+        tool_call_id=row["tool_call_id"], images=message.images,
+        reasoning_details=message.reasoning_details, importance=row["importance"],
+        in_window=in_window, promoted=bool(row["promoted"]), user_id=row["user_id"],
+        agent_id=message.agent_id, session_id=message.session_id,
+    )
+
+
+class EpisodicLog:
+    """The ``messages`` table and its per-user lexical index."""
+
+    def __init__(self, storage: Storage, *, k1: float = 1.2, b: float = 0.75) -> None:
+        self.storage = storage
+        self.index = PartitionedIndex(storage, self._load_documents, k1=k1, b=b)
+
+    def _load_documents(self, user_id: str) -> Iterable[tuple[str, str]]:
+        rows = self.storage.execute(
+            "SELECT id, name, content FROM messages WHERE user_id = ? AND content IS NOT NULL "
+            "AND content != '' ORDER BY seq", [user_id]
+        ).fetchall()
+        return [(row[0], index_text(row[1], row[2])) for row in rows]
+
+    def append(
+        self, scope: Scope, messages: Sequence[Message], *, now: float, importances: Sequence[float]
+    ) -> list[LoggedMessage]:
+        """Write messages to the log (call inside ``storage.atomic()``); returns them with ids."""
+        logged: list[LoggedMessage] = []
+        for message, importance in zip(messages, importances, strict=True):
+            message_id = new_id("msg")
+            created = message.created_at.timestamp() if message.created_at else now
+            cursor = self.storage.execute(
+                "INSERT INTO messages (id, user_id, agent_id, session_id, role, content, name, tool_calls, "
+                "tool_call_id, images, reasoning_details, metadata, created_at, importance) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                [message_id, scope.user_id, scope.agent_id, scope.session_id, message.role, message.content,
+                 message.name, _json_or_none(message.tool_calls), message.tool_call_id,
+                 _json_or_none(message.images), _json_or_none(message.reasoning_details),
+                 dumps(message.metadata), created, float(importance)],
+            )
+            stored = message.model_copy(update={
+                "id": message_id, "created_at": utc_from_timestamp(created), "user_id": scope.user_id,
+                "agent_id": scope.agent_id or None, "session_id": scope.session_id or None,
+            })
+            logged.append(LoggedMessage(int(cursor.lastrowid), message_id, stored))
+        self.index.add(scope.user_id, [(m.id, index_text(m.message.name, m.message.content))
+                                       for m in logged if m.message.content])
+        return logged
+
+    def search(self, scope: Scope, query: str, want: int, *, since: float | None = None,
+               where: dict[str, Any] | None = None) -> list[tuple[Any, LoggedMessage, float]]:
+        """Lexical candidates among the user's messages that pass the filters:
+        ``(match, logged message, importance)``."""
+        sql, params = recall_filter(scope, where=where, since=since, time_column="created_at")
+        found = self.index.filtered_search(scope.user_id, query, want, select=f"{_COLUMNS} FROM messages",
+                                           filter_sql=sql, filter_params=params)
+        return [(match, LoggedMessage(row["seq"], row["id"], _to_message(row)), float(row["importance"]))
+                for match, row in found]
+
+    def messages_by_seq(self, seqs: Sequence[int]) -> list[LoggedMessage]:
+        """Logged messages by position, in log order."""
+        if not seqs:
+            return []
+        marks = ",".join("?" * len(seqs))
+        rows = self.storage.query(f"SELECT {_COLUMNS} FROM messages WHERE seq IN ({marks}) ORDER BY seq",
+                                  list(seqs))
+        return [LoggedMessage(row["seq"], row["id"], _to_message(row)) for row in rows]
+
+    def due_for_promotion(self, scope: Scope) -> list[LoggedMessage]:
+        """Messages of this user/agent/session that left the window and were not promoted yet."""
+        rows = self.storage.query(
+            f"SELECT {_COLUMNS} FROM messages WHERE user_id = ? AND agent_id = ? AND session_id = ? "
+            "AND promoted = 0 AND seq NOT IN (SELECT message_seq FROM window) ORDER BY seq",
+            [scope.user_id, scope.agent_id, scope.session_id],
+        )
+        return [LoggedMessage(row["seq"], row["id"], _to_message(row)) for row in rows]
+
+    def mark_promoted(self, seqs: Sequence[int]) -> None:
+        """Record that these messages went through promotion (idempotence across restarts)."""
+        if seqs:
+            self.storage.executemany("UPDATE messages SET promoted = 1 WHERE seq = ?", [[s] for s in seqs])
+
+    def prune(self, user_id: str, *, older_than: float) -> int:
+        """Delete log entries older than ``older_than`` (a timestamp) that are out of the
+        window and already promoted. Returns how many were deleted."""
+        ids = [row[0] for row in self.storage.execute(
+            "SELECT id FROM messages WHERE user_id = ? AND created_at < ? AND promoted = 1 "
+            "AND seq NOT IN (SELECT message_seq FROM window)", [user_id, older_than]).fetchall()]
+        if ids:
+            self.storage.executemany("DELETE FROM messages WHERE id = ?", [[i] for i in ids])
+            self.index.remove(user_id, ids)
+        return len(ids)
+
+    def list(
+        self,
+        scope: Scope,
+        *,
+        since: float | None = None,
+        session_id: str | None = None,
+        limit: int | None = None,
+    ) -> list[Episode]:
+        """The user's log in time order (optionally since a time, for one session, the last ``limit``)."""
+        agent_sql, agent_params = scope.agent_clause()
+        sql = (f"SELECT {_COLUMNS}, seq IN (SELECT message_seq FROM window) AS in_window FROM messages "
+               f"WHERE user_id = ? AND {agent_sql}")
+        params: list[Any] = [scope.user_id, *agent_params]
+        if since is not None:
+            sql += " AND created_at >= ?"
+            params.append(since)
+        if session_id is not None:
+            sql += " AND session_id = ?"
+            params.append(session_id if session_id else NO_SCOPE)
+        sql += " ORDER BY created_at DESC, seq DESC"
+        if limit is not None:
+            sql += " LIMIT ?"
+            params.append(int(limit))
+        rows = self.storage.query(sql, params)
+        return [_to_episode(row, bool(row["in_window"])) for row in reversed(rows)]
+
+    def delete_scope(self, scope: Scope) -> int:
+        """Delete the user's log (only that agent's own messages when the scope has an agent)."""
+        agent_sql, agent_params = ("agent_id = ?", [scope.agent_id]) if scope.agent_id else ("1", [])
+        cursor = self.storage.execute(
+            f"DELETE FROM messages WHERE user_id = ? AND {agent_sql}", [scope.user_id, *agent_params])
+        self.index.invalidate(scope.user_id)
+        return cursor.rowcount
+
+
+def _json_or_none(value: Any) -> str | None:
+    return None if value is None else dumps(value)

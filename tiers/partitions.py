@@ -1,0 +1,119 @@
+"""Per-user lexical indexes derived from SQLite, built lazily and kept in step.
+
+Each indexed tier keeps one :class:`~scoring.lexical.LexicalIndex` per user, so
+a query can only ever see that user's documents. An index is built from the
+store the first time the user is searched, updated in place by this process's
+writes, and dropped (to be rebuilt) when another connection commits to the file.
+
+    >>> from tiers.storage import Storage
+    >>> store = Storage(None)
+    >>> parts = PartitionedIndex(store, lambda user_id: [("d1", "peanut allergy")])
+    >>> [m.key for m in parts.search("default", "peanut")]
+    ['d1']
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+
+from scoring.lexical import LexicalIndex, LexicalMatch
+
+from tiers.storage import Storage
+
+__all__ = ["PartitionedIndex"]
+
+Loader = Callable[[str], Iterable[tuple[str, str]]]
+
+
+class PartitionedIndex:
+    """One lexical index per user, derived from the store by ``loader(user_id)``."""
+
+    def __init__(self, storage: Storage, loader: Loader, *, k1: float = 1.2, b: float = 0.75) -> None:
+        self._storage = storage
+        self._loader = loader
+        self._k1 = k1
+        self._b = b
+        self._parts: dict[str, LexicalIndex] = {}
+        self._data_version = storage.data_version()
+
+    def _sync(self) -> None:
+        version = self._storage.data_version()
+        if version != self._data_version:
+            # Another process committed: our in-memory postings may be stale.
+            self._parts.clear()
+            self._data_version = version
+
+    def get(self, user_id: str) -> LexicalIndex:
+        """The user's index, built from the store on first use."""
+        with self._storage.lock:
+            self._sync()
+            index = self._parts.get(user_id)
+            if index is None:
+                index = LexicalIndex(k1=self._k1, b=self._b)
+                index.add_many(self._loader(user_id))
+                self._parts[user_id] = index
+            return index
+
+    def add(self, user_id: str, items: Iterable[tuple[str, str]]) -> None:
+        """Index new or changed documents, if the user's index is loaded (else it loads them later)."""
+        with self._storage.lock:
+            index = self._parts.get(user_id)
+            if index is not None:
+                index.add_many(items)
+
+    def remove(self, user_id: str, keys: Iterable[str]) -> None:
+        """Drop documents from the user's index, if it is loaded."""
+        with self._storage.lock:
+            index = self._parts.get(user_id)
+            if index is not None:
+                for key in keys:
+                    index.remove(key)
+
+    def search(
+        self,
+        user_id: str,
+        query: str,
+        limit: int | None = 50,
+        *,
+        keys_allowed: Callable[[str], bool] | None = None,
+    ) -> list[LexicalMatch]:
+        """Search the user's documents only."""
+        return self.get(user_id).search(query, limit, keys_allowed=keys_allowed)
+
+    def invalidate(self, user_id: str | None = None) -> None:
+        """Forget one user's index (or all), so it is rebuilt from the store on next use."""
+        with self._storage.lock:
+            if user_id is None:
+                self._parts.clear()
+            else:
+                self._parts.pop(user_id, None)
+
+    def filtered_search(
+        self,
+        user_id: str,
+        query: str,
+        want: int,
+        *,
+        select: str,
+        filter_sql: str,
+        filter_params: list,
+    ) -> list[tuple[LexicalMatch, dict]]:
+        """The best ``want`` matches whose stored rows pass an SQL filter, with those rows.
+
+        ``select`` is ``"<columns> FROM <table>"`` (with an ``id`` column); ``filter_sql``
+        is a parameterised condition. The search widens until ``want`` rows pass or the
+        matches run out.
+        """
+        size = max(4 * want, 32)
+        while True:
+            matches = self.search(user_id, query, size)
+            rows: dict[str, dict] = {}
+            if matches:
+                marks = ",".join("?" * len(matches))
+                found = self._storage.query(f"SELECT {select} WHERE id IN ({marks}) AND {filter_sql}",
+                                            [*(m.key for m in matches), *filter_params])
+                rows = {row["id"]: row for row in found}
+            kept = [(m, rows[m.key]) for m in matches if m.key in rows]
+            if len(kept) >= want or len(matches) < size:
+                return kept[:want]
+            size *= 4

@@ -1,0 +1,106 @@
+"""The short-term window: the latest messages of each conversation, persisted.
+
+The window is a set of pointers into the episodic log (table ``window``), one
+window per user/agent/session. :meth:`ShortTermWindow.extend` appends logged
+messages and trims whole interactions by the rules of :mod:`tiers.window`;
+whatever it trims is returned so the coordinator can promote it. Reopening the
+file restores every window.
+
+    >>> from tiers.storage import Storage, Scope
+    >>> from tiers.episodic import EpisodicLog
+    >>> from unified_memory.types import Message
+    >>> store = Storage(None)
+    >>> log = EpisodicLog(store)
+    >>> window = ShortTermWindow(log, max_messages=2)
+    >>> scope = Scope("ada")
+    >>> with store.atomic():
+    ...     logged = log.append(scope, [Message(role="user", content=c) for c in "abc"],
+    ...                         now=0.0, importances=[0, 0, 0])
+    ...     trimmed = window.extend(scope, logged, token_counts=[1, 1, 1])
+    >>> [m.message.content for m in trimmed], [m.content for m in window.messages(scope)]
+    (['a'], ['b', 'c'])
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from tiers.episodic import EpisodicLog, LoggedMessage
+from tiers.storage import Scope, Storage
+from tiers.window import plan_trim
+from unified_memory.types import Message
+
+__all__ = ["ShortTermWindow"]
+
+
+class ShortTermWindow:
+    """Persisted conversation windows bounded by messages and optionally tokens."""
+
+    def __init__(self, log: EpisodicLog, *, max_messages: int, max_tokens: int | None = None) -> None:
+        self.storage: Storage = log.storage
+        self.log = log
+        self.max_messages = max_messages
+        self.max_tokens = max_tokens
+
+    def _rows(self, scope: Scope) -> list[tuple[int, int]]:
+        return [(int(r[0]), int(r[1])) for r in self.storage.execute(
+            "SELECT message_seq, tokens FROM window WHERE user_id = ? AND agent_id = ? AND session_id = ? "
+            "ORDER BY message_seq", [scope.user_id, scope.agent_id, scope.session_id]).fetchall()]
+
+    def logged(self, scope: Scope) -> list[LoggedMessage]:
+        """The window's messages with their log positions, oldest first."""
+        return self.log.messages_by_seq([seq for seq, _ in self._rows(scope)])
+
+    def messages(self, scope: Scope) -> list[Message]:
+        """The window's messages, oldest first."""
+        return [m.message for m in self.logged(scope)]
+
+    def tokens(self, scope: Scope) -> int:
+        """Tokens held by the window (as counted when each message was added)."""
+        row = self.storage.execute(
+            "SELECT COALESCE(SUM(tokens), 0) FROM window WHERE user_id = ? AND agent_id = ? AND session_id = ?",
+            [scope.user_id, scope.agent_id, scope.session_id]).fetchone()
+        return int(row[0])
+
+    def extend(
+        self, scope: Scope, logged: Sequence[LoggedMessage], *, token_counts: Sequence[int]
+    ) -> list[LoggedMessage]:
+        """Append logged messages and trim; returns what left the window (oldest first).
+
+        Call inside ``storage.atomic()`` together with the log write, so a message
+        is never in the log without being in the window, or the reverse.
+        """
+        self.storage.executemany(
+            "INSERT INTO window (message_seq, user_id, agent_id, session_id, tokens) VALUES (?, ?, ?, ?, ?)",
+            [[m.seq, scope.user_id, scope.agent_id, scope.session_id, int(t)]
+             for m, t in zip(logged, token_counts, strict=True)],
+        )
+        rows = self._rows(scope)
+        current = self.log.messages_by_seq([seq for seq, _ in rows])
+        plan = plan_trim(
+            [m.message for m in current],
+            max_messages=self.max_messages,
+            max_tokens=self.max_tokens,
+            token_counts=[t for _, t in rows] if self.max_tokens is not None else None,
+        )
+        trimmed = [current[i] for i in plan.drop]
+        if trimmed:
+            self.storage.executemany("DELETE FROM window WHERE message_seq = ?", [[m.seq] for m in trimmed])
+        return trimmed
+
+    def contains(self, scope: Scope, seqs: Sequence[int]) -> set[int]:
+        """Which of these log positions are in this conversation's window."""
+        if not seqs:
+            return set()
+        marks = ",".join("?" * len(seqs))
+        return {int(r[0]) for r in self.storage.execute(
+            f"SELECT message_seq FROM window WHERE user_id = ? AND agent_id = ? AND session_id = ? "
+            f"AND message_seq IN ({marks})", [scope.user_id, scope.agent_id, scope.session_id, *seqs]).fetchall()}
+
+    def clear(self, scope: Scope) -> list[LoggedMessage]:
+        """Empty this conversation's window; returns what it held."""
+        held = self.logged(scope)
+        self.storage.execute(
+            "DELETE FROM window WHERE user_id = ? AND agent_id = ? AND session_id = ?",
+            [scope.user_id, scope.agent_id, scope.session_id])
+        return held

@@ -1,0 +1,384 @@
+"""The one SQLite file every tier lives in: schema, versioning, transactions.
+
+SQLite is the source of truth; every index is derived from it and can be rebuilt.
+A file that is not ours (or is newer than this code) is refused, never overwritten.
+
+    >>> from tiers.storage import Storage
+    >>> store = Storage(None)            # in memory
+    >>> with store.atomic() as db:
+    ...     _ = db.execute("INSERT INTO meta(key, value) VALUES (?, ?)", ["greeting", "hi"])
+    >>> store.get_meta("greeting")
+    'hi'
+    >>> store.close()
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import sqlite3
+import threading
+import uuid
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import sqlite_utils
+
+from unified_memory.errors import ClosedError, StorageError, invalid, wrong_type
+
+__all__ = ["Storage", "Scope", "SCHEMA_VERSION", "new_id", "dumps", "loads", "NO_SCOPE", "metadata_where", "recall_filter"]
+
+SCHEMA_VERSION = 1
+_SQLITE_MAGIC = b"SQLite format 3\x00"
+# agent_id / session_id are stored as '' when absent so equality tests work in SQL.
+NO_SCOPE = ""
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (
+    key TEXT PRIMARY KEY,
+    value TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS messages (
+    seq INTEGER PRIMARY KEY,
+    id TEXT NOT NULL UNIQUE,
+    user_id TEXT NOT NULL,
+    agent_id TEXT NOT NULL DEFAULT '',
+    session_id TEXT NOT NULL DEFAULT '',
+    role TEXT NOT NULL,
+    content TEXT,
+    name TEXT,
+    tool_calls TEXT,
+    tool_call_id TEXT,
+    images TEXT,
+    reasoning_details TEXT,
+    metadata TEXT NOT NULL DEFAULT '{}',
+    created_at REAL NOT NULL,
+    importance REAL NOT NULL DEFAULT 0,
+    promoted INTEGER NOT NULL DEFAULT 0
+);
+CREATE INDEX IF NOT EXISTS messages_scope ON messages(user_id, agent_id, session_id, seq);
+CREATE INDEX IF NOT EXISTS messages_time ON messages(user_id, created_at);
+CREATE INDEX IF NOT EXISTS messages_due ON messages(user_id, promoted);
+
+CREATE TABLE IF NOT EXISTS window (
+    message_seq INTEGER PRIMARY KEY REFERENCES messages(seq) ON DELETE CASCADE,
+    user_id TEXT NOT NULL,
+    agent_id TEXT NOT NULL DEFAULT '',
+    session_id TEXT NOT NULL DEFAULT '',
+    tokens INTEGER NOT NULL DEFAULT 0
+);
+CREATE INDEX IF NOT EXISTS window_scope ON window(user_id, agent_id, session_id, message_seq);
+
+CREATE TABLE IF NOT EXISTS facts (
+    seq INTEGER PRIMARY KEY,
+    id TEXT NOT NULL UNIQUE,
+    user_id TEXT NOT NULL,
+    agent_id TEXT NOT NULL DEFAULT '',
+    session_id TEXT NOT NULL DEFAULT '',
+    text TEXT NOT NULL,
+    norm_key TEXT NOT NULL,
+    subject TEXT,
+    attribute TEXT,
+    value TEXT,
+    importance REAL NOT NULL,
+    category TEXT,
+    confidence REAL NOT NULL DEFAULT 1,
+    status TEXT NOT NULL DEFAULT 'active',
+    created_at REAL NOT NULL,
+    updated_at REAL NOT NULL,
+    last_accessed REAL,
+    access_count INTEGER NOT NULL DEFAULT 0,
+    reinforcement_count INTEGER NOT NULL DEFAULT 0,
+    valid_from REAL,
+    valid_to REAL,
+    superseded_by TEXT,
+    expires_at REAL,
+    source TEXT NOT NULL DEFAULT 'remember',
+    source_message_ids TEXT NOT NULL DEFAULT '[]',
+    metadata TEXT NOT NULL DEFAULT '{}'
+);
+CREATE INDEX IF NOT EXISTS facts_key ON facts(user_id, norm_key);
+CREATE INDEX IF NOT EXISTS facts_status ON facts(user_id, status);
+CREATE INDEX IF NOT EXISTS facts_slot ON facts(user_id, subject, attribute, status);
+
+CREATE TABLE IF NOT EXISTS entities (
+    seq INTEGER PRIMARY KEY,
+    id TEXT NOT NULL UNIQUE,
+    user_id TEXT NOT NULL,
+    agent_id TEXT NOT NULL DEFAULT '',
+    name TEXT NOT NULL,
+    norm_name TEXT NOT NULL,
+    type TEXT NOT NULL DEFAULT 'thing',
+    attributes TEXT NOT NULL DEFAULT '{}',
+    mention_count INTEGER NOT NULL DEFAULT 1,
+    first_seen REAL NOT NULL,
+    last_seen REAL NOT NULL,
+    metadata TEXT NOT NULL DEFAULT '{}',
+    UNIQUE (user_id, agent_id, norm_name)
+);
+
+CREATE TABLE IF NOT EXISTS triples (
+    seq INTEGER PRIMARY KEY,
+    id TEXT NOT NULL UNIQUE,
+    user_id TEXT NOT NULL,
+    agent_id TEXT NOT NULL DEFAULT '',
+    subject_id TEXT NOT NULL REFERENCES entities(id) ON DELETE CASCADE,
+    predicate TEXT NOT NULL,
+    object_id TEXT NOT NULL REFERENCES entities(id) ON DELETE CASCADE,
+    confidence REAL NOT NULL DEFAULT 1,
+    mention_count INTEGER NOT NULL DEFAULT 1,
+    created_at REAL NOT NULL,
+    updated_at REAL NOT NULL,
+    source_message_id TEXT,
+    metadata TEXT NOT NULL DEFAULT '{}',
+    UNIQUE (user_id, agent_id, subject_id, predicate, object_id)
+);
+CREATE INDEX IF NOT EXISTS triples_subject ON triples(subject_id);
+CREATE INDEX IF NOT EXISTS triples_object ON triples(object_id);
+"""
+
+
+@dataclass(frozen=True, slots=True)
+class Scope:
+    """Who an item belongs to. ``user_id`` is a hard boundary; ``agent_id`` and
+    ``session_id`` are stored as ``''`` when absent (see :data:`NO_SCOPE`).
+
+    >>> Scope("ada").agent_id
+    ''
+    """
+
+    user_id: str
+    agent_id: str = NO_SCOPE
+    session_id: str = NO_SCOPE
+
+    def agent_clause(self, column: str = "agent_id") -> tuple[str, list[str]]:
+        """SQL (and params) selecting items visible to this scope's agent: its own
+        and those shared by all agents; every agent's items when no agent is set."""
+        if self.agent_id == NO_SCOPE:
+            return "1", []
+        return f"({column} = ? OR {column} = '')", [self.agent_id]
+
+
+def new_id(prefix: str) -> str:
+    """A fresh unique id with a readable prefix.
+
+    >>> new_id("fact").startswith("fact_")
+    True
+    """
+    return f"{prefix}_{uuid.uuid4().hex}"
+
+
+def dumps(value: Any) -> str:
+    """JSON-encode a stored value (compact, strict: no NaN).
+
+    >>> dumps({"a": 1})
+    '{"a":1}'
+    """
+    return json.dumps(value, separators=(",", ":"), allow_nan=False, ensure_ascii=False)
+
+
+def loads(text: str | None, default: Any = None) -> Any:
+    """Decode a stored JSON value; ``None`` gives ``default``.
+
+    >>> loads('[1, 2]'), loads(None, {})
+    ([1, 2], {})
+    """
+    if text is None:
+        return default
+    return json.loads(text)
+
+
+def metadata_where(where: dict[str, Any] | None, column: str = "metadata") -> tuple[str, list[Any]]:
+    """SQL (and params) keeping rows whose JSON ``column`` has every ``key: value`` of ``where``.
+
+    Values must be JSON scalars (str, int, float, bool or None; None also matches a
+    missing key); keys and values are
+    passed as parameters, never spliced into the SQL.
+
+    >>> metadata_where({"topic": "food"})
+    ("(json_type(metadata, ?) = 'text' AND json_extract(metadata, ?) = ?)", ['$."topic"', '$."topic"', 'food'])
+    """
+    if not where:
+        return "1", []
+    if not isinstance(where, dict):
+        raise wrong_type("where", "dict", where)
+    clauses: list[str] = []
+    params: list[Any] = []
+    for key, value in where.items():
+        if not isinstance(key, str) or not key or '"' in key or "\\" in key:
+            raise invalid("where", f"keys must be non-empty strings without quotes or backslashes, got {key!r}")
+        path = f'$."{key}"'
+        if value is None:
+            clauses.append(f"COALESCE(json_type({column}, ?), 'null') = 'null'")
+            params.append(path)
+        elif isinstance(value, bool):
+            clauses.append(f"json_type({column}, ?) = ?")
+            params += [path, "true" if value else "false"]
+        elif isinstance(value, int | float):
+            clauses.append(f"(json_type({column}, ?) IN ('integer', 'real') AND json_extract({column}, ?) = ?)")
+            params += [path, path, value]
+        elif isinstance(value, str):
+            clauses.append(f"(json_type({column}, ?) = 'text' AND json_extract({column}, ?) = ?)")
+            params += [path, path, value]
+        else:
+            raise wrong_type(f"where[{key!r}]", "str, int, float, bool or None", value)
+    return " AND ".join(clauses), params
+
+
+def recall_filter(scope: Scope, *, where: dict[str, Any] | None, since: float | None,
+                  time_column: str) -> tuple[str, list[Any]]:
+    """SQL (and params) for what a recall may see: the scope's user and agent, the
+    metadata equalities of ``where``, and ``time_column >= since`` when given.
+
+    >>> recall_filter(Scope("ada"), where=None, since=5.0, time_column="created_at")
+    ('user_id = ? AND 1 AND 1 AND created_at >= ?', ['ada', 5.0])
+    """
+    agent_sql, agent_params = scope.agent_clause()
+    where_sql, where_params = metadata_where(where)
+    sql = f"user_id = ? AND {agent_sql} AND {where_sql}"
+    params: list[Any] = [scope.user_id, *agent_params, *where_params]
+    if since is not None:
+        sql += f" AND {time_column} >= ?"
+        params.append(since)
+    return sql, params
+
+
+class Storage:
+    """One SQLite database (a file, or in memory when ``path`` is None).
+
+    WAL journal, a busy timeout, foreign keys, a schema version in ``meta``.
+    All access goes through one connection guarded by a re-entrant lock, so a
+    ``Storage`` may be shared by threads. Writes happen inside :meth:`atomic`.
+    """
+
+    def __init__(self, path: str | os.PathLike[str] | None, *, busy_timeout_ms: int = 10_000) -> None:
+        self.path: Path | None = Path(path) if path is not None else None
+        self.lock = threading.RLock()
+        self._closed = False
+        if self.path is not None:
+            self._refuse_foreign_file(self.path)
+            if self.path.parent and not self.path.parent.exists():
+                raise StorageError(f"path: directory {str(self.path.parent)!r} does not exist")
+        target = ":memory:" if self.path is None else str(self.path)
+        try:
+            conn = sqlite3.connect(target, timeout=busy_timeout_ms / 1000, check_same_thread=False)
+        except sqlite3.Error as exc:
+            raise StorageError(f"path: cannot open {target!r}: {exc}") from None
+        try:
+            self.db = sqlite_utils.Database(conn, execute_plugins=False)
+            self._configure(busy_timeout_ms)
+            self._migrate()
+        except sqlite3.DatabaseError as exc:
+            conn.close()
+            raise StorageError(f"path: {target!r} is not a usable SQLite database: {exc}") from None
+        except BaseException:
+            conn.close()
+            raise
+
+    @staticmethod
+    def _refuse_foreign_file(path: Path) -> None:
+        if not path.exists():
+            return
+        if path.is_dir():
+            raise StorageError(f"path: {str(path)!r} is a directory, not a database file")
+        with path.open("rb") as handle:
+            head = handle.read(len(_SQLITE_MAGIC))
+        if head and head != _SQLITE_MAGIC:
+            raise StorageError(f"path: {str(path)!r} is not a SQLite database; refusing to overwrite it")
+
+    def _configure(self, busy_timeout_ms: int) -> None:
+        conn = self.db.conn
+        conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
+        conn.execute("PRAGMA foreign_keys = ON")
+        if self.path is not None:
+            mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+            if str(mode).lower() != "wal":
+                raise StorageError(f"path: could not enable WAL journaling (got {mode!r})")
+            conn.execute("PRAGMA synchronous = NORMAL")
+
+    def _migrate(self) -> None:
+        tables = set(self.db.table_names())
+        if tables and "meta" not in tables:
+            raise StorageError(
+                f"path: {str(self.path)!r} is a SQLite database of another application "
+                f"(tables: {', '.join(sorted(tables)[:5])}); refusing to modify it"
+            )
+        version = None
+        if "meta" in tables:
+            row = self.db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+            version = int(row[0]) if row else None
+            if version is None and len(tables) > 1:
+                raise StorageError(f"path: {str(self.path)!r} has no schema version; refusing to modify it")
+        if version is not None and version > SCHEMA_VERSION:
+            raise StorageError(
+                f"path: {str(self.path)!r} was written by a newer unified-memory "
+                f"(schema {version}, this version reads up to {SCHEMA_VERSION}); upgrade the package"
+            )
+        with self.atomic():
+            for statement in _SCHEMA.split(";"):
+                if statement.strip():
+                    self.db.execute(statement)
+            self.db.execute(
+                "INSERT OR REPLACE INTO meta(key, value) VALUES ('schema_version', ?)", [str(SCHEMA_VERSION)]
+            )
+
+    # -- access -------------------------------------------------------------------
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise ClosedError("this memory is closed")
+
+    @contextlib.contextmanager
+    def atomic(self) -> Iterator[sqlite_utils.Database]:
+        """A transaction (a savepoint when nested): all of it commits, or none of it."""
+        with self.lock:
+            self._check_open()
+            with self.db.atomic():
+                yield self.db
+
+    def execute(self, sql: str, params: Sequence[Any] | dict[str, Any] = ()) -> sqlite3.Cursor:
+        """Run one parameterised statement under the lock (reads, or writes inside :meth:`atomic`)."""
+        with self.lock:
+            self._check_open()
+            return self.db.execute(sql, params)
+
+    def query(self, sql: str, params: Sequence[Any] | dict[str, Any] = ()) -> list[dict[str, Any]]:
+        """Run a parameterised SELECT and return its rows as dicts."""
+        with self.lock:
+            self._check_open()
+            cursor = self.db.execute(sql, params)
+            columns = [c[0] for c in cursor.description]
+            return [dict(zip(columns, row, strict=True)) for row in cursor.fetchall()]
+
+    def executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
+        """Run one parameterised statement for many rows (call inside :meth:`atomic`)."""
+        with self.lock:
+            self._check_open()
+            self.db.conn.executemany(sql, rows)
+
+    def get_meta(self, key: str) -> str | None:
+        """Read a value of the ``meta`` table."""
+        row = self.execute("SELECT value FROM meta WHERE key = ?", [key]).fetchone()
+        return row[0] if row else None
+
+    def data_version(self) -> int:
+        """SQLite's ``PRAGMA data_version``: changes when another connection commits."""
+        return int(self.execute("PRAGMA data_version").fetchone()[0])
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def close(self) -> None:
+        """Close the connection (idempotent)."""
+        with self.lock:
+            if self._closed:
+                return
+            self._closed = True
+            if self.path is not None:
+                with contextlib.suppress(sqlite3.Error):
+                    self.db.conn.execute("PRAGMA optimize")
+            self.db.conn.close()

@@ -1,0 +1,209 @@
+"""The short-term window: which leading messages of a conversation must leave it.
+
+Pure logic over ``Sequence[Message]`` (oldest first); storage is the caller's job.
+
+* **Interactions.** An interaction is a user message and everything up to the next
+  user message; messages before the first user message form a leading unit.
+  Trimming removes whole interactions from the front, never part of one.
+* **Tool calls.** An assistant message opens one call per ``tool_calls`` entry
+  (entries without ``"id"`` open anonymous calls). A ``tool`` message closes the
+  open call named by its ``tool_call_id``; with no ``tool_call_id`` it closes the
+  oldest open call; with an id that is not open it closes the oldest anonymous call,
+  or nothing if there is none. A call is *pending* while open. Nothing is trimmed while any call is pending, and
+  a cut never separates a tool result from the assistant message that opened it.
+* **Pinned system messages.** ``system`` messages are never trimmed and count
+  against neither ``max_messages`` nor ``max_tokens``; they keep their position.
+* **Cuts.** A cut at index ``i`` drops the non-system messages of ``messages[:i]``.
+  Valid cuts are user messages with no call open just before them.
+* **Overflow.** If even the newest interaction exceeds the limits, it stays whole.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from unified_memory.errors import invalid, wrong_type
+from unified_memory.protocols import TokenCounter
+from unified_memory.types import Message
+
+__all__ = [
+    "TrimPlan",
+    "TrimReason",
+    "cut_points",
+    "message_token_counts",
+    "pending_tool_calls",
+    "plan_trim",
+    "split_interactions",
+]
+
+TrimReason = Literal["within_limits", "tool_calls_pending", "fits", "over_limits"]
+
+
+@dataclass(frozen=True, slots=True)
+class TrimPlan:
+    """What :func:`plan_trim` decided.
+
+    ``cut``: the window now starts at this index (``0``: nothing dropped);
+    ``drop``: the indices to remove, ascending (the non-system ones before ``cut``);
+    ``reason``: ``within_limits`` (nothing must go), ``tool_calls_pending`` (over the
+    limits but calls are open, so nothing is dropped yet), ``fits`` (dropped just
+    enough to fit) or ``over_limits`` (dropped all that may go and still over the
+    limits: the newest interaction alone is too large).
+
+    >>> plan = TrimPlan(cut=2, drop=(0, 1), reason="fits")
+    >>> kept, dropped = plan.apply([Message(role="user", content=c) for c in "abc"])
+    >>> [m.content for m in kept], [m.content for m in dropped]
+    (['c'], ['a', 'b'])
+    """
+
+    cut: int
+    drop: tuple[int, ...]
+    reason: TrimReason
+
+    def apply(self, messages: Sequence[Message]) -> tuple[list[Message], list[Message]]:
+        """Split ``messages`` into ``(kept, dropped)``, both in their original order."""
+        gone = set(self.drop)
+        kept = [m for i, m in enumerate(messages) if i not in gone]
+        return kept, [messages[i] for i in self.drop]
+
+
+def _open_before(messages: Sequence[Message]) -> list[int]:
+    """``counts[i]``: how many calls are open just before ``messages[i]`` (length n+1)."""
+    open_calls: list[str | None] = []  # oldest first; None is an anonymous call
+    counts = [0]
+    for m in messages:
+        if m.role == "assistant" and m.tool_calls:
+            open_calls.extend(None if c.get("id") is None else str(c.get("id")) for c in m.tool_calls)
+        elif m.role == "tool" and open_calls:
+            tid = m.tool_call_id
+            if tid is None:
+                open_calls.pop(0)
+            elif tid in open_calls:
+                open_calls.remove(tid)
+            elif None in open_calls:  # ids only on the results: answers an anonymous call
+                open_calls.remove(None)
+        counts.append(len(open_calls))
+    return counts
+
+
+def pending_tool_calls(messages: Sequence[Message]) -> int:
+    """How many tool calls are still open after the last message.
+
+    >>> call = Message(role="assistant", tool_calls=[{"id": "a"}, {"id": "b"}])
+    >>> pending_tool_calls([Message(role="user", content="hi"), call,
+    ...                     Message(role="tool", content="ok", tool_call_id="b")])
+    1
+    """
+    return _open_before(messages)[-1]
+
+
+def cut_points(messages: Sequence[Message]) -> list[int]:
+    """The indices where the window may start, ascending.
+
+    ``i`` is a cut point when ``messages[i]`` is a user message and no tool call
+    opened before ``i`` is still open at ``i``. Cutting at ``i`` drops the non-system
+    messages of ``messages[:i]``. ``0`` is listed only when ``messages[0]`` is a user
+    message; not trimming at all is always allowed and needs no cut point.
+
+    >>> msgs = [Message(role="user", content="q1"), Message(role="assistant", tool_calls=[{"id": "c"}]),
+    ...         Message(role="user", content="q2"), Message(role="tool", content="r", tool_call_id="c"),
+    ...         Message(role="user", content="q3")]
+    >>> cut_points(msgs)
+    [0, 4]
+    """
+    counts = _open_before(messages)
+    return [i for i, m in enumerate(messages) if m.role == "user"]
+
+
+def split_interactions(messages: Sequence[Message]) -> list[list[Message]]:
+    """Group messages into interactions: each user message starts a new group.
+
+    Messages before the first user message form a leading group of their own;
+    system messages stay in the group where they occur.
+
+    >>> roles = ["assistant", "user", "assistant", "user", "system"]
+    >>> [[m.role for m in g] for g in split_interactions([Message(role=r) for r in roles])]
+    [['assistant'], ['user', 'assistant'], ['user', 'system']]
+    """
+    groups: list[list[Message]] = []
+    for m in messages:
+        if m.role == "user" or not groups:
+            groups.append([])
+        groups[-1].append(m)
+    return groups
+
+
+def message_token_counts(messages: Sequence[Message], count_tokens: TokenCounter) -> list[int]:
+    """``count_tokens(m.text())`` for each message, aligned with ``messages``.
+
+    Compute it once per message and keep it: :func:`plan_trim` takes these counts.
+
+    >>> message_token_counts([Message(role="user", content="a b c")], lambda t: len(t.split()))
+    [3]
+    """
+    return [count_tokens(m.text()) for m in messages]
+
+
+def _check_limit(field: str, value: int | None) -> None:
+    if value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise wrong_type(field, "int", value)
+    if value < 1:
+        raise invalid(field, f"must be at least 1, got {value}")
+
+
+def plan_trim(
+    messages: Sequence[Message],
+    *,
+    max_messages: int,
+    max_tokens: int | None = None,
+    token_counts: Sequence[int] | None = None,
+) -> TrimPlan:
+    """Decide which leading messages leave the window (see the module docstring).
+
+    Limits apply to the non-system messages from the cut on. ``token_counts`` (one
+    per message, e.g. from :func:`message_token_counts`) is required with
+    ``max_tokens``. When over a limit and no call is pending, the plan cuts at the
+    smallest valid cut that satisfies both limits, else at the largest valid cut.
+
+    >>> msgs = [Message(role="system", content="be brief")] + [
+    ...     Message(role=r, content=f"{r} {i}") for i in range(3) for r in ("user", "assistant")]
+    >>> plan_trim(msgs, max_messages=4)
+    TrimPlan(cut=3, drop=(1, 2), reason='fits')
+    """
+    _check_limit("max_messages", max_messages)
+    _check_limit("max_tokens", max_tokens)
+    n = len(messages)
+    if max_tokens is not None and token_counts is None:
+        raise invalid("token_counts", "required when max_tokens is set")
+    if token_counts is not None:
+        if len(token_counts) != n:
+            raise invalid("token_counts", f"needs one count per message ({n}), got {len(token_counts)}")
+        if any(t < 0 for t in token_counts):
+            raise invalid("token_counts", "counts must be >= 0")
+    # suffix totals over non-system messages: msgs_from[i], toks_from[i] cover messages[i:]
+    msgs_from = [0] * (n + 1)
+    toks_from = [0] * (n + 1)
+    for i in range(n - 1, -1, -1):
+        counted = messages[i].role != "system"
+        msgs_from[i] = msgs_from[i + 1] + counted
+        toks_from[i] = toks_from[i + 1] + (token_counts[i] if counted and token_counts is not None else 0)
+
+    def fits(cut: int) -> bool:
+        return msgs_from[cut] <= max_messages and (max_tokens is None or toks_from[cut] <= max_tokens)
+
+    def plan(cut: int, reason: TrimReason) -> TrimPlan:
+        return TrimPlan(cut, tuple(i for i in range(cut) if messages[i].role != "system"), reason)
+
+    if fits(0):
+        return plan(0, "within_limits")
+    if pending_tool_calls(messages):
+        return plan(0, "tool_calls_pending")
+    cuts = cut_points(messages)
+    for cut in cuts:
+        if fits(cut):
+            return plan(cut, "fits")
+    return plan(cuts[-1] if cuts else 0, "over_limits")

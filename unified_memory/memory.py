@@ -1,0 +1,553 @@
+"""UnifiedMemory: the coordinator of the four tiers over one SQLite file.
+
+    >>> from unified_memory import UnifiedMemory
+    >>> with UnifiedMemory(short_term_limit=2) as mem:
+    ...     _ = mem.add_turn("My sister Maria lives in Lisbon", "Nice!")
+    ...     _ = mem.add_turn("I'm allergic to peanuts", "Noted.")
+    ...     [hit.text for hit in mem.recall("peanuts allergy", tiers=["long_term"])]
+    ["I'm allergic to peanuts"]
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from scoring.importance import HeuristicImportanceScorer, assess_importance
+from tiers.entities import USER_ENTITY, EntityGraph
+from tiers.episodic import EpisodicLog
+from tiers.long_term import EvictionWeights, LongTermFacts
+from tiers.short_term import ShortTermWindow
+from tiers.storage import SCHEMA_VERSION, Scope, Storage
+from tiers.window import message_token_counts
+from unified_memory.config import MemoryConfig
+from unified_memory.context import assemble
+from unified_memory.errors import invalid, wrong_type
+from unified_memory.extraction import RuleExtractor
+from unified_memory.promotion import Promoter, PromotionReport
+from unified_memory.protocols import Extractor
+from unified_memory.recall import federated_recall
+from unified_memory.tokens import make_token_counter
+from unified_memory.types import (
+    TIERS, ContextBlock, Entity, Episode, ExtractedFact, Extraction, ExtractedTriple, Fact, MemoryStats,
+    Message, RecallHit, Triple,
+)
+from unified_memory.validation import (
+    check_limit, check_metadata, check_scope_id, check_text, check_unit, parse_when, to_message,
+)
+
+__all__ = ["UnifiedMemory"]
+
+
+@dataclass(slots=True)
+class _Backend:
+    """What every scoped view of one memory file shares."""
+
+    storage: Storage
+    config: MemoryConfig
+    log: EpisodicLog
+    window: ShortTermWindow
+    facts: LongTermFacts
+    graph: EntityGraph
+    promoter: Promoter
+    extractor: Extractor
+    scorer: Callable[[str], float]
+    count_tokens: Callable[[str], int]
+    clock: Callable[[], float]
+
+
+class UnifiedMemory:
+    """Tiered long-term memory for one user (and optionally one agent and session).
+
+    ``path=None`` keeps everything in memory; a path is one durable SQLite file,
+    created if missing. ``overrides`` are :class:`MemoryConfig` fields. Pluggable:
+    ``importance_scorer`` (any ``str -> float``), ``extractor`` (see
+    :class:`~unified_memory.protocols.Extractor`), ``token_counter`` (``str -> int``)
+    and ``clock`` (``() -> POSIX seconds``, for tests and replays).
+
+    >>> mem = UnifiedMemory(None, user_id="ada", importance_threshold=0.5)
+    >>> mem.config.importance_threshold
+    0.5
+    >>> mem.close()
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str] | None = None,
+        *,
+        config: MemoryConfig | dict[str, Any] | None = None,
+        user_id: str = "default",
+        agent_id: str | None = None,
+        session_id: str | None = None,
+        importance_scorer: Callable[[str], float] | None = None,
+        extractor: Extractor | None = None,
+        token_counter: Callable[[str], int] | None = None,
+        clock: Callable[[], float] | None = None,
+        **overrides: Any,
+    ) -> None:
+        scope = Scope(check_scope_id("user_id", user_id),
+                      check_scope_id("agent_id", agent_id, optional=True) or "",
+                      check_scope_id("session_id", session_id, optional=True) or "")
+        if path is not None and not isinstance(path, str | os.PathLike):
+            raise wrong_type("path", "str or path", path)
+        cfg = MemoryConfig.build(config, overrides)
+        for name, value in (("importance_scorer", importance_scorer), ("token_counter", token_counter),
+                            ("clock", clock)):
+            if value is not None and not callable(value):
+                raise wrong_type(name, "callable", value)
+        if extractor is not None and not callable(getattr(extractor, "extract", None)):
+            raise wrong_type("extractor", "object with an extract(message, context=...) method", extractor)
+        scorer = importance_scorer or HeuristicImportanceScorer()
+        count_tokens = token_counter or make_token_counter(cfg.token_counter, cfg.tiktoken_encoding)
+        storage = Storage(path)
+        k1, b = cfg.ranking.bm25_k1, cfg.ranking.bm25_b
+        log = EpisodicLog(storage, k1=k1, b=b)
+        facts = LongTermFacts(storage, k1=k1, b=b)
+        graph = EntityGraph(storage, k1=k1, b=b)
+        chosen_extractor = extractor or RuleExtractor(scorer)
+        self._backend = _Backend(
+            storage=storage, config=cfg, log=log,
+            window=ShortTermWindow(log, max_messages=cfg.short_term_limit, max_tokens=cfg.short_term_max_tokens),
+            facts=facts, graph=graph,
+            promoter=Promoter(log, facts, graph, extractor=chosen_extractor, scorer=scorer,
+                              threshold=cfg.importance_threshold, roles=cfg.promote_roles),
+            extractor=chosen_extractor, scorer=scorer, count_tokens=count_tokens, clock=clock or time.time,
+        )
+        self._scope = scope
+
+    # -- identity ---------------------------------------------------------------------------
+
+    @property
+    def config(self) -> MemoryConfig:
+        """The validated configuration (shared by every scoped view)."""
+        return self._backend.config
+
+    @property
+    def user_id(self) -> str:
+        return self._scope.user_id
+
+    @property
+    def agent_id(self) -> str | None:
+        return self._scope.agent_id or None
+
+    @property
+    def session_id(self) -> str | None:
+        return self._scope.session_id or None
+
+    @property
+    def path(self) -> str | None:
+        """The database file, or ``None`` in memory."""
+        return str(self._backend.storage.path) if self._backend.storage.path else None
+
+    def scoped(self, *, user_id: str | None = None, agent_id: str | None = None,
+               session_id: str | None = None) -> UnifiedMemory:
+        """A view of the same file for another user / agent / session (shares the connection).
+
+        >>> with UnifiedMemory() as mem:
+        ...     _ = mem.remember("I live in Lisbon")
+        ...     mem.scoped(user_id="bob").recall("Lisbon")
+        []
+        """
+        view = object.__new__(UnifiedMemory)
+        view._backend = self._backend
+        view._scope = Scope(
+            check_scope_id("user_id", user_id if user_id is not None else self._scope.user_id),
+            check_scope_id("agent_id", agent_id, optional=True) or "" if agent_id is not None
+            else self._scope.agent_id,
+            check_scope_id("session_id", session_id, optional=True) or "" if session_id is not None
+            else self._scope.session_id,
+        )
+        return view
+
+    def __enter__(self) -> UnifiedMemory:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Close the file (idempotent). Scoped views share it and are closed too."""
+        self._backend.storage.close()
+
+    def __repr__(self) -> str:
+        return f"UnifiedMemory(path={self.path!r}, user_id={self.user_id!r})"
+
+    # -- writing ----------------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def _write(self) -> Iterator[None]:
+        """One transaction; on failure the user's indexes are rebuilt from the store."""
+        backend = self._backend
+        try:
+            with backend.storage.atomic():
+                yield
+        except BaseException:
+            for index in (backend.log.index, backend.facts.index, backend.graph.index):
+                index.invalidate(self._scope.user_id)
+            raise
+
+    def count_tokens(self, text: str) -> int:
+        """Tokens in ``text`` by the configured counter (chars/4 unless tiktoken is usable offline).
+
+        >>> UnifiedMemory().count_tokens("abcdefgh")
+        2
+        """
+        return self._backend.count_tokens(check_text("text", text, allow_empty=True))
+
+    def add_message(self, role: str, content: str | None, *, name: str | None = None, when: Any = None,
+                    metadata: Mapping[str, Any] | None = None, tool_calls: list[dict[str, Any]] | None = None,
+                    tool_call_id: str | None = None) -> str:
+        """Log one message and add it to the window; returns its id.
+
+        >>> with UnifiedMemory() as mem:
+        ...     mem.add_message("user", "hello").startswith("msg_")
+        True
+        """
+        message = to_message("message", {
+            "role": role, "content": content, "name": name, "tool_calls": tool_calls,
+            "tool_call_id": tool_call_id, "metadata": check_metadata("metadata", metadata),
+        }, when=parse_when("when", when))
+        return self._ingest([message])[0]
+
+    def add_turn(self, user: str, assistant: str | None = None, *, when: Any = None,
+                 metadata: Mapping[str, Any] | None = None) -> list[str]:
+        """Log a user message and, optionally, the assistant's reply (one transaction).
+
+        >>> with UnifiedMemory() as mem:
+        ...     len(mem.add_turn("Hi, I'm Ada", "Hello Ada!"))
+        2
+        """
+        stamp = parse_when("when", when)
+        meta = check_metadata("metadata", metadata)
+        messages = [to_message("user", {"role": "user", "content": check_text("user", user), "metadata": meta},
+                               when=stamp)]
+        if assistant is not None:
+            messages.append(to_message("assistant", {"role": "assistant", "content": check_text(
+                "assistant", assistant, allow_empty=True), "metadata": meta}, when=stamp))
+        return self._ingest(messages)
+
+    def add_messages(self, messages: Iterable[Message | Mapping[str, Any]]) -> list[str]:
+        """Log many messages (Message objects or OpenAI-style dicts) in one transaction.
+
+        >>> with UnifiedMemory() as mem:
+        ...     len(mem.add_messages([{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hey"}]))
+        2
+        """
+        if isinstance(messages, str | bytes | Mapping) or not isinstance(messages, Iterable):
+            raise wrong_type("messages", "list of Message or dict", messages)
+        checked = [to_message(f"messages[{i}]", m) for i, m in enumerate(messages)]
+        return self._ingest(checked) if checked else []
+
+    def _ingest(self, messages: Sequence[Message]) -> list[str]:
+        backend = self._backend
+        now = backend.clock()
+        importances = [backend.scorer(m.content) if m.role == "user" and m.content else 0.0 for m in messages]
+        tokens = message_token_counts(messages, backend.count_tokens)
+        with self._write():
+            logged = backend.log.append(self._scope, messages, now=now, importances=importances)
+            backend.window.extend(self._scope, logged, token_counts=tokens)
+            if backend.config.auto_promote:
+                self._maintain(now)
+        return [m.id for m in logged]
+
+    def _maintain(self, now: float, *, protect: Iterable[str] = ()) -> PromotionReport:
+        """Promotion, TTL expiry, the long-term limit and episodic retention (inside a transaction)."""
+        backend, cfg = self._backend, self._backend.config
+        report = backend.promoter.run(self._scope, now=now)
+        backend.facts.expire(self._scope, now=now)
+        if cfg.long_term_limit is not None:
+            e = cfg.eviction
+            backend.facts.evict(self._scope, limit=cfg.long_term_limit, now=now,
+                                protect={*protect, *report.facts_created, *report.facts_reinforced},
+                                weights=EvictionWeights(e.importance_weight, e.recency_weight, e.use_weight,
+                                                        e.recency_half_life_days, e.use_saturation))
+        if cfg.episodic_retention_days is not None:
+            backend.log.prune(self._scope.user_id, older_than=now - cfg.episodic_retention_days * 86400)
+        return report
+
+    def consolidate(self) -> int:
+        """Promote what is due now (for ``auto_promote=False``), expire TTLs, apply the
+        long-term limit and retention. Returns how many messages went through promotion.
+
+        >>> with UnifiedMemory(short_term_limit=1, auto_promote=False) as mem:
+        ...     _ = mem.add_turn("I live in Lisbon")
+        ...     _ = mem.add_turn("I work at Acme")
+        ...     mem.consolidate(), len(mem.facts())
+        (1, 1)
+        """
+        with self._write():
+            return self._maintain(self._backend.clock()).messages
+
+    def remember(self, text: str, *, importance: float | None = None, category: str | None = None,
+                 metadata: Mapping[str, Any] | None = None, ttl_days: float | None = None) -> str:
+        """Store a long-term fact directly (reinforcing it if already known); returns its id.
+
+        Entities and relations in the text go to the graph too.
+
+        >>> with UnifiedMemory() as mem:
+        ...     a = mem.remember("I'm allergic to peanuts")
+        ...     a == mem.remember("I am allergic to peanuts.")
+        True
+        """
+        return self.remember_many([{"text": text, "importance": importance, "category": category,
+                                    "metadata": metadata, "ttl_days": ttl_days}])[0]
+
+    def remember_many(self, texts_or_facts: Iterable[str | Mapping[str, Any] | ExtractedFact]) -> list[str]:
+        """Store many facts in one transaction; items are texts, dicts with ``text`` and
+        the keywords of :meth:`remember`, or :class:`ExtractedFact` objects.
+
+        >>> with UnifiedMemory() as mem:
+        ...     len(mem.remember_many(["I live in Lisbon", {"text": "I like jazz", "importance": 0.4}]))
+        2
+        """
+        if isinstance(texts_or_facts, str | bytes | Mapping) or not isinstance(texts_or_facts, Iterable):
+            raise wrong_type("texts_or_facts", "list of str, dict or ExtractedFact", texts_or_facts)
+        items = [self._fact_item(f"texts_or_facts[{i}]", item) for i, item in enumerate(texts_or_facts)]
+        backend = self._backend
+        now = backend.clock()
+        ids: list[str] = []
+        with self._write():
+            report = PromotionReport()
+            for spec, metadata, extraction in items:
+                ids += backend.promoter.store(self._scope, extraction, message=None, now=now, report=report,
+                                              source="remember", threshold=0.0, metadata=metadata,
+                                              ttl_days=spec.get("ttl_days"))
+            self._maintain(now, protect=ids)
+        return ids
+
+    def _fact_item(self, field: str, item: Any) -> tuple[dict[str, Any], dict[str, Any], Extraction]:
+        if isinstance(item, ExtractedFact):
+            spec: dict[str, Any] = item.model_dump()
+        elif isinstance(item, str):
+            spec = {"text": item}
+        elif isinstance(item, Mapping):
+            spec = dict(item)
+            unknown = set(spec) - {"text", "importance", "category", "metadata", "ttl_days"}
+            if unknown:
+                raise invalid(field, f"unknown keys {sorted(unknown)}")
+        else:
+            raise wrong_type(field, "str, dict or ExtractedFact", item)
+        text = check_text(f"{field}.text" if not isinstance(item, str) else field, spec.get("text")).strip()
+        importance = check_unit(f"{field}.importance", spec.get("importance"))
+        category = spec.get("category")
+        if category is not None and not isinstance(category, str):
+            raise wrong_type(f"{field}.category", "str", category)
+        metadata = check_metadata(f"{field}.metadata", spec.get("metadata"))
+        ttl = spec.get("ttl_days")
+        if ttl is not None and (isinstance(ttl, bool) or not isinstance(ttl, int | float) or not ttl > 0):
+            raise invalid(f"{field}.ttl_days", f"must be a positive number of days, got {ttl!r}")
+        extraction = self._backend.extractor.extract(Message(role="user", content=text))
+        slot = next((f for f in extraction.facts if f.attribute), None)
+        assessed = assess_importance(text)
+        fact = ExtractedFact(
+            text=text,
+            importance=importance if importance is not None else float(self._backend.scorer(text)),
+            category=category or (slot.category if slot else None) or assessed.category,
+            subject=spec.get("subject") or (slot.subject if slot else None),
+            attribute=spec.get("attribute") or (slot.attribute if slot else None),
+            value=spec.get("value") or (slot.value if slot else None),
+        )
+        spec["ttl_days"] = ttl
+        return spec, metadata, extraction.model_copy(update={"facts": [fact]})
+
+    def add_triple(self, subject: str, predicate: str, obj: str, *, confidence: float = 1.0,
+                   metadata: Mapping[str, Any] | None = None) -> str:
+        """Add a relation to the entity graph (endpoints are created as needed); returns its id.
+
+        >>> with UnifiedMemory() as mem:
+        ...     _ = mem.add_triple("Maria", "lives_in", "Lisbon")
+        ...     [t.as_text() for t in mem.triples()]
+        ['Maria lives in Lisbon']
+        """
+        triple = ExtractedTriple(subject=check_text("subject", subject).strip(),
+                                 predicate=check_text("predicate", predicate).strip(),
+                                 object=check_text("obj", obj).strip(),
+                                 confidence=check_unit("confidence", confidence, optional=False))
+        meta = check_metadata("metadata", metadata)
+        with self._write():
+            return self._backend.graph.add_triples(self._scope, [triple], now=self._backend.clock(),
+                                                   metadata=meta)[0]
+
+    def clear(self, include_long_term: bool = False) -> None:
+        """Forget this conversation's window and this user's episodic log; with
+        ``include_long_term`` also the user's facts, entities and triples.
+
+        >>> with UnifiedMemory() as mem:
+        ...     _ = mem.add_turn("hello")
+        ...     mem.clear(); mem.stats().messages
+        0
+        """
+        backend = self._backend
+        with self._write():
+            backend.window.clear(self._scope)
+            backend.log.delete_scope(self._scope)
+            if include_long_term:
+                backend.facts.delete_scope(self._scope)
+                backend.graph.delete_scope(self._scope)
+
+    # -- reading ----------------------------------------------------------------------------
+
+    def recall(self, query: str, *, limit: int = 10, tiers: Sequence[str] | str | None = None,
+               days: float | None = None, where: Mapping[str, Any] | None = None) -> list[RecallHit]:
+        """Federated recall over the tiers, best first; each hit explains its score.
+
+        ``tiers`` restricts to some of ``short_term``, ``long_term``, ``entity``,
+        ``episodic``; ``days`` to items from the last N days; ``where`` to items whose
+        metadata has these values. Recalled facts have their access reinforced.
+
+        >>> with UnifiedMemory() as mem:
+        ...     _ = mem.remember("My favorite color is green", metadata={"topic": "taste"})
+        ...     [h.components["relevance"] > 0 for h in mem.recall("favorite color", where={"topic": "taste"})]
+        [True]
+        """
+        check_text("query", query)
+        check_limit("limit", limit)
+        chosen = self._check_tiers(tiers)
+        since = self._since(days)
+        if where is not None and not isinstance(where, Mapping):
+            raise wrong_type("where", "dict", where)
+        backend = self._backend
+        now = backend.clock()
+        hits = federated_recall(query=query, scope=self._scope, limit=limit, tiers=chosen, since=since,
+                                where=dict(where) if where else None, now=now, ranking=backend.config.ranking,
+                                facts=backend.facts, graph=backend.graph, log=backend.log, window=backend.window)
+        touched = [h.id for h in hits if h.tier == "long_term"]
+        if touched:
+            with self._write():
+                backend.facts.touch(touched, now=now)
+        return hits
+
+    @staticmethod
+    def _check_tiers(tiers: Sequence[str] | str | None) -> tuple[str, ...]:
+        if tiers is None:
+            return TIERS
+        chosen = (tiers,) if isinstance(tiers, str) else tuple(tiers)
+        unknown = [t for t in chosen if t not in TIERS]
+        if unknown or not chosen:
+            raise invalid("tiers", f"choose from {list(TIERS)}, got {list(chosen)!r}")
+        return chosen
+
+    def _since(self, days: float | None) -> float | None:
+        if days is None:
+            return None
+        if isinstance(days, bool) or not isinstance(days, int | float) or not days > 0:
+            raise invalid("days", f"must be a positive number of days, got {days!r}")
+        return self._backend.clock() - float(days) * 86400
+
+    def context(self, query: str | None = None, *, max_tokens: int | None = None,
+                include_conversation: bool = True) -> ContextBlock:
+        """A token-budgeted memory block for the next LLM call (see :mod:`unified_memory.context`).
+
+        With a query, the block holds the facts, entities and past episodes relevant
+        to it; without one, the most important facts and most mentioned entities.
+        ``tokens <= max_tokens`` always (``context_max_tokens`` by default).
+
+        >>> with UnifiedMemory() as mem:
+        ...     _ = mem.remember("I'm allergic to peanuts")
+        ...     block = mem.context("what should I avoid eating? peanuts?", max_tokens=200)
+        ...     block.tokens <= 200, "peanuts" in block.text
+        (True, True)
+        """
+        budget = check_limit("max_tokens", max_tokens) if max_tokens is not None else self.config.context_max_tokens
+        if query is not None:
+            check_text("query", query, allow_empty=True)
+        backend = self._backend
+        limit = self.config.context.recall_limit
+        sections: dict[str, list[RecallHit]] = {"facts": [], "entities": [], "episodes": []}
+        if query and query.strip():
+            tiers = ("long_term", "entity", "episodic") + (() if include_conversation else ("short_term",))
+            for hit in self.recall(query, limit=limit, tiers=tiers):
+                sections[{"long_term": "facts", "entity": "entities"}.get(hit.tier, "episodes")].append(hit)
+        else:
+            now = backend.clock()
+            sections["facts"] = [
+                RecallHit(id=f.id, tier="long_term", text=f.text, score=f.importance,
+                          components={"importance": f.importance, "category": f.category},
+                          metadata=f.metadata, created_at=f.updated_at)
+                for f in backend.facts.list(self._scope, limit=limit, order="importance", now=now)]
+            sections["entities"] = [
+                RecallHit(id=e.id, tier="entity", text=EntityGraph.describe(e, []), score=float(e.mention_count), components={"mentions": e.mention_count},
+                          metadata=e.metadata, created_at=e.last_seen)
+                for e in backend.graph.entities(self._scope, limit=limit) if e.name != USER_ENTITY]
+        conversation = self.window() if include_conversation else []
+        return assemble(query=query, max_tokens=budget, sections=sections, conversation=conversation,
+                        count_tokens=backend.count_tokens, config=self.config.context)
+
+    def assemble_context(self, max_tokens: int = 4000, *, query: str | None = None,
+                         include_conversation: bool = True) -> str:
+        """``context(query, max_tokens=..., include_conversation=...).text`` (selectools' name).
+
+        >>> UnifiedMemory().assemble_context(100)
+        ''
+        """
+        return self.context(query, max_tokens=max_tokens, include_conversation=include_conversation).text
+
+    # -- exploring --------------------------------------------------------------------------
+
+    def window(self) -> list[Message]:
+        """The short-term window of this conversation, oldest first."""
+        return self._backend.window.messages(self._scope)
+
+    def facts(self, *, include_inactive: bool = False, category: str | None = None, limit: int | None = None,
+              order: Literal["time", "importance"] = "time") -> list[Fact]:
+        """This user's long-term facts (active ones unless ``include_inactive``)."""
+        if limit is not None:
+            check_limit("limit", limit)
+        if order not in ("time", "importance"):
+            raise invalid("order", f"must be 'time' or 'importance', got {order!r}")
+        return self._backend.facts.list(self._scope, include_inactive=include_inactive, category=category,
+                                        limit=limit, order=order, now=self._backend.clock())
+
+    def entities(self, *, type: str | None = None, limit: int | None = None) -> list[Entity]:
+        """This user's entities, most mentioned first."""
+        if limit is not None:
+            check_limit("limit", limit)
+        return self._backend.graph.entities(self._scope, type=type, limit=limit)
+
+    def triples(self, entity: str | None = None) -> list[Triple]:
+        """This user's relations, optionally only those touching ``entity``."""
+        if entity is not None:
+            check_text("entity", entity)
+        return self._backend.graph.triples(self._scope, entity=entity)
+
+    def neighbors(self, entity: str, *, depth: int = 1) -> list[Triple]:
+        """Relations within ``depth`` hops of ``entity`` in the graph.
+
+        >>> with UnifiedMemory() as mem:
+        ...     _ = mem.add_triple("user", "has_sister", "Maria"); _ = mem.add_triple("Maria", "lives_in", "Lisbon")
+        ...     len(mem.neighbors("user", depth=1)), len(mem.neighbors("user", depth=2))
+        (1, 2)
+        """
+        return self._backend.graph.neighbors(self._scope, check_text("entity", entity),
+                                             depth=check_limit("depth", depth))
+
+    def episodes(self, *, days: float | None = None, session_id: str | None = None,
+                 limit: int | None = None) -> list[Episode]:
+        """This user's episodic log, oldest first (optionally the last N days, one session, the last ``limit``)."""
+        if limit is not None:
+            check_limit("limit", limit)
+        if session_id is not None:
+            check_scope_id("session_id", session_id)
+        return self._backend.log.list(self._scope, since=self._since(days), session_id=session_id, limit=limit)
+
+    def stats(self) -> MemoryStats:
+        """Counts of what this user's memory holds."""
+        backend, user = self._backend, self._scope.user_id
+        storage = backend.storage
+        messages = storage.execute("SELECT COUNT(*) FROM messages WHERE user_id = ?", [user]).fetchone()[0]
+        pending = storage.execute(
+            "SELECT COUNT(*) FROM messages WHERE user_id = ? AND promoted = 0 AND seq NOT IN "
+            "(SELECT message_seq FROM window)", [user]).fetchone()[0]
+        window = storage.execute(
+            "SELECT COUNT(*), COALESCE(SUM(tokens), 0) FROM window WHERE user_id = ? AND agent_id = ? "
+            "AND session_id = ?", [user, self._scope.agent_id, self._scope.session_id]).fetchone()
+        facts = backend.facts.counts(user)
+        entities, triples = backend.graph.counts(user)
+        return MemoryStats(user_id=user, messages=messages, window_messages=window[0], window_tokens=window[1],
+                           pending_promotion=pending, facts=facts.get("active", 0),
+                           superseded_facts=facts.get("superseded", 0), evicted_facts=facts.get("evicted", 0),
+                           entities=entities, triples=triples, path=self.path, schema_version=SCHEMA_VERSION)

@@ -1,0 +1,132 @@
+"""Promotion: what leaves the short-term window becomes long-term knowledge.
+
+Each due message of a promoted role goes through the extractor; its proposed
+facts pass the importance filter (the extractor's importance, else the pluggable
+scorer) into long-term memory, which reinforces what it knows and supersedes what
+is contradicted; entities and triples go to the graph. The messages are marked
+promoted in the same transaction, so promotion happens once, across restarts too.
+
+    >>> from tiers.storage import Storage, Scope
+    >>> from tiers.episodic import EpisodicLog
+    >>> from tiers.long_term import LongTermFacts
+    >>> from tiers.entities import EntityGraph
+    >>> from unified_memory.extraction import RuleExtractor
+    >>> from unified_memory.types import Message
+    >>> store = Storage(None)
+    >>> log, facts, graph = EpisodicLog(store), LongTermFacts(store), EntityGraph(store)
+    >>> promoter = Promoter(log, facts, graph, extractor=RuleExtractor(), scorer=lambda t: 0.9,
+    ...                     threshold=0.7, roles=("user",))
+    >>> with store.atomic():
+    ...     _ = log.append(Scope("ada"), [Message(role="user", content="I live in Lisbon")], now=0.0,
+    ...                    importances=[0.9])
+    ...     report = promoter.run(Scope("ada"), now=1.0)
+    >>> report.messages, [f.text for f in facts.list(Scope("ada"))]
+    (1, ['I live in Lisbon'])
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from tiers.entities import EntityGraph
+from tiers.episodic import EpisodicLog
+from tiers.long_term import FactInput, LongTermFacts
+from tiers.storage import Scope
+from tiers.window import split_interactions
+from unified_memory.protocols import Extractor
+from unified_memory.types import ExtractedFact, Extraction, Message
+
+__all__ = ["Promoter", "PromotionReport", "fact_inputs"]
+
+
+@dataclass(slots=True)
+class PromotionReport:
+    """What one promotion run did."""
+
+    messages: int = 0
+    facts_created: list[str] = field(default_factory=list)
+    facts_reinforced: list[str] = field(default_factory=list)
+    facts_superseded: list[str] = field(default_factory=list)
+    entities: int = 0
+    triples: int = 0
+
+
+def fact_inputs(extracted: Sequence[ExtractedFact], *, scorer: Callable[[str], float], threshold: float,
+                message: Message | None, source: str, metadata: dict | None = None,
+                ttl_days: float | None = None) -> list[FactInput]:
+    """The proposed facts that clear ``threshold``, as long-term inputs carrying the
+    source turn's id, time and metadata (or the given ``metadata``).
+
+    >>> [f.text for f in fact_inputs([ExtractedFact(text="I'm Ada", importance=0.9)],
+    ...                               scorer=lambda t: 0.0, threshold=0.7, message=None, source="remember")]
+    ["I'm Ada"]
+    """
+    at = message.created_at.timestamp() if message is not None and message.created_at else None
+    if metadata is None:
+        metadata = dict(message.metadata) if message is not None else {}
+    sources = [message.id] if message is not None and message.id else []
+    out: list[FactInput] = []
+    for fact in extracted:
+        importance = fact.importance if fact.importance is not None else float(scorer(fact.text))
+        if importance < threshold:
+            continue
+        out.append(FactInput(
+            text=fact.text, importance=min(1.0, max(0.0, importance)), category=fact.category,
+            confidence=fact.confidence, subject=fact.subject, attribute=fact.attribute, value=fact.value,
+            metadata=dict(metadata), ttl_days=ttl_days, source=source, source_message_ids=list(sources),
+            valid_from=at,
+        ))
+    return out
+
+
+class Promoter:
+    """Runs promotion for one scope's due messages (call inside ``storage.atomic()``)."""
+
+    def __init__(self, log: EpisodicLog, facts: LongTermFacts, graph: EntityGraph, *, extractor: Extractor,
+                 scorer: Callable[[str], float], threshold: float, roles: Sequence[str]) -> None:
+        self.log = log
+        self.facts = facts
+        self.graph = graph
+        self.extractor = extractor
+        self.scorer = scorer
+        self.threshold = threshold
+        self.roles = tuple(roles)
+
+    def run(self, scope: Scope, *, now: float) -> PromotionReport:
+        """Promote every message of ``scope`` that left the window and was not promoted yet."""
+        due = self.log.due_for_promotion(scope)
+        report = PromotionReport(messages=len(due))
+        if not due:
+            return report
+        for interaction in split_interactions([m.message for m in due]):
+            for position, message in enumerate(interaction):
+                if message.role in self.roles and message.content:
+                    extraction = self.extractor.extract(message, context=interaction[:position])
+                    self.store(scope, extraction, message=message, now=now, report=report, source="promotion")
+        self.log.mark_promoted([m.seq for m in due])
+        return report
+
+    def store(self, scope: Scope, extraction: Extraction, *, message: Message | None, now: float,
+              report: PromotionReport, source: str, threshold: float | None = None,
+              metadata: dict | None = None, ttl_days: float | None = None) -> list[str]:
+        """Write one extraction: facts over the threshold, all entities and triples.
+        ``metadata`` defaults to the source message's. Returns the ids of the facts
+        written (created or reinforced)."""
+        when = message.created_at.timestamp() if message is not None and message.created_at else now
+        if metadata is None:
+            metadata = dict(message.metadata) if message is not None else {}
+        inputs = fact_inputs(extraction.facts, scorer=self.scorer,
+                             threshold=self.threshold if threshold is None else threshold,
+                             message=message, source=source, metadata=metadata, ttl_days=ttl_days)
+        written = self.facts.add(scope, inputs, now=now) if inputs else []
+        for write in written:
+            (report.facts_created if write.action == "created" else report.facts_reinforced).append(write.id)
+            report.facts_superseded.extend(write.superseded)
+        if extraction.entities:
+            report.entities += len(self.graph.upsert(scope, extraction.entities, now=when, metadata=metadata))
+        if extraction.triples:
+            report.triples += len(self.graph.add_triples(
+                scope, extraction.triples, now=when, metadata=metadata,
+                source_message_id=message.id if message is not None else None))
+        return [w.id for w in written]

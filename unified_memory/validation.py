@@ -1,0 +1,189 @@
+"""Checks on what callers pass in: every error names the field at fault.
+
+All of these run before anything is written, so a bad item in a batch leaves
+the memory untouched.
+
+    >>> check_text("content", "hello")
+    'hello'
+    >>> parse_when("when", "2023-05-08T13:56:00Z")
+    1683554160.0
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+from pydantic import ValidationError
+
+from unified_memory.errors import MemoryValueError, invalid, wrong_type
+from unified_memory.types import Message
+
+__all__ = [
+    "check_text", "check_scope_id", "check_limit", "check_unit", "check_metadata", "parse_when",
+    "to_message", "pydantic_error",
+]
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+MAX_ID_LENGTH = 256
+
+
+def check_text(field: str, value: Any, *, allow_empty: bool = False) -> str:
+    """A string, non-blank unless ``allow_empty``.
+
+    >>> check_text("text", "  ")
+    Traceback (most recent call last):
+    ...
+    unified_memory.errors.MemoryValueError: text: must not be empty
+    """
+    if not isinstance(value, str):
+        raise wrong_type(field, "str", value)
+    if not allow_empty and not value.strip():
+        raise invalid(field, "must not be empty")
+    if "\x00" in value:
+        raise invalid(field, "must not contain NUL characters")
+    return value
+
+
+def check_scope_id(field: str, value: Any, *, optional: bool = False) -> str | None:
+    """A user / agent / session id: a short printable string (``None`` when optional).
+
+    >>> check_scope_id("user_id", "ada")
+    'ada'
+    """
+    if value is None and optional:
+        return None
+    if not isinstance(value, str):
+        raise wrong_type(field, "str", value)
+    if not value or len(value) > MAX_ID_LENGTH or _CONTROL.search(value) or value != value.strip():
+        raise invalid(field, f"must be 1-{MAX_ID_LENGTH} printable characters without surrounding "
+                             f"whitespace, got {value!r}")
+    return value
+
+
+def check_limit(field: str, value: Any, *, minimum: int = 1) -> int:
+    """A whole number of at least ``minimum`` (booleans refused).
+
+    >>> check_limit("limit", 5)
+    5
+    """
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise wrong_type(field, "int", value)
+    if value < minimum:
+        raise invalid(field, f"must be at least {minimum}, got {value}")
+    return value
+
+
+def check_unit(field: str, value: Any, *, optional: bool = True) -> float | None:
+    """A number in [0, 1] (``None`` allowed when optional).
+
+    >>> check_unit("importance", 0.5)
+    0.5
+    """
+    if value is None and optional:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise wrong_type(field, "float", value)
+    if not math.isfinite(value) or not 0.0 <= value <= 1.0:
+        raise invalid(field, f"must be between 0 and 1, got {value}")
+    return float(value)
+
+
+def check_metadata(field: str, value: Any) -> dict[str, Any]:
+    """A JSON-serialisable dict with string keys (``None`` gives ``{}``).
+
+    >>> check_metadata("metadata", None)
+    {}
+    """
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise wrong_type(field, "dict", value)
+    data = dict(value)
+    for key in data:
+        if not isinstance(key, str):
+            raise invalid(field, f"keys must be strings, got {key!r}")
+    try:
+        json.dumps(data, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise invalid(field, f"must be JSON-serialisable: {exc}") from None
+    return data
+
+
+def parse_when(field: str, value: Any) -> float | None:
+    """A moment as a POSIX timestamp: a datetime (naive means UTC), an ISO 8601
+    string, or a number of seconds since the epoch. ``None`` stays ``None``.
+
+    >>> parse_when("when", 0)
+    0.0
+    """
+    if value is None:
+        return None
+    if isinstance(value, datetime):
+        moment = value if value.tzinfo else value.replace(tzinfo=UTC)
+        return moment.timestamp()
+    if isinstance(value, str):
+        text = value.strip()
+        if text.endswith("Z"):
+            text = text[:-1] + "+00:00"
+        try:
+            return parse_when(field, datetime.fromisoformat(text))
+        except ValueError:
+            raise invalid(field, f"not an ISO 8601 date or time: {value!r}") from None
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        if not math.isfinite(value):
+            raise invalid(field, f"must be finite, got {value}")
+        return float(value)
+    raise wrong_type(field, "datetime, ISO 8601 str or timestamp", value)
+
+
+def pydantic_error(field: str, exc: ValidationError) -> MemoryValueError:
+    """A :class:`MemoryValueError` naming ``field`` and the first bad sub-field.
+
+    >>> try:
+    ...     Message(role="robot")
+    ... except ValidationError as exc:
+    ...     print(pydantic_error("messages[0]", exc))
+    messages[0].role: Input should be 'user', 'assistant', 'system' or 'tool'
+    """
+    first = exc.errors()[0]
+    path = ".".join(str(p) for p in first["loc"])
+    name = f"{field}.{path}" if path else field
+    return MemoryValueError(f"{name}: {first['msg']}", field=name)
+
+
+def to_message(field: str, value: Any, *, when: float | None = None) -> Message:
+    """A validated :class:`Message` from a Message or a dict (OpenAI-style keys, plus
+    ``when`` / ``created_at``); content is required except for assistant tool calls.
+
+    >>> to_message("messages[0]", {"role": "user", "content": "hi"}).content
+    'hi'
+    """
+    if isinstance(value, Message):
+        data = value.model_dump(exclude_none=True)
+    elif isinstance(value, Mapping):
+        data = dict(value)
+        if "when" in data:
+            data["created_at"] = data.pop("when")
+    else:
+        raise wrong_type(field, "Message or dict", value)
+    for key in ("id", "user_id", "agent_id", "session_id"):
+        data.pop(key, None)  # the memory assigns these
+    stamp = parse_when(f"{field}.created_at", data.pop("created_at", None))
+    if stamp is None:
+        stamp = when
+    try:
+        message = Message.model_validate(data)
+    except ValidationError as exc:
+        raise pydantic_error(field, exc) from None
+    if message.content is not None:
+        check_text(f"{field}.content", message.content, allow_empty=True)
+    if message.content is None and not (message.role == "assistant" and message.tool_calls):
+        raise invalid(f"{field}.content", f"required for a {message.role} message")
+    if stamp is not None:
+        message = message.model_copy(update={"created_at": datetime.fromtimestamp(stamp, tz=UTC)})
+    return message
