@@ -4,7 +4,8 @@ Run: ``python3 benchmarks/lexical_index.py [--docs 100000] [--queries 500] [--se
 
 Documents are seeded synthetic sentences of 10-15 words: a Zipf-distributed
 vocabulary of pseudo-words mixed with English stopwords and contractions.
-Prints one line per measurement.
+Prints one line per measurement: wall-clock time, and CPU time of this process
+in brackets (steadier when the machine is shared).
 """
 
 from __future__ import annotations
@@ -43,14 +44,30 @@ def make_sentences(rng: random.Random, vocab: list[str], n: int) -> list[str]:
     return out
 
 
-def timed_searches(index: LexicalIndex, queries: list[str], limit: int = 10) -> tuple[float, float]:
-    times = []
+class Clock:
+    """Wall and CPU seconds since construction."""
+
+    def __init__(self) -> None:
+        self.wall, self.cpu = time.perf_counter(), time.process_time()
+
+    def stop(self) -> tuple[float, float]:
+        return time.perf_counter() - self.wall, time.process_time() - self.cpu
+
+
+def timed_searches(index: LexicalIndex, queries: list[str], limit: int | None = 10) -> str:
+    wall, cpu = [], []
     for q in queries:
-        t = time.perf_counter()
+        clock = Clock()
         index.search(q, limit)
-        times.append(time.perf_counter() - t)
-    p50, p95 = np.percentile(np.array(times) * 1000, [50, 95])
-    return float(p50), float(p95)
+        w, c = clock.stop()
+        wall.append(w)
+        cpu.append(c)
+    (w50, w95), (c50, c95) = (np.percentile(np.array(x) * 1000, [50, 95]) for x in (wall, cpu))
+    return f"p50 {w50:.3f} ms, p95 {w95:.3f} ms (cpu p50 {c50:.3f} ms, p95 {c95:.3f} ms)"
+
+
+def rate(n: int, seconds: tuple[float, float], unit: str) -> str:
+    return f"{seconds[0]:.2f}s = {n / seconds[0]:,.0f} {unit}/s (cpu {seconds[1]:.2f}s = {n / seconds[1]:,.0f}/s)"
 
 
 def main() -> None:
@@ -67,24 +84,25 @@ def main() -> None:
     queries = [" ".join(rng.sample(vocab[:5000], rng.randint(2, 5))) for _ in range(args.queries)]
     queries += [" ".join(rng.sample(vocab[:50], 3)) for _ in range(args.queries // 10)]  # common words
 
-    n_tokens = sum(len(d.split()) for d in bulk)
-    t = time.perf_counter()
+    clock = Clock()
+    n_tokens = sum(len(analyze(d)) for d in bulk)
+    print(f"analyze (cold cache): {args.docs:,} docs in {rate(args.docs, clock.stop(), 'docs')}")
+    clock = Clock()
     for d in bulk:
         analyze(d)
-    dt = time.perf_counter() - t
-    print(f"analyze: {n_tokens / dt / 1e6:.2f}M tokens/s ({len(bulk) / dt:,.0f} docs/s, warm cache)")
+    elapsed = clock.stop()
+    print(f"analyze (warm cache): {n_tokens / elapsed[0] / 1e6:.2f}M index terms/s, "
+          f"{rate(args.docs, elapsed, 'docs')}")
 
     index = LexicalIndex()
-    t = time.perf_counter()
+    clock = Clock()
     index.add_many((f"d{i}", d) for i, d in enumerate(bulk))
-    dt = time.perf_counter() - t
-    print(f"add_many: {len(bulk):,} docs in {dt:.2f}s = {len(bulk) / dt:,.0f} docs/s "
-          f"({len(index._post_slot):,} postings, {len(index._vocab):,} terms)")
-    p50, p95 = timed_searches(index, queries)
-    print(f"search after bulk load ({len(index):,} docs): p50 {p50:.3f} ms, p95 {p95:.3f} ms")
+    print(f"add_many: {args.docs:,} docs in {rate(args.docs, clock.stop(), 'docs')} "
+          f"[{len(index._post_slot):,} postings, {len(index._vocab):,} terms]")
+    print(f"search after bulk load ({len(index):,} docs): {timed_searches(index, queries)}")
 
     merges = 0
-    t = time.perf_counter()
+    clock = Clock()
     for i, d in enumerate(singles):
         before = len(index._post_slot)
         if i % 10 == 9:
@@ -92,28 +110,22 @@ def main() -> None:
         else:
             index.add(f"s{i}", d)
         merges += len(index._post_slot) != before
-    dt = time.perf_counter() - t
-    print(f"add (single): {len(singles):,} interleaved adds in {dt:.2f}s = {len(singles) / dt:,.0f} adds/s "
-          f"({merges} merges, {index._n_pending:,} postings pending)")
-    p50, p95 = timed_searches(index, queries)
-    print(f"search after {len(singles):,} single adds ({len(index):,} docs): p50 {p50:.3f} ms, p95 {p95:.3f} ms")
+    print(f"add (single): {len(singles):,} interleaved adds in {rate(len(singles), clock.stop(), 'adds')} "
+          f"[{merges} merges, {index._n_pending:,} postings pending]")
+    print(f"search after {len(singles):,} single adds ({len(index):,} docs): {timed_searches(index, queries)}")
 
     removed = [f"d{i}" for i in rng.sample(range(args.docs), args.docs // 10)]
-    t = time.perf_counter()
+    clock = Clock()
     for key in removed:
         index.remove(key)
-    dt = time.perf_counter() - t
-    print(f"remove: {len(removed):,} removals in {dt:.3f}s = {len(removed) / dt:,.0f} removes/s")
-    p50, p95 = timed_searches(index, queries)
-    print(f"search after removals ({len(index):,} docs): p50 {p50:.3f} ms, p95 {p95:.3f} ms")
+    print(f"remove: {len(removed):,} removals in {rate(len(removed), clock.stop(), 'removes')}")
+    print(f"search after removals ({len(index):,} docs): {timed_searches(index, queries)}")
 
-    t = time.perf_counter()
+    clock = Clock()
     index.compact()
-    print(f"compact: {time.perf_counter() - t:.3f}s")
-    p50, p95 = timed_searches(index, queries)
-    print(f"search after compact: p50 {p50:.3f} ms, p95 {p95:.3f} ms")
-    p50, p95 = timed_searches(index, queries, limit=None)  # type: ignore[arg-type]
-    print(f"search limit=None: p50 {p50:.3f} ms, p95 {p95:.3f} ms")
+    print(f"compact: {clock.stop()[0]:.3f}s")
+    print(f"search after compact: {timed_searches(index, queries)}")
+    print(f"search limit=None: {timed_searches(index, queries, limit=None)}")
 
 
 if __name__ == "__main__":

@@ -42,12 +42,31 @@ from typing import NamedTuple
 
 import numpy as np
 
-from scoring.text import analyze
+from scoring.text import DOC_BREAK, analyze, raw_token_stream, raw_tokens, token_terms
 from unified_memory.errors import invalid, wrong_type
 
 __all__ = ["LexicalIndex", "LexicalMatch"]
 
-_MIN_MERGE = 20_000
+_MIN_MERGE = 20_000  # pending (or dead) postings before a merge, at the least
+_MIN_RENUMBER = 1024  # dead slots before a merge renumbers, at the least
+_TOKEN_CACHE_MAX = 1 << 20
+
+
+class _TokenIds(dict[str, tuple[int, ...]]):
+    """raw token -> term ids under the default analyzer (DOC_BREAK -> -1); fills the
+    vocabulary on a miss."""
+
+    def __init__(self, vocab: dict[str, int]) -> None:
+        super().__init__({DOC_BREAK: (-1,)})
+        self.vocab = vocab
+
+    def __missing__(self, token: str) -> tuple[int, ...]:
+        if len(self) >= _TOKEN_CACHE_MAX:
+            self.clear()
+            self[DOC_BREAK] = (-1,)
+        vocab = self.vocab
+        ids = self[token] = tuple(vocab.setdefault(t, len(vocab)) for t in token_terms(token))
+        return ids
 
 
 class LexicalMatch(NamedTuple):
@@ -127,6 +146,7 @@ class LexicalIndex:
         self._uniq = np.zeros(0, np.int32)  # distinct terms per slot (for dead-posting counts)
         self._total_len = 0
         self._vocab: dict[str, int] = {}
+        self._token_ids = _TokenIds(self._vocab)
         self._indptr = np.zeros(1, np.int64)
         self._post_slot = np.zeros(0, np.int32)
         self._post_tf = np.zeros(0, np.float32)
@@ -140,8 +160,6 @@ class LexicalIndex:
     def __contains__(self, key: object) -> bool:
         return key in self._key_slot
 
-    # ------------------------------------------------------------------ writes
-
     def add(self, key: str, text: str) -> None:
         """Index ``text`` under ``key``, replacing what the key held.
 
@@ -151,18 +169,20 @@ class LexicalIndex:
         """
         _check_str("key", key)
         _check_str("text", text)
-        terms = self._analyzer(text)
-        counts = Counter(terms)
+        if self._analyzer is analyze:
+            ids = list(chain.from_iterable(map(self._token_ids.__getitem__, raw_tokens(text))))
+        else:
+            ids = self._term_ids([text])[0].tolist()
+        counts = Counter(ids)
         self._grow(1)
         self._drop(key)
         slot = len(self._slot_key)
         self._slot_key.append(key)
         self._key_slot[key] = slot
-        self._doc_len[slot], self._alive[slot], self._uniq[slot] = len(terms), True, len(counts)
-        self._total_len += len(terms)
-        vocab, pending = self._vocab, self._pending
-        for term, tf in counts.items():
-            tid = vocab.setdefault(term, len(vocab))
+        self._doc_len[slot], self._alive[slot], self._uniq[slot] = len(ids), True, len(counts)
+        self._total_len += len(ids)
+        pending = self._pending
+        for tid, tf in counts.items():
             lists = pending.get(tid)
             if lists is None:
                 pending[tid] = (array("i", (slot,)), array("i", (tf,)))
@@ -194,13 +214,7 @@ class LexicalIndex:
         if not batch:
             return
         keys, n = list(batch), len(batch)
-        token_lists = [self._analyzer(text) for text in batch.values()]
-        lengths = np.fromiter(map(len, token_lists), dtype=np.int64, count=n)
-        vocab = self._vocab
-        flat = list(chain.from_iterable(token_lists))
-        for term in dict.fromkeys(flat).keys() - vocab.keys():
-            vocab[term] = len(vocab)
-        ids = np.fromiter(map(vocab.__getitem__, flat), np.int64, len(flat))
+        ids, lengths = self._term_ids(list(batch.values()))
         pairs, tf = np.unique(ids * n + np.repeat(np.arange(n, dtype=np.int64), lengths),
                               return_counts=True)
         terms, docs = (pairs // n).astype(np.int32), pairs % n
@@ -220,8 +234,8 @@ class LexicalIndex:
         if self._n_pending + len(terms) > self._merge_limit():
             self._merge((terms, slots, tf))
             return
-        starts = np.flatnonzero(np.r_[True, terms[1:] != terms[:-1]]).tolist()
-        ends = starts[1:] + [len(terms)]
+        starts = np.flatnonzero(np.r_[True, terms[1:] != terms[:-1]]).tolist() if len(terms) else []
+        ends = [*starts[1:], len(terms)][: len(starts)]
         for tid, lo, hi in zip(terms[starts].tolist(), starts, ends, strict=True):
             lists = self._pending.setdefault(tid, (array("i"), array("i")))
             lists[0].frombytes(slots[lo:hi].tobytes())
@@ -252,8 +266,6 @@ class LexicalIndex:
         """
         self._merge(None)
 
-    # ----------------------------------------------------------------- search
-
     def search(self, query: str, limit: int | None = 10, *,
                keys_allowed: Callable[[str], bool] | None = None) -> list[LexicalMatch]:
         """The best ``limit`` documents for ``query`` (all matches when ``None``),
@@ -266,11 +278,10 @@ class LexicalIndex:
         []
         """
         _check_str("query", query)
-        if limit is not None:
-            if isinstance(limit, bool) or not isinstance(limit, Integral):
-                raise wrong_type("limit", "int or None", limit)
-            if limit < 1:
-                raise invalid("limit", f"must be at least 1, got {limit}")
+        if limit is not None and (isinstance(limit, bool) or not isinstance(limit, Integral)):
+            raise wrong_type("limit", "int or None", limit)
+        if limit is not None and limit < 1:
+            raise invalid("limit", f"must be at least 1, got {limit}")
         if keys_allowed is not None and not callable(keys_allowed):
             raise wrong_type("keys_allowed", "callable or None", keys_allowed)
         n_live = len(self._key_slot)
@@ -324,8 +335,6 @@ class LexicalIndex:
         return [LexicalMatch(slot_key[slot], s, min(1.0, s / bound), tuple(m))  # type: ignore[arg-type]
                 for slot, s, m in zip(cand[chosen].tolist(), scores[chosen].tolist(), matched, strict=True)]
 
-    # -------------------------------------------------------------- internals
-
     def _choose(self, scores: np.ndarray, cand: np.ndarray, limit: int | None,
                 keys_allowed: Callable[[str], bool] | None) -> np.ndarray:
         want = len(scores) if limit is None else int(limit)
@@ -342,6 +351,22 @@ class LexicalIndex:
                         break
             done, k = done + len(ranked), k * 4
         return np.array(chosen, np.int64)
+
+    def _term_ids(self, texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
+        """The texts' term ids, concatenated, and each text's length (new terms join the
+        vocabulary; nothing else changes)."""
+        if self._analyzer is analyze:  # fused fast path: one regex pass, one cached lookup per token
+            stream = chain.from_iterable(map(self._token_ids.__getitem__, raw_token_stream(texts)))
+            flat = np.array(list(stream), np.int64)
+            breaks = np.flatnonzero(flat < 0)
+            return flat[flat >= 0], np.diff(np.r_[-1, breaks, len(flat)]) - 1
+        token_lists = [self._analyzer(text) for text in texts]
+        terms = list(chain.from_iterable(token_lists))
+        vocab = self._vocab
+        for term in sorted(set(terms) - vocab.keys()):
+            vocab[term] = len(vocab)
+        lengths = np.fromiter(map(len, token_lists), np.int64, len(token_lists))
+        return np.array(list(map(vocab.__getitem__, terms)), np.int64), lengths
 
     def _postings(self, tid: int) -> tuple[np.ndarray, np.ndarray]:
         if tid + 1 < len(self._indptr):
@@ -367,14 +392,14 @@ class LexicalIndex:
 
     def _grow(self, extra: int) -> None:
         need = len(self._slot_key) + extra
-        if need <= len(self._doc_len):
-            return
-        cap = max(need, 2 * len(self._doc_len), 1024)
+        if need > len(self._doc_len):
+            self._resize(max(need, 2 * len(self._doc_len), 1024), slice(None))
+
+    def _resize(self, cap: int, take: slice | np.ndarray) -> None:
         for name in ("_doc_len", "_alive", "_uniq"):
-            old = getattr(self, name)
-            new = np.zeros(cap, old.dtype)
-            new[: len(old)] = old
-            setattr(self, name, new)
+            old = getattr(self, name)[take]
+            setattr(self, name, np.zeros(cap, old.dtype))
+            getattr(self, name)[: len(old)] = old
 
     def _merge_limit(self) -> int:
         return max(_MIN_MERGE, len(self._post_slot) // 4)
@@ -397,11 +422,10 @@ class LexicalIndex:
             parts_t.append(np.repeat(np.array(tids, np.int32), [len(self._pending[t][0]) for t in tids]))
             parts_s.append(np.array(flat_s, np.int32))
             parts_f.append(np.array(flat_f, np.float32))
-        if extra is not None:
-            parts_t.append(extra[0])
-            parts_s.append(extra[1])
-            parts_f.append(extra[2].astype(np.float32))
-        terms, slots, tfs = (np.concatenate(p) for p in (parts_t, parts_s, parts_f))
+        for part, value in zip((parts_t, parts_s, parts_f), extra or (), strict=False):
+            part.append(value)
+        terms, slots = np.concatenate(parts_t), np.concatenate(parts_s)
+        tfs = np.concatenate(parts_f, dtype=np.float32, casting="unsafe")
         n_slots = len(self._slot_key)
         alive = self._alive[:n_slots]
         keep = alive[slots]
@@ -410,7 +434,7 @@ class LexicalIndex:
         order = np.argsort(terms, kind="stable")  # concatenated sorted runs: near-linear timsort
         terms, slots, tfs = terms[order], slots[order], tfs[order]
         n_live, vocab = len(self._key_slot), self._vocab
-        renumber = n_slots - n_live > max(1024, n_live)  # mostly dead: renumber slots, shrink vocabulary
+        renumber = n_slots - n_live > max(_MIN_RENUMBER, n_live)  # mostly dead: renumber, shrink vocab
         if renumber:
             slots = (np.cumsum(alive) - 1)[slots]
             per_term = np.bincount(terms, minlength=len(vocab))
@@ -420,17 +444,10 @@ class LexicalIndex:
         indptr = np.zeros(len(vocab) + 1, np.int64)
         np.cumsum(np.bincount(terms, minlength=len(vocab)), out=indptr[1:])
         if renumber:
-            self._compact_slots(alive)
-        self._vocab, self._indptr, self._post_slot, self._post_tf = vocab, indptr, slots.astype(np.int32), tfs
+            live = np.flatnonzero(alive)
+            self._slot_key = [self._slot_key[i] for i in live.tolist()]
+            self._key_slot = {key: i for i, key in enumerate(self._slot_key)}  # type: ignore[misc]
+            self._resize(max(1024, 2 * len(live)), live)
+            self._vocab, self._token_ids = vocab, _TokenIds(vocab)
+        self._indptr, self._post_slot, self._post_tf = indptr, slots.astype(np.int32), tfs
         self._pending, self._n_pending, self._n_dead = {}, 0, 0
-
-    def _compact_slots(self, alive: np.ndarray) -> None:
-        live = np.flatnonzero(alive)
-        self._slot_key = [self._slot_key[i] for i in live.tolist()]
-        self._key_slot = {key: i for i, key in enumerate(self._slot_key)}  # type: ignore[misc]
-        cap = max(1024, 2 * len(live))
-        for name in ("_doc_len", "_alive", "_uniq"):
-            old = getattr(self, name)
-            new = np.zeros(cap, old.dtype)
-            new[: len(live)] = old[live]
-            setattr(self, name, new)

@@ -114,7 +114,7 @@ def cut_points(messages: Sequence[Message]) -> list[int]:
     [0, 4]
     """
     counts = _open_before(messages)
-    return [i for i, m in enumerate(messages) if m.role == "user"]
+    return [i for i, m in enumerate(messages) if m.role == "user" and counts[i] == 0]
 
 
 def split_interactions(messages: Sequence[Message]) -> list[list[Message]]:

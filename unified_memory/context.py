@@ -19,8 +19,8 @@ ONE line starting with ``"- "``, cleaned by :func:`clean_item` (line breaks beco
 are escaped as ``&amp; &lt; &gt;``), so stored text can neither forge a section
 header nor open or close the block. Facts and entities show ``hit.text``; an
 episode shows ``[YYYY-MM-DD] speaker: text`` from ``hit.created_at`` (UTC) and the
-speaker from ``hit.metadata["name"]``, else ``["speaker"]``, else ``["role"]``
-(each part left out when missing); a conversation message shows
+speaker from ``hit.components["speaker"]``, else ``["role"]`` (set by recall)
+(each part left out when missing, a name cut at 40 characters); a conversation message shows
 ``name: content`` (``role: content`` without a name; an assistant turn with only
 tool calls shows ``[tool call: name, ...]``). An item is capped at
 ``max_item_chars`` characters, cut with ``"…"``. Hits with empty text, empty
@@ -36,6 +36,9 @@ most recent messages, contiguous, shown oldest first). When the first-ranked ite
 alone exceeds its section's room it is truncated with ``"…"`` instead of dropped
 (if at least a few characters fit). Finally the room still unused is offered to
 the sections that left items out, in ``config.sections`` order (waterfall).
+``SectionUsage.budget`` is the room a section was last filled against (header
+included): its water-filled share, or its use plus the room then unused when
+the waterfall gave it more; ``tokens`` is its line-by-line cost.
 Item costs are measured line by line; because a real tokenizer is not additive,
 the whole text is counted at the end and, while it exceeds ``max_tokens``, the
 lowest-ranked item (the oldest message for the conversation) of the section with
@@ -109,7 +112,7 @@ def _hit_parts(section: str, hit: RecallHit) -> tuple[str, str]:
     if not text or section != "episodes":
         return "", text
     prefix = f"[{_day(hit.created_at)}] " if hit.created_at is not None else ""
-    who = next((v for k in ("name", "speaker", "role") if isinstance(v := hit.metadata.get(k), str)
+    who = next((v for k in ("speaker", "role") if isinstance(v := hit.components.get(k), str)
                 and clean_item(v)), None)
     return prefix + (f"{_speaker(who)}: " if who else ""), text
 
@@ -242,7 +245,7 @@ def assemble(*, query: str | None, max_tokens: int, sections: Mapping[str, Seque
         chosen[n], used[n] = _fill(candidates[n], headers[n], budgets[n], count_tokens, n == "conversation")
     for n in candidates:  # waterfall: room left unused goes to sections that left items out
         spare = available - sum(used.values())
-        if spare > 0 and used[n] < demand[n]:
+        if used[n] < demand[n] and used[n] + spare > budgets[n]:
             budgets[n] = used[n] + spare
             chosen[n], used[n] = _fill(candidates[n], headers[n], budgets[n], count_tokens,
                                        n == "conversation")

@@ -282,6 +282,23 @@ class UnifiedMemory:
         with self._write():
             return self._maintain(self._backend.clock()).messages
 
+    def end_session(self) -> int:
+        """Close this conversation: every message leaves its window and is promoted now
+        (or waits for :meth:`consolidate` with ``auto_promote=False``). Returns how many
+        messages left the window.
+
+        >>> with UnifiedMemory() as mem:
+        ...     _ = mem.add_turn("I live in Lisbon", "Nice")
+        ...     mem.end_session(), [f.text for f in mem.facts()]
+        (2, ['I live in Lisbon'])
+        """
+        backend = self._backend
+        with self._write():
+            held = backend.window.clear(self._scope)
+            if backend.config.auto_promote:
+                self._maintain(backend.clock())
+        return len(held)
+
     def remember(self, text: str, *, importance: float | None = None, category: str | None = None,
                  metadata: Mapping[str, Any] | None = None, ttl_days: float | None = None) -> str:
         """Store a long-term fact directly (reinforcing it if already known); returns its id.

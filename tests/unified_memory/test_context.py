@@ -58,8 +58,8 @@ def inputs(draw, marked: bool = False):
         hits = []
         for _ in range(draw(st.integers(0, 6))):
             body = draw(text)
-            meta = {"name": draw(text)} if draw(st.booleans()) else {}
-            hits.append(hit(i, f"⟦{i}⟧ {body}" if marked else body, name, metadata=meta,
+            who = {"speaker": draw(text)} if draw(st.booleans()) else {}
+            hits.append(hit(i, f"⟦{i}⟧ {body}" if marked else body, name, components=who,
                             created_at=T0 + timedelta(days=i) if draw(st.booleans()) else None))
             i += 1
         sections[name] = hits
@@ -182,7 +182,7 @@ def test_rendering_example():
         "facts": [hit(1, "I'm allergic to peanuts"), hit(2, "I live in Lisbon")],
         "entities": [hit(3, "Maria: person, lives in Porto", "entities")],
         "episodes": [hit(4, "I went to the support group", "episodes", created_at=T0,
-                         metadata={"name": "Caroline", "role": "user"})],
+                         components={"speaker": "Caroline", "role": "user"})],
     }
     conversation = [Message(role="user", content="hi"), Message(role="assistant", content="hello", name="Bot")]
     block = build(sections, conversation, 1000)
@@ -199,7 +199,7 @@ def test_rendering_example():
 
 def test_episode_speaker_falls_back_to_role_and_date_is_utc():
     late = datetime(2023, 5, 8, 23, 30, tzinfo=UTC).astimezone(timezone_plus(5))
-    block = build({"episodes": [hit(1, "text", "episodes", created_at=late, metadata={"role": "user"}),
+    block = build({"episodes": [hit(1, "text", "episodes", created_at=late, components={"role": "user"}),
                                 hit(2, "no date", "episodes")]}, [], 100)
     assert "- [2023-05-08] user: text\n- no date\n" in block.text
 

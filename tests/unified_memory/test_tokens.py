@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import doctest
 import hashlib
+import importlib
+import importlib.util
 import os
 import socket
 import sys
@@ -22,9 +24,12 @@ from unified_memory.tokens import (
     tiktoken_unavailable_reason,
 )
 
-tiktoken = pytest.importorskip("tiktoken")
-import tiktoken.load  # noqa: E402
-import tiktoken.registry  # noqa: E402
+HAVE_TIKTOKEN = importlib.util.find_spec("tiktoken") is not None
+needs_tiktoken = pytest.mark.skipif(not HAVE_TIKTOKEN, reason="tiktoken is not installed")
+if HAVE_TIKTOKEN:
+    tiktoken = importlib.import_module("tiktoken")
+    tiktoken_load = importlib.import_module("tiktoken.load")
+    tiktoken_registry = importlib.import_module("tiktoken.registry")
 
 
 @pytest.fixture
@@ -37,13 +42,14 @@ def offline(monkeypatch):
     monkeypatch.setattr(socket.socket, "connect", refuse)
     monkeypatch.setattr(socket, "create_connection", refuse)
     monkeypatch.setattr(socket, "getaddrinfo", refuse)
-    monkeypatch.setattr(tiktoken.load, "read_file", refuse)
+    if HAVE_TIKTOKEN:
+        monkeypatch.setattr(tiktoken_load, "read_file", refuse)
 
 
 @pytest.fixture
 def empty_cache(monkeypatch, tmp_path, offline):
     monkeypatch.setenv("TIKTOKEN_CACHE_DIR", str(tmp_path))
-    monkeypatch.delitem(tiktoken.registry.ENCODINGS, "cl100k_base", raising=False)
+    monkeypatch.delitem(tiktoken_registry.ENCODINGS, "cl100k_base", raising=False)
     return tmp_path
 
 
@@ -67,11 +73,13 @@ def test_unknown_kind_names_the_field():
     assert info.value.field == "token_counter"
 
 
+@needs_tiktoken
 def test_auto_falls_back_to_chars_when_the_encoding_is_not_cached(empty_cache):
     assert make_token_counter("auto") is chars_per_token_counter
     assert "not in tiktoken's cache" in tiktoken_unavailable_reason("cl100k_base")
 
 
+@needs_tiktoken
 def test_explicit_tiktoken_without_cache_raises_with_a_hint(empty_cache):
     with pytest.raises(DependencyError) as info:
         make_token_counter("tiktoken")
@@ -82,6 +90,7 @@ def test_explicit_tiktoken_without_cache_raises_with_a_hint(empty_cache):
     assert "token_counter='chars'" in message
 
 
+@needs_tiktoken
 def test_corrupt_cache_file_is_not_used_and_not_touched(empty_cache):
     (path,) = tiktoken_cache_paths("cl100k_base")
     with open(path, "wb") as fh:
@@ -93,13 +102,15 @@ def test_corrupt_cache_file_is_not_used_and_not_touched(empty_cache):
     assert os.path.exists(path)  # tiktoken would have deleted it and re-downloaded
 
 
+@needs_tiktoken
 def test_empty_cache_dir_means_no_cache(monkeypatch, offline):
     monkeypatch.setenv("TIKTOKEN_CACHE_DIR", "")
-    monkeypatch.delitem(tiktoken.registry.ENCODINGS, "cl100k_base", raising=False)
+    monkeypatch.delitem(tiktoken_registry.ENCODINGS, "cl100k_base", raising=False)
     assert "disables" in tiktoken_unavailable_reason("cl100k_base")
     assert make_token_counter("auto") is chars_per_token_counter
 
 
+@needs_tiktoken
 def test_unknown_encoding(offline):
     assert make_token_counter("auto", "no_such_encoding") is chars_per_token_counter
     with pytest.raises(DependencyError, match="unknown tiktoken encoding"):
@@ -126,17 +137,19 @@ def test_cache_dir_precedence(monkeypatch):
     assert tiktoken_cache_paths() == [os.path.join("/tik", name)]
 
 
+@needs_tiktoken
 def test_cache_paths_agree_with_installed_tiktoken(monkeypatch, tmp_path, offline):
     """tiktoken's own read_file_cached writes exactly where we look."""
     monkeypatch.setenv("TIKTOKEN_CACHE_DIR", str(tmp_path))
-    monkeypatch.setattr(tiktoken.load, "read_file", lambda blobpath: b"fake " + blobpath.encode())
+    monkeypatch.setattr(tiktoken_load, "read_file", lambda blobpath: b"fake " + blobpath.encode())
     for encoding, files in tokens._TIKTOKEN_FILES.items():
         for path, (url, _) in zip(tiktoken_cache_paths(encoding), files, strict=True):
-            tiktoken.load.read_file_cached(url)
+            tiktoken_load.read_file_cached(url)
             with open(path, "rb") as fh:
                 assert fh.read() == b"fake " + url.encode()
 
 
+@needs_tiktoken
 def test_file_table_matches_installed_tiktoken(monkeypatch, offline):
     """Every encoding tiktoken_ext.openai_public knows loads exactly the files and hashes we check."""
     import tiktoken_ext.openai_public as public
@@ -170,9 +183,10 @@ class _FakeEncoding:
         return text.split()
 
 
+@needs_tiktoken
 def test_loaded_encoding_is_used_and_memoised(monkeypatch, offline):
     fake = _FakeEncoding()
-    monkeypatch.setitem(tiktoken.registry.ENCODINGS, "fake_enc", fake)
+    monkeypatch.setitem(tiktoken_registry.ENCODINGS, "fake_enc", fake)
     assert tiktoken_unavailable_reason("fake_enc") is None
     for kind in ("auto", "tiktoken"):
         count = make_token_counter(kind, "fake_enc")
@@ -182,6 +196,7 @@ def test_loaded_encoding_is_used_and_memoised(monkeypatch, offline):
     assert fake.calls == 2  # one per counter: the repeat came from the cache
 
 
+@needs_tiktoken
 def test_broken_tiktoken_load_falls_back(monkeypatch, offline):
     monkeypatch.setattr(tokens, "tiktoken_unavailable_reason", lambda encoding: None)
 

@@ -1,0 +1,109 @@
+"""Package-level guarantees: import order, light imports, layering, docs that run."""
+
+from __future__ import annotations
+
+import ast
+import doctest
+import importlib
+import pkgutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGES = ("scoring", "tiers", "unified_memory")
+HEAVY = ("torch", "sentence_transformers", "chromadb", "redis", "openai", "sklearn")
+
+
+def run_python(code: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+
+
+@pytest.mark.parametrize("first", ["scoring", "tiers", "unified_memory", "tiers.storage", "tiers.entities",
+                                   "scoring.lexical", "unified_memory.memory"])
+def test_any_package_can_be_imported_first(first):
+    code = (f"import {first}\n"
+            "import scoring.lexical, tiers.long_term, tiers.short_term, unified_memory.memory\n"
+            "from unified_memory import UnifiedMemory\n"
+            "m = UnifiedMemory(); m.remember('I live in Lisbon'); assert m.recall('Lisbon'); print('ok')")
+    result = run_python(code)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "ok"
+
+
+def test_import_unified_memory_stays_light():
+    code = ("import sys, unified_memory\n"
+            "from unified_memory import UnifiedMemory\n"
+            "UnifiedMemory().recall('x') if False else None\n"
+            f"print(sorted(m for m in {HEAVY!r} if m in sys.modules))")
+    result = run_python(code)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "[]"
+
+
+def _project_imports(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text())
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names.add(node.module)
+        elif isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+    return {n for n in names if n.split(".")[0] in PACKAGES}
+
+
+LEAVES = {"unified_memory.types", "unified_memory.protocols", "unified_memory.errors"}
+
+
+@pytest.mark.parametrize("package", ["scoring", "tiers"])
+def test_imports_point_one_way(package):
+    allowed_prefixes = {"scoring": ("scoring",), "tiers": ("scoring", "tiers")}[package]
+    for path in (ROOT / package).glob("*.py"):
+        for name in _project_imports(path):
+            assert name in LEAVES or name.startswith(allowed_prefixes), f"{path.name} imports {name}"
+
+
+def test_leaf_modules_import_nothing_else_of_ours():
+    for leaf in LEAVES:
+        path = ROOT / (leaf.replace(".", "/") + ".py")
+        assert _project_imports(path) <= LEAVES, leaf
+
+
+def _modules():
+    for package in PACKAGES:
+        module = importlib.import_module(package)
+        yield package
+        for info in pkgutil.iter_modules(module.__path__):
+            yield f"{package}.{info.name}"
+
+
+@pytest.mark.parametrize("name", list(_modules()))
+def test_docstring_examples_run(name):
+    module = importlib.import_module(name)
+    result = doctest.testmod(module, optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
+    assert result.failed == 0
+
+
+def test_every_public_function_has_a_docstring():
+    import inspect
+
+    for name in _modules():
+        module = importlib.import_module(name)
+        for attr in getattr(module, "__all__", []):
+            obj = getattr(module, attr)
+            if inspect.isfunction(obj) or inspect.isclass(obj):
+                assert obj.__doc__, f"{name}.{attr} has no docstring"
+
+
+def test_no_pickle_or_eval_in_the_code():
+    for package in PACKAGES:
+        for path in (ROOT / package).rglob("*.py"):
+            tree = ast.parse(path.read_text())
+            for node in ast.walk(tree):
+                if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+                    assert node.func.id not in {"eval", "exec"}, path
+                if isinstance(node, ast.Import | ast.ImportFrom):
+                    mods = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module]
+                    assert not any(m and m.split(".")[0] in {"pickle", "marshal", "shelve"} for m in mods), path

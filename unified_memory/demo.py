@@ -1,0 +1,105 @@
+"""The demo: ingest a sample conversation into a durable memory file and show what it holds.
+
+Run it with ``python -m unified_memory.demo [PATH]`` (default ``unified_memory_demo.db``
+in the working directory). It starts from a fresh file each time, ingests three
+sessions of a conversation that ships with the package, then prints the promoted
+facts (note the move to Berlin superseding Lisbon), the entity graph, a few
+federated recalls with their score components, and a context block with its
+per-section token use.
+
+    >>> from unified_memory.demo import load_sample
+    >>> len(load_sample()["sessions"])
+    3
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from datetime import datetime, timedelta
+from importlib import resources
+from pathlib import Path
+from typing import Any, TextIO
+
+from unified_memory.memory import UnifiedMemory
+
+__all__ = ["load_sample", "ingest_sample", "run_demo", "main"]
+
+QUERIES = ("what food should I avoid?", "where does Ada live now?", "who is Maria?", "when is my birthday?")
+
+
+def load_sample() -> dict[str, Any]:
+    """The sample conversation shipped in ``unified_memory/data``."""
+    text = resources.files("unified_memory").joinpath("data/sample_conversation.json").read_text("utf-8")
+    return json.loads(text)
+
+
+def ingest_sample(mem: UnifiedMemory, sample: dict[str, Any] | None = None) -> int:
+    """Write every session of the sample into ``mem`` (one scoped view per session),
+    a minute apart within a session. Returns the number of messages written.
+
+    >>> with UnifiedMemory(short_term_limit=6) as mem:
+    ...     ingest_sample(mem) > 20, len(mem.facts()) > 3
+    (True, True)
+    """
+    sample = sample or load_sample()
+    count = 0
+    for session in sample["sessions"]:
+        view = mem.scoped(session_id=session["session_id"])
+        start = datetime.fromisoformat(session["when"].replace("Z", "+00:00"))
+        for i, message in enumerate(session["messages"]):
+            view.add_message(message["role"], message["content"], when=start + timedelta(minutes=i))
+            count += 1
+        view.end_session()
+    return count
+
+
+def _fmt(value: Any) -> str:
+    return f"{value:.2f}" if isinstance(value, float) else str(value)
+
+
+def run_demo(path: str | Path = "unified_memory_demo.db", *, out: TextIO | None = None) -> None:
+    """Build a fresh demo memory at ``path`` and print what it holds."""
+    def say(line: str = "") -> None:
+        print(line, file=out)
+
+    path = Path(path)
+    for suffix in ("", "-wal", "-shm"):
+        Path(str(path) + suffix).unlink(missing_ok=True)
+    sample = load_sample()
+    with UnifiedMemory(path, user_id=sample["user_id"], short_term_limit=6) as mem:
+        written = ingest_sample(mem, sample)
+        stats = mem.stats()
+        say(f"Ingested {written} messages into {path} ({stats.facts} facts, {stats.superseded_facts} superseded, "
+            f"{stats.entities} entities, {stats.triples} relations)\n")
+        say("Long-term facts (importance, category):")
+        for fact in mem.facts(include_inactive=True, order="importance"):
+            status = "" if fact.status == "active" else f"   [{fact.status}]"
+            say(f"  {fact.importance:.2f}  {fact.category or '-':<13} {fact.text}{status}")
+        say("\nEntity graph:")
+        for triple in mem.triples():
+            say(f"  {triple.as_text()}")
+        for query in QUERIES:
+            say(f"\nrecall({query!r}):")
+            for hit in mem.recall(query, limit=3):
+                parts = ", ".join(f"{k}={_fmt(hit.components[k])}"
+                                  for k in ("relevance", "importance", "recency") if k in hit.components)
+                say(f"  {hit.score:.3f}  {hit.tier:<10} {hit.text[:70]}   ({parts})")
+        block = mem.context("plan a dinner for Maria's visit", max_tokens=250)
+        say(f"\ncontext('plan a dinner for Maria\\'s visit', max_tokens=250) -> {block.tokens} tokens:")
+        for usage in block.sections.values():
+            say(f"  section {usage.name:<12} {usage.tokens:>4} tokens, {usage.items} items (budget {usage.budget})")
+        say("")
+        say(block.text)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Command-line entry point of ``python -m unified_memory.demo``."""
+    parser = argparse.ArgumentParser(prog="python -m unified_memory.demo", description=__doc__.splitlines()[0])
+    parser.add_argument("path", nargs="?", default="unified_memory_demo.db", help="memory file to (re)create")
+    args = parser.parse_args(argv)
+    run_demo(args.path)
+
+
+if __name__ == "__main__":
+    main()
