@@ -75,6 +75,8 @@ _QWORDS = _words("""what what's whats where where's when who who's whom whose wh
 will should shall do does did is isn't are aren't was were am may have has any wanna help write tell give show
 explain translate summarize summarise generate draft make create list find search compose fix rewrite suggest
 recommend book send check convert calculate describe define""")
+_WH = _words("what where when who whom whose why how which")
+_AUX = _words("is are was were do does did can could would should will shall may might has have am 's")
 _HEDGES = _words("maybe perhaps probably possibly might")
 _HEDGE_PHRASES = (" i think ", " i guess ", " i suppose ", " i believe ", " not sure ", " kind of ", " sort of ")
 _NEG_WORDS = _words("not no never neither nor without cannot")
@@ -93,7 +95,7 @@ _MY_BEFORE = re.compile(r"\b(?:my|our|i\s+have|i've\s+got|i\s+got)\s+(?:(?:an?|m
 _CAPWORD = re.compile(r"\b[A-Z][a-z'-]+")
 _TOKEN = re.compile(r"[a-z0-9][a-z0-9']*|[,;:?]")
 _ABBREV = re.compile(r"\b(?:mr|mrs|ms|dr|st|prof|jr|sr|vs|etc|e\.g|i\.e|inc|ltd|co|no|approx)\.$", re.I)
-_SPLIT = re.compile(r"(?<=[.!?])[\"')\]]*\s+|\s*\n+\s*")
+_SPLIT = re.compile(r"(?<=[.!?])[\"')\]]*\s+")
 _NEXT_WORD = re.compile(r"\s*([\w'-]+)")
 
 
@@ -181,8 +183,8 @@ _RULES: tuple[tuple[str, str, float, str, str, str], ...] = (
      r"was|has|lives|works|loves|likes|hates|studies|just|recently|got|moved|turned|wants|plays|owns|can't|cannot|"
      r"doesn't)\b"),
     ("rel_mention", "relationship", -0.25, "pre", _MY_REL, r"my\s+(?:[\w-]+\s+)?" + _REL + r"\b"),
-    ("residence", "location", 0.0, "pre", "live lives living reside resides residing based settled located moved "
-     "moving relocated relocating relocate move grew hometown my:address|home", r"(?:live|lives|living|reside|"
+    ("residence", "location", 0.0, "pre", "live lives living lived reside resides residing based settled located moved "
+     "moving relocated relocating relocate move grew hometown my:address|home", r"(?:live|lives|living|lived|reside|"
      r"resides|residing|based|settled|located)\s+(?:in|at|near|outside|just\s+outside|close\s+to)\b|(?:moved|moving|"
      r"relocat\w+|move)\s+(?:back\s+)?(?:to|from|here|there|into|abroad)\b|grew\s+up\b|hometown\b|my\s+(?:home\s+)?"
      r"address\b"),
@@ -317,12 +319,15 @@ def split_sentences(text: str) -> list[str]:
     ['Hi!', 'I live in Lisbon.', 'Dr. Who is great']
     """
     out: list[str] = []
-    for piece in _SPLIT.split(text):
-        piece = piece.strip()
-        if piece and out and _ABBREV.search(out[-1]):
-            out[-1] = f"{out[-1]} {piece}"
-        elif piece:
-            out.append(piece)
+    for line in text.splitlines():
+        joinable = False  # never join across a line break
+        for piece in _SPLIT.split(line):
+            piece = piece.strip()
+            if piece and joinable and _ABBREV.search(out[-1]):
+                out[-1] = f"{out[-1]} {piece}"
+            elif piece:
+                out.append(piece)
+                joinable = True
     return out
 
 
@@ -367,7 +372,8 @@ class HeuristicImportanceScorer:
         if not isinstance(text, str):
             raise wrong_type("text", "str", text)
         text = text.replace("\u2019", "'").replace("\u2018", "'")
-        sentences = split_sentences(text) if _SPLIT.search(text) else [text.strip()]
+        one = "\n" not in text and "\r" not in text and _SPLIT.search(text) is None
+        sentences = [text.strip()] if one else split_sentences(text)
         parts = [self._sentence(s) for s in sentences] or [(0.0, None, ("empty",))]
         best = max(parts, key=lambda p: p[0])
         extra = min(2, sum(1 for p in parts if p[0] >= 0.6) - (best[0] >= 0.6))
@@ -438,7 +444,8 @@ class HeuristicImportanceScorer:
         first = any(w in _FIRST for w in words)
         mem = _MEMREQ.search(low) if any(k in low for k in _MEM_KEYS) else None
         question_at = len(s) + 1
-        if words[0] in _QWORDS:
+        if words[0] in _QWORDS and (words[0] not in _WH or low.rstrip().endswith("?") or (
+                len(words) > 1 and words[1] in _AUX)):  # but "When I was ten, I moved..." is a statement
             question_at = 0
         elif low.rstrip().endswith("?"):  # "I'm vegan, can you ...?": only the last clause asks
             question_at = max((m.end() for m in re.finditer(r"[,;:]|\b(?:but|and)\b", low)), default=0)

@@ -125,12 +125,20 @@ class LexicalIndex:
 
     @property
     def k1(self) -> float:
-        """BM25 term-frequency saturation."""
+        """BM25 term-frequency saturation.
+
+        >>> LexicalIndex(k1=1.5).k1
+        1.5
+        """
         return self._k1
 
     @property
     def b(self) -> float:
-        """BM25 length normalisation (0 = none, 1 = full)."""
+        """BM25 length normalisation (0 = none, 1 = full).
+
+        >>> LexicalIndex(b=0.5).b
+        0.5
+        """
         return self._b
 
     def clear(self) -> None:
@@ -203,13 +211,15 @@ class LexicalIndex:
         ['a', 'b']
         """
         batch: dict[str, str] = {}
+        pop = batch.pop
         for item in items:
             if not isinstance(item, tuple | list) or len(item) != 2:
                 raise wrong_type("items", "(key, text) pairs", item)
             key, text = item
-            _check_str("key", key)
-            _check_str("text", text)
-            batch.pop(key, None)
+            if not isinstance(key, str) or not isinstance(text, str):
+                _check_str("key", key)
+                _check_str("text", text)
+            pop(key, None)
             batch[key] = text
         if not batch:
             return
@@ -314,18 +324,19 @@ class LexicalIndex:
             return []
         all_slots = np.concatenate(slot_parts)
         n_slots = len(self._slot_key)
+        weights = np.concatenate(weight_parts)
         if len(all_slots) * 8 < n_slots:  # few postings: sort them instead of a dense pass
-            cand, post_cand = np.unique(all_slots, return_inverse=True)
-            scores = np.bincount(post_cand, weights=np.concatenate(weight_parts))
+            cand, post_at = np.unique(all_slots, return_inverse=True)  # post_at: posting -> candidate
+            scores, space = np.bincount(post_at, weights=weights), None
         else:
-            dense = np.bincount(all_slots, weights=np.concatenate(weight_parts), minlength=n_slots)
+            dense = np.bincount(all_slots, weights=weights, minlength=n_slots)
             cand = np.flatnonzero(dense)
-            scores, post_cand = dense[cand], None
+            scores, post_at, space = dense[cand], all_slots, cand  # post_at: posting -> slot
         chosen = self._choose(scores, cand, limit, keys_allowed)
         # Which query terms each chosen document matched (postings are in term order).
-        where = np.full(len(cand), -1, np.int64)
-        where[chosen] = np.arange(len(chosen))
-        rank = where[post_cand] if post_cand is not None else where[np.searchsorted(cand, all_slots)]
+        where = np.full(len(cand) if space is None else n_slots, -1, np.int64)
+        where[chosen if space is None else space[chosen]] = np.arange(len(chosen))
+        rank = where[post_at]
         term_of = np.repeat(np.arange(len(names)), [len(p) for p in slot_parts])
         hit = rank >= 0
         matched: list[list[str]] = [[] for _ in chosen]

@@ -15,10 +15,11 @@ possessive "'s" dropped):
     >>> normalize_key("I'm allergic to peanuts") == normalize_key("I am allergic to peanuts.")
     True
 
-Words are runs of Unicode letters and digits (underscore splits); each CJK
-ideograph or kana is a word of its own, since those scripts do not use spaces.
-Work per distinct word is cached, so analysing text costs about one regex pass
-plus a dict lookup per token.
+Words are runs of Unicode letters and digits (underscore and other punctuation
+split them; apostrophes join contractions); each CJK ideograph or kana is a word
+of its own, since those scripts do not use spaces. Text is NFC-normalised first.
+Work per distinct word is cached, so analysing ASCII text costs one
+``str.translate`` + ``split`` plus a dict lookup per token.
 
 A non-``str`` text raises :class:`~unified_memory.errors.MemoryTypeError`.
 """
@@ -50,18 +51,22 @@ into is it its itself just let me more most must my myself no nor not now of off
 once only or other our ours ourselves out over own same shall she should so some such
 than that the their theirs them themselves then there these they this those through
 to too under until up very was we were what when where which while who whom why will
-with would you your yours yourself yourselves also us may might yet ever
+with would you your yours yourself yourselves also us might yet ever
 neither never nothing none d ll m re s t ve
 """.split())
 
 _CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
-# A word: letters/digits (not CJK), optionally joined by apostrophes ("don't",
-# "o'clock"); or a single CJK character.
-_WORD_RE = re.compile(rf"[^\W_{_CJK}]+(?:'[^\W_{_CJK}]+)*|[{_CJK}]")
-_ASCII_WORD_RE = re.compile(r"[a-z0-9]+(?:'[a-z0-9]+)*")
-_WORD_OR_BREAK_RE = re.compile(_WORD_RE.pattern + "|\x00")
-_ASCII_WORD_OR_BREAK_RE = re.compile(_ASCII_WORD_RE.pattern + "|\x00")
+# Text is first cut into *chunks*: maximal runs of letters, digits and apostrophes
+# (each CJK character alone). A chunk holds words joined by single apostrophes
+# ("don't", "o'clock"); stray apostrophes ("'quoted'") only separate.
+_CHUNK_RE = re.compile(rf"(?:[^\W_{_CJK}]|')+|[{_CJK}]")
+_CHUNK_OR_BREAK_RE = re.compile(_CHUNK_RE.pattern + "|\x00")
+_WORD_RE = re.compile(r"[^\W_]+(?:'[^\W_]+)*")
 _APOSTROPHES = str.maketrans({"\u2019": "'", "\u2018": "'", "\u02bc": "'", "`": "'"})
+# ASCII fast path: one translate + split (3-4x faster than a regex scan).
+_ASCII_CHUNKS = str.maketrans({i: (chr(i).lower() if chr(i).isalnum() or chr(i) == "'" else
+                                   "'" if chr(i) == "`" else " ") for i in range(128)})
+_ASCII_CHUNKS_OR_BREAK = str.maketrans({**_ASCII_CHUNKS, 0: 0})
 
 _IRREGULAR: dict[str, tuple[str, ...]] = {
     "won't": ("will", "not"), "can't": ("can", "not"), "cannot": ("can", "not"),
@@ -80,21 +85,25 @@ _STEMMER = snowballstemmer.stemmer("english")
 
 @lru_cache(maxsize=1 << 16)
 def stem(word: str) -> str:
-    """The Snowball English stem of one lowercase word (cached).
+    """The Snowball English stem of one lowercase word (cached), with one extra rule:
+    a stem of six or more letters ending in "i" loses it, so the "-y"/"-ies" nouns
+    meet their "-ic" adjectives (allergy/allergies/allergic, economy/economic).
 
     >>> stem("lives"), stem("living"), stem("peanuts")
     ('live', 'live', 'peanut')
+    >>> stem("allergies") == stem("allergy") == stem("allergic")
+    True
     """
-    return _STEMMER.stemWord(word)
+    stemmed = _STEMMER.stemWord(word)
+    if len(stemmed) >= 6 and stemmed.endswith("i"):
+        return stemmed[:-1]
+    return stemmed
 
 
-@lru_cache(maxsize=1 << 16)
-def _expand(token: str) -> tuple[str, ...]:
-    """Expand the contraction in one lowercase token: "don't" → ("do", "not")."""
+def _expand_word(token: str) -> tuple[str, ...]:
+    """Expand one apostrophe-joined token: "don't" → ("do", "not")."""
     if token in _IRREGULAR:
         return _IRREGULAR[token]
-    if "'" not in token:
-        return (token,)
     for suffix, tail in _SUFFIXES:
         if token.endswith(suffix) and len(token) > len(suffix):
             head = token[: -len(suffix)]
@@ -105,8 +114,16 @@ def _expand(token: str) -> tuple[str, ...]:
 
 
 @lru_cache(maxsize=1 << 16)
+def _expand(chunk: str) -> tuple[str, ...]:
+    """The words of one chunk, contractions expanded."""
+    if "'" not in chunk:
+        return _IRREGULAR.get(chunk, (chunk,))
+    return tuple(word for token in _WORD_RE.findall(chunk) for word in _expand_word(token))
+
+
+@lru_cache(maxsize=1 << 16)
 def token_terms(token: str) -> tuple[str, ...]:
-    """The index terms of one raw token from :func:`raw_tokens` (cached).
+    """The index terms of one chunk from :func:`raw_tokens` (cached).
 
     ``analyze(text)`` is the concatenation of ``token_terms`` over ``raw_tokens(text)``;
     callers that cache per token (the lexical index does) use the two directly.
@@ -123,39 +140,40 @@ def _key_terms(token: str) -> tuple[str, ...]:
 
 
 def raw_tokens(text: str) -> list[str]:
-    """Lowercased raw word tokens, contractions still joined (the step before expansion).
+    """The text's lowercased chunks: runs of letters, digits and apostrophes (each
+    CJK character alone), contractions not yet expanded.
 
-    >>> raw_tokens("I’m in São Paulo, aren't you?")
-    ["i'm", 'in', 'são', 'paulo', "aren't", 'you']
+    >>> raw_tokens("I’m in São Paulo, 'aren't' you?")
+    ["i'm", 'in', 'são', 'paulo', "'aren't'", 'you']
     """
     if not isinstance(text, str):
         raise wrong_type("text", "str", text)
     if text.isascii():
-        return _ASCII_WORD_RE.findall(text.lower())
-    text = unicodedata.normalize("NFC", text).translate(_APOSTROPHES)
-    return _WORD_RE.findall(text.casefold())
+        return text.translate(_ASCII_CHUNKS).split()
+    return _CHUNK_RE.findall(unicodedata.normalize("NFC", text).translate(_APOSTROPHES).casefold())
 
 
 def raw_token_stream(texts: Sequence[str]) -> list[str]:
     """:func:`raw_tokens` of every text in one flat list, :data:`DOC_BREAK` between texts.
 
-    One regex pass over the whole batch, for bulk indexing.
+    One pass over the whole batch, for bulk indexing.
 
     >>> raw_token_stream(["I'm here", "", "OK"]) == ["i'm", "here", DOC_BREAK, DOC_BREAK, "ok"]
     True
     """
     if not texts:
         return []
+    separator = f" {DOC_BREAK} "
     try:
-        joined = DOC_BREAK.join(texts)
+        joined = separator.join(texts)
     except TypeError:
         raise wrong_type("text", "str", next(t for t in texts if not isinstance(t, str))) from None
     if joined.count(DOC_BREAK) != len(texts) - 1:  # a text holds the separator: blank it out
-        joined = DOC_BREAK.join(t.replace(DOC_BREAK, " ") for t in texts)
+        joined = separator.join(t.replace(DOC_BREAK, " ") for t in texts)
     if joined.isascii():
-        return _ASCII_WORD_OR_BREAK_RE.findall(joined.lower())
-    joined = unicodedata.normalize("NFC", joined).translate(_APOSTROPHES)
-    return _WORD_OR_BREAK_RE.findall(joined.casefold())
+        return joined.translate(_ASCII_CHUNKS_OR_BREAK).split()
+    joined = unicodedata.normalize("NFC", joined).translate(_APOSTROPHES).casefold()
+    return _CHUNK_OR_BREAK_RE.findall(joined)
 
 
 def tokenize_words(text: str) -> list[str]:

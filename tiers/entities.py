@@ -66,9 +66,9 @@ class EntityGraph:
 
     # -- documents ----------------------------------------------------------------------
 
-    def _relations(self, entity_ids: Sequence[str]) -> dict[str, list[str]]:
-        """Readable relation lines per entity id (both directions)."""
-        out: dict[str, list[str]] = {i: [] for i in entity_ids}
+    def _relations(self, entity_ids: Sequence[str]) -> dict[str, list[tuple[str, str, str, bool]]]:
+        """Relations per entity id, both directions: ``(subject, predicate, object, is_subject)``."""
+        out: dict[str, list[tuple[str, str, str, bool]]] = {i: [] for i in entity_ids}
         if not entity_ids:
             return out
         for start in range(0, len(entity_ids), 400):
@@ -80,30 +80,38 @@ class EntityGraph:
                 f"WHERE t.subject_id IN ({marks}) OR t.object_id IN ({marks}) ORDER BY t.seq",
                 [*chunk, *chunk]).fetchall()
             for subject_id, subject, predicate, object_id, obj in rows:
-                line = f"{subject} {predicate.replace('_', ' ')} {obj}"
-                for endpoint in (subject_id, object_id):
+                for endpoint, is_subject in ((subject_id, True), (object_id, False)):
                     lines = out.get(endpoint)
-                    if lines is not None and len(lines) < _MAX_RELATIONS_IN_DOC and line not in lines:
-                        lines.append(line)
+                    if lines is not None and len(lines) < _MAX_RELATIONS_IN_DOC:
+                        lines.append((subject, predicate.replace("_", " "), obj, is_subject))
         return out
 
     @staticmethod
-    def describe(entity: Entity, relations: Sequence[str]) -> str:
+    def describe(entity: Entity, relations: Sequence[tuple[str, str, str, bool]]) -> str:
         """One readable line for an entity: name, type, attributes, relations.
 
         >>> from unified_memory.types import utc_from_timestamp as t
         >>> EntityGraph.describe(Entity(id="e", name="Maria", type="person", attributes={"relation": "sister"},
-        ...                             first_seen=t(0), last_seen=t(0)), ["Maria lives in Lisbon"])
+        ...                             first_seen=t(0), last_seen=t(0)), [("Maria", "lives in", "Lisbon", True)])
         'Maria (person; relation: sister): Maria lives in Lisbon'
         """
         details = [entity.type] + [f"{k}: {v}" for k, v in sorted(entity.attributes.items())]
         text = f"{entity.name} ({'; '.join(details)})"
-        return f"{text}: {'; '.join(relations)}" if relations else text
+        lines = list(dict.fromkeys(f"{s} {p} {o}" for s, p, o, _ in relations))
+        return f"{text}: {'; '.join(lines)}" if lines else text
+
+    @staticmethod
+    def index_text(entity: Entity, relations: Sequence[tuple[str, str, str, bool]]) -> str:
+        """What the lexical index sees of an entity: like :meth:`describe`, but the
+        entity's own name appears once, so a fact stating the same thing ranks first."""
+        parts = [entity.name, entity.type, *(f"{k} {v}" for k, v in sorted(entity.attributes.items()))]
+        parts += [f"{p} {o}" if is_subject else f"{s} {p}" for s, p, o, is_subject in relations]
+        return " ".join(dict.fromkeys(parts))
 
     def _documents(self, rows: Sequence[dict[str, Any]]) -> list[tuple[str, str]]:
         rows = [r for r in rows if r["norm_name"] != USER_ENTITY]
         relations = self._relations([r["id"] for r in rows])
-        return [(r["id"], self.describe(_to_entity(r), relations[r["id"]])) for r in rows]
+        return [(r["id"], self.index_text(_to_entity(r), relations[r["id"]])) for r in rows]
 
     def _load_documents(self, user_id: str) -> Iterable[tuple[str, str]]:
         rows = self.storage.query(f"SELECT {_ENTITY_COLUMNS} FROM entities WHERE user_id = ? ORDER BY seq",

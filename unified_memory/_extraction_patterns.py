@@ -74,6 +74,7 @@ _PREDICATES: tuple[tuple[str, str | None, str, str, str, str], ...] = (
      + REL + r")\b"),
     ("lives_in", "residence", "place", "location", "subj", r"\b(?:live|lives|living|reside|resides|residing|based|settled|"
      r"moved|relocated)\s+(?:back\s+)?(?:in|to|into)\s+" + _OBJ),
+    ("lived_in", None, "place", "location", "subj", r"\blived\s+in\s+" + _OBJ),
     ("moving_to", None, "place", "location", "subj", r"\b(?:moving|relocating|move)\s+(?:back\s+)?to\s+" + _OBJ),
     ("grew_up_in", "hometown", "place", "location", "subj", r"\b(?:grew\s+up|was\s+raised)\s+in\s+" + _OBJ),
     ("is_from", "hometown", "place", "location", "subj", r"(?:'m|\bam|\bis|\bare|'re|\bwas)\s+(?:originally\s+)?from\s+"
@@ -155,12 +156,16 @@ much any what how when to one stuff things idea""".split())
 _ORG = re.compile(r"\b(?:University|College|Institute|Bank|School|Academy)\s+of\s+(?:the\s+)?[A-Z]\w+(?:\s+[A-Z]\w+)?"
                   r"|\b(?!The\b)(?:[A-Z][\w&-]*\s+){1,3}(?:Inc|Ltd|LLC|Corp|Corporation|Company|University|College|"
                   r"Institute|Bank|Hospital|Labs|Group|Foundation|School|Academy)\b")
-_WITH = re.compile(r"\bwith\s+(?P<obj>" + _NAME + r")")
+_WITH = re.compile(r"\b(?:dinner|lunch|breakfast|coffee|drinks|met|meeting|talked|spoke|went|hung\s+out|hanging\s+out|"
+                   r"dating|live|lives|living|married|travel\w*|chatted|played|stayed|staying)\b[^.,;!?]{0,30}?\bwith\s+"
+                   r"(?P<obj>" + _NAME + r"(?:(?:\s*,\s*|\s+and\s+)" + _NAME + r")*)", re.I)
 _TRAVEL = re.compile(r"\b(?P<verb>visit|visiting|visited|trip\s+to|travel(?:l?ing|l?ed)?\s+to|flying\s+to|"
                      r"flew\s+to|fly\s+to|went\s+to|going\s+to|vacation\s+in|holiday\s+in)\s+(?P<obj>" + _NAME + r")",
                      re.I)
 _QSTART = re.compile(r"^\W*(?:what|what's|where|when|who|whom|whose|why|how|which|can|could|would|will|should|"
                      r"do|does|did|is|are|was|were|am|have|has|tell|give|show|write|explain|help)\b", re.I)
+_WH_STATEMENT = re.compile(r"^\W*(?:what|where|when|who|why|how|which)\s+(?!(?:is|are|was|were|do|does|did|can|"
+                           r"could|would|should|will)\b)\w", re.I)  # "When I was ten, I moved ..."
 _BOUNDARY = re.compile(r"[,;:]|\bbut\b|\bso\b", re.I)
 _HEDGE = re.compile(r"\b(?:maybe|perhaps|probably|possibly|might|i\s+think|i\s+guess|not\s+sure)\b", re.I)
 
@@ -216,8 +221,16 @@ def clean_value(raw: str, kind: str) -> str:
     return " ".join(raw.split()[:5]).strip(" '-")
 
 
+def _tail(sentence: str, start: int, size: int = 80) -> str:
+    """The (whole) words of the ``size`` characters before ``start``: a subject sits right before its verb."""
+    if start <= size:
+        return sentence[:start]
+    pre = sentence[start - size:start]
+    return pre[pre.find(" ") + 1:] if " " in pre else ""
+
+
 def _subject(sentence: str, start: int) -> Subject | None:
-    pre = sentence[:start]
+    pre = _tail(sentence, start)
     m = _SUBJECT.search(pre)
     if m is None:  # "Allergic to nuts." has an implicit "I"
         return Subject("user") if not re.split(r"[,;:]|\bbut\b|\bso\b", pre)[-1].strip() else None
@@ -257,9 +270,10 @@ def _one(sentence: str, m: re.Match[str], pred: str, attr: str | None, kind: str
     """The hit for one captured object (none when the object or the subject is not usable)."""
     value = clean_value(raw, kind)
     low = value.lower()
-    if not value or low in _GENERIC or low.split()[0] in _GENERIC:
+    head = low.split()[0] if low.split() else ""
+    if not head or low in _GENERIC or head in _GENERIC:
         return []
-    if kind in _NAMED_OBJECT and (low.split()[0] in COMMON or low in NATIONALITIES):
+    if kind in _NAMED_OBJECT and (head in COMMON or low in NATIONALITIES):
         return []
     groups = m.groupdict()
     rel = re.sub(r"\W+", "_", (groups.get("rel") or groups.get("thing") or "").lower()).strip("_")
@@ -273,7 +287,7 @@ def _one(sentence: str, m: re.Match[str], pred: str, attr: str | None, kind: str
     elif mode == "user":
         who = Subject("user")
     elif mode == "poss":
-        who = _possessor(sentence[:m.start()])
+        who = _possessor(_tail(sentence, m.start()))
     else:
         who = _subject(sentence, m.start())
     if who is None:
@@ -301,11 +315,12 @@ def mentions(sentence: str) -> list[tuple[str, str]]:
     """Entities named without a relation of their own: ``(name, type)`` pairs.
 
     >>> mentions("I had lunch with Jo at Acme Inc.")
-    [('Acme Inc.', 'organization'), ('Jo', 'person')]
+    [('Acme Inc', 'organization'), ('Jo', 'person')]
     """
     found = [(m.group(0).strip(), "organization") for m in _ORG.finditer(sentence)]
     found += [(m.group("obj"), "place") for m in _TRAVEL.finditer(sentence)]
-    found += [(m.group("obj"), "person") for m in _WITH.finditer(sentence)]
+    found += [(name, "person") for m in _WITH.finditer(sentence)
+              for name in re.split(r"\s*,\s*|\s+and\s+", m.group("obj"))]
     return [(n, t) for n, t in found if n.split()[0].lower() not in COMMON]
 
 
@@ -315,7 +330,8 @@ def question_start(sentence: str) -> int:
     >>> question_start("I'm vegan, can you suggest recipes?")
     10
     """
-    if _QSTART.match(sentence):
+    m = _QSTART.match(sentence)
+    if m and (sentence.rstrip().endswith("?") or not _WH_STATEMENT.match(sentence)):
         return 0
     if sentence.rstrip().endswith("?"):
         cuts = list(_BOUNDARY.finditer(sentence))

@@ -75,7 +75,9 @@ class RuleExtractor:
     """Offline, deterministic :class:`~unified_memory.protocols.Extractor` built on regex rules.
 
     ``importance_scorer`` (default :class:`~scoring.importance.HeuristicImportanceScorer`) fills
-    each fact's ``importance``.
+    each fact's ``importance``. A sentence no pattern recognises is still proposed (without a
+    slot) when the heuristic finds it informative, or when a custom scorer rates it 0.5 or more;
+    the caller's importance threshold then decides what is kept.
 
     >>> from unified_memory.types import Message
     >>> fact = RuleExtractor().extract(Message(role="user", content="I just moved to Berlin")).facts[0]
@@ -102,14 +104,15 @@ class RuleExtractor:
         """
         if not isinstance(message, Message):
             raise wrong_type("message", "Message", message)
-        text = message.text().replace("\u2019", "'").replace("\u2018", "'")
+        original = message.text()
+        text = original.replace("\u2019", "'").replace("\u2018", "'")  # same length: sentences line up
         if not text.strip():
             return Extraction()
         is_user = message.role == "user"
         speaker = (message.name or "").strip() or "user" if is_user else "user"
         out = _Builder(speaker)
-        for sentence in split_sentences(text):
-            self._sentence(sentence, is_user, out)
+        for sentence, wording in zip(split_sentences(text), split_sentences(original), strict=True):
+            self._sentence(sentence, is_user, out, wording)
         if is_user and not out.facts and context:
             self._short_answer(text.strip(), context[-1], out)
         if speaker != "user" and any(t.subject == speaker for t in out.triples.values()):
@@ -120,7 +123,7 @@ class RuleExtractor:
         value = float(self.importance_scorer(text))
         return None if math.isnan(value) else min(1.0, max(0.0, value))
 
-    def _sentence(self, sentence: str, is_user: bool, out: _Builder) -> None:
+    def _sentence(self, sentence: str, is_user: bool, out: _Builder, wording: str | None = None) -> None:
         asked = question_start(sentence)
         request = _MEMORY_REQUEST.search(sentence)
         told = request.end() if request else len(sentence) + 1
@@ -128,17 +131,19 @@ class RuleExtractor:
         if not is_user:  # "I" / "my" is the assistant's: keep statements about named third persons only
             hits = [h for h in hits if not h.who.is_user and h.who.relation is None]
         for name, kind in mentions(sentence):
-            if is_user or kind != "person":
-                out.entity(name, kind, {})
+            out.entity(name, kind, {})
         for hit in hits:
             if not hit.negated:
                 out.add_hit(hit)
         slots = [h for h in hits if h.attribute and not h.negated]
         primary = next((h for h in slots if h.attribute != "relation"), slots[0] if slots else None)
-        assessment = assess_importance(sentence)
-        if primary is None and not hits:
+        heuristic = isinstance(self.importance_scorer, HeuristicImportanceScorer)
+        assessment = self.importance_scorer.assess(sentence) if heuristic else assess_importance(sentence)
+        importance = assessment.score if heuristic else self._importance(sentence)
+        if primary is None and not hits:  # no pattern: keep it if the heuristic or the given scorer rates it
             informative = assessment.score >= 0.7 or (assessment.category not in (None, "general")
                                                       and assessment.score >= 0.5)
+            informative = informative or (not heuristic and importance is not None and importance >= 0.5)
             if not (is_user and informative and asked > 0):
                 return
         subject = (primary or hits[0]).who.key if (primary or hits) else (
@@ -152,7 +157,7 @@ class RuleExtractor:
         if primary and primary.who.relation and attribute in ("name", "relation"):
             category = "relationship"
         out.facts.append(ExtractedFact(
-            text=sentence, importance=self._importance(sentence), category=category, subject=subject,
+            text=wording or sentence, importance=importance, category=category, subject=subject,
             attribute=attribute, value=value,
             confidence=0.7 if is_hedged(sentence) else 1.0))
 

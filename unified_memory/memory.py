@@ -2,9 +2,9 @@
 
     >>> from unified_memory import UnifiedMemory
     >>> with UnifiedMemory(short_term_limit=2) as mem:
-    ...     _ = mem.add_turn("My sister Maria lives in Lisbon", "Nice!")
     ...     _ = mem.add_turn("I'm allergic to peanuts", "Noted.")
-    ...     [hit.text for hit in mem.recall("peanuts allergy", tiers=["long_term"])]
+    ...     _ = mem.add_turn("Thanks!", "Anytime.")      # the first turn leaves the window
+    ...     [hit.text for hit in mem.recall("any allergies?", tiers=["long_term"])]
     ["I'm allergic to peanuts"]
 """
 
@@ -418,8 +418,8 @@ class UnifiedMemory:
 
         >>> with UnifiedMemory() as mem:
         ...     _ = mem.remember("My favorite color is green", metadata={"topic": "taste"})
-        ...     [h.components["relevance"] > 0 for h in mem.recall("favorite color", where={"topic": "taste"})]
-        [True]
+        ...     [h.text for h in mem.recall("favorite color", where={"topic": "taste"}, tiers="long_term")]
+        ['My favorite color is green']
         """
         check_text("query", query)
         check_limit("limit", limit)

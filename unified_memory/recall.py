@@ -9,8 +9,8 @@ asking conversation's window are ``short_term`` hits, other logged messages
     >>> from unified_memory import UnifiedMemory
     >>> with UnifiedMemory() as mem:
     ...     _ = mem.remember("I am allergic to peanuts")
-    ...     [hit.tier for hit in mem.recall("peanuts")]
-    ['long_term']
+    ...     [(hit.tier, hit.text) for hit in mem.recall("peanuts")]
+    [('long_term', 'I am allergic to peanuts'), ('entity', 'peanuts (thing): user allergic to peanuts')]
 """
 
 from __future__ import annotations

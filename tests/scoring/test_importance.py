@@ -182,6 +182,12 @@ def test_statement_before_a_question_keeps_its_weight():
     assert score_importance("Do you know where I live?") < 0.5
 
 
+@pytest.mark.parametrize("text", ["When I was young I lived in Paris", "When I moved to Berlin, I got a cat",
+                                  "What I love most is jazz"])
+def test_wh_word_opening_a_statement_is_not_a_question(text):
+    assert score_importance(text) >= THRESHOLD
+
+
 def test_multi_sentence_text_takes_the_max_plus_a_small_bonus():
     one = score_importance("I live in Lisbon.")
     two = score_importance("Hi there! I live in Lisbon. Also, I'm allergic to peanuts.")

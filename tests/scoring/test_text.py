@@ -2,9 +2,21 @@ import doctest
 import unicodedata
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 import scoring.text
-from scoring.text import NEGATIONS, STOPWORDS, analyze, normalize_key, raw_tokens, token_terms, tokenize_words
+from scoring.text import (
+    DOC_BREAK,
+    NEGATIONS,
+    STOPWORDS,
+    analyze,
+    normalize_key,
+    raw_token_stream,
+    raw_tokens,
+    token_terms,
+    tokenize_words,
+)
 from unified_memory.errors import MemoryTypeError
 
 
@@ -117,3 +129,28 @@ def test_rejects_non_str(func):
     with pytest.raises(MemoryTypeError) as info:
         func(b"bytes")
     assert info.value.field == "text"
+
+
+ascii_text = st.text(alphabet=st.characters(min_codepoint=0, max_codepoint=127), max_size=40)
+any_text = st.text(alphabet=st.sampled_from("aZ9 '`_-.\u00e9\u00c9\u2019\u6211 \x00"), max_size=30)
+
+
+@given(ascii_text)
+def test_ascii_fast_path_equals_unicode_path(text):
+    assert analyze(text + " \u00e9") == [*analyze(text), "\u00e9"]
+    assert tokenize_words(text + " \u00e9") == [*tokenize_words(text), "\u00e9"]
+
+
+@given(st.lists(st.one_of(ascii_text, any_text), max_size=5))
+def test_token_stream_equals_per_text_tokens(texts):
+    stream = raw_token_stream(texts)
+    per_text, current = [], []
+    for token in stream:
+        if token == DOC_BREAK:
+            per_text.append(current)
+            current = []
+        else:
+            current.append(token)
+    if texts:
+        per_text.append(current)
+    assert per_text == [raw_tokens(t) for t in texts]

@@ -1,0 +1,295 @@
+"""The default rule-based extractor: facts with slots, entities and triples from one message."""
+
+from __future__ import annotations
+
+import doctest
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import unified_memory._extraction_patterns as patterns_module
+import unified_memory.extraction as extraction_module
+from unified_memory.errors import MemoryTypeError
+from unified_memory.extraction import RuleExtractor
+from unified_memory.protocols import Extractor
+from unified_memory.types import Extraction, Message
+
+EXTRACTOR = RuleExtractor()
+
+
+def extract(content: str, *, role: str = "user", name: str | None = None, context=()) -> Extraction:
+    return EXTRACTOR.extract(Message(role=role, content=content, name=name), context=context)
+
+
+def slot(content: str, **kwargs) -> tuple[str | None, str | None, str | None]:
+    facts = extract(content, **kwargs).facts
+    assert len(facts) == 1, facts
+    return facts[0].subject, facts[0].attribute, facts[0].value
+
+
+def triples(extraction: Extraction) -> set[tuple[str, str, str]]:
+    return {(t.subject, t.predicate, t.object) for t in extraction.triples}
+
+
+def entities(extraction: Extraction) -> dict[str, tuple[str, dict]]:
+    return {e.name: (e.type, e.attributes) for e in extraction.entities}
+
+
+def test_implements_the_extractor_protocol():
+    assert isinstance(EXTRACTOR, Extractor)
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("I live in Lisbon", ("user", "residence", "Lisbon")),
+    ("I just moved to Berlin", ("user", "residence", "Berlin")),
+    ("i live in lisbon", ("user", "residence", "Lisbon")),
+    ("I work at Acme", ("user", "employer", "Acme")),
+    ("I work as a nurse", ("user", "job_title", "nurse")),
+    ("I'm a nurse", ("user", "job_title", "nurse")),
+    ("I'm a senior software engineer", ("user", "job_title", "senior software engineer")),
+    ("My favorite color is green", ("user", "favorite_color", "green")),
+    ("My favourite movies are Alien and Heat", ("user", "favorite_movie", "Alien and Heat")),
+    ("My name is Ada", ("user", "name", "Ada")),
+    ("I'm Ada", ("user", "name", "Ada")),
+    ("Call me Ada", ("user", "name", "Ada")),
+    ("I am Ada Lovelace", ("user", "name", "Ada Lovelace")),
+    ("I'm 34 years old", ("user", "age", "34")),
+    ("My birthday is on May 3", ("user", "birthday", "May 3")),
+    ("I'm married", ("user", "relationship_status", "married")),
+    ("I'm vegan", ("user", "diet", "vegan")),
+    ("I'm originally from Brazil", ("user", "hometown", "Brazil")),
+    ("I'm Italian", ("user", "nationality", "Italian")),
+    ("I study at the University of Lisbon", ("user", "school", "University of Lisbon")),
+    ("My wife's name is Jo", ("wife", "name", "Jo")),
+    ("My mom's birthday is June 12", ("mom", "birthday", "June 12")),
+    ("My sister Maria lives in Lisbon", ("maria", "residence", "Lisbon")),
+    ("My sister is a nurse", ("sister", "job_title", "nurse")),
+    ("Maria is a nurse", ("maria", "job_title", "nurse")),
+    ("Tom works at Google", ("tom", "employer", "Google")),
+    ("Tom is my brother", ("tom", "relation", "brother")),
+])
+def test_recognised_statements_get_a_slot(text, expected):
+    assert slot(text) == expected
+
+
+def test_fact_keeps_the_users_wording_category_and_importance():
+    [fact] = extract("  I just moved to Berlin!  ").facts
+    assert fact.text == "I just moved to Berlin!"
+    assert fact.category == "location"
+    assert fact.importance is not None and fact.importance >= 0.8
+    assert fact.confidence == 1.0
+
+
+def test_sister_maria_lives_in_lisbon_gives_entities_and_triples():
+    out = extract("my sister Maria lives in Lisbon")
+    found = entities(out)
+    assert found["Maria"][0] == "person" and found["Maria"][1]["relation"] == "sister"
+    assert found["Lisbon"][0] == "place"
+    assert {("user", "has_sister", "Maria"), ("Maria", "lives_in", "Lisbon")} <= triples(out)
+
+
+def test_work_sentence_fills_one_slot_and_every_triple():
+    out = extract("I work at Acme as an engineer")
+    assert [(f.attribute, f.value) for f in out.facts] == [("employer", "Acme")]
+    assert triples(out) == {("user", "works_at", "Acme"), ("user", "works_as", "engineer")}
+    assert entities(out)["Acme"][0] == "organization"
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("I live in Lisbon", ("user", "lives_in", "Lisbon")),
+    ("I'm allergic to peanuts", ("user", "allergic_to", "peanuts")),
+    ("I love jazz", ("user", "likes", "jazz")),
+    ("I hate cilantro", ("user", "dislikes", "cilantro")),
+    ("My name is Ada", ("user", "name", "Ada")),
+    ("I can't eat gluten", ("user", "avoids", "gluten")),
+    ("I have type 2 diabetes", ("user", "has_condition", "diabetes")),
+    ("I have a dog named Rex", ("user", "has_dog", "Rex")),
+    ("I grew up in Porto", ("user", "grew_up_in", "Porto")),
+])
+def test_snake_case_triples(text, expected):
+    assert expected in triples(extract(text))
+
+
+def test_allergies_are_multi_valued_so_they_never_supersede_each_other():
+    out = extract("I'm allergic to peanuts, shellfish and eggs")
+    [fact] = out.facts
+    assert fact.category == "health" and fact.attribute is None and fact.subject == "user"
+    assert {t[2] for t in triples(out) if t[1] == "allergic_to"} == {"peanuts", "shellfish", "eggs"}
+    assert ("user", "allergic_to", "shellfish") in triples(extract("I have a severe shellfish allergy"))
+
+
+def test_likes_and_pets_have_no_single_valued_slot():
+    assert slot("I love jazz")[1] is None
+    out = extract("I have two cats named Luna and Sol")
+    assert out.facts[0].attribute is None
+    assert {("user", "has_cat", "Luna"), ("user", "has_cat", "Sol")} <= triples(out)
+    assert entities(out)["Luna"] == ("animal", {"species": "cat"})
+
+
+@pytest.mark.parametrize("text", ["I don't live in Paris anymore", "I'm not allergic to anything",
+                                  "I'm not married", "I don't work at Acme"])
+def test_negated_statements_are_facts_without_slot_or_triple(text):
+    out = extract(text)
+    [fact] = out.facts
+    assert fact.attribute is None and fact.value is None
+    assert out.triples == []
+
+
+def test_dislike_through_negation_is_a_dislike_not_a_like():
+    assert triples(extract("I don't like jazz")) == {("user", "dislikes", "jazz")}
+
+
+@pytest.mark.parametrize("text", ["hi", "thanks!", "lol ok", "how are you?", "What is my name?", "Where do I live?",
+                                  "can you help me write an email?", "I'm going to the store", "I'm tired",
+                                  "I like that idea", "I'd like to know the time", "", "   "])
+def test_chatter_questions_and_requests_yield_nothing(text):
+    out = extract(text)
+    assert out.facts == [] and out.triples == []
+
+
+def test_statement_before_a_question_is_kept():
+    assert slot("I'm vegan, can you suggest recipes?") == ("user", "diet", "vegan")
+
+
+def test_wh_word_opening_a_statement_is_not_a_question():
+    assert slot("When I moved to Berlin, I got a cat") == ("user", "residence", "Berlin")
+    assert ("user", "lived_in", "Paris") in triples(extract("When I was young I lived in Paris"))
+
+
+def test_speaker_name_is_the_graph_subject_but_the_slot_stays_user():
+    out = extract("I live in Lisbon and my friend Tom works at Google.", name="Caroline")
+    assert [(f.subject, f.attribute, f.value) for f in out.facts] == [("user", "residence", "Lisbon")]
+    assert {("Caroline", "lives_in", "Lisbon"), ("Caroline", "has_friend", "Tom"), ("Tom", "works_at", "Google")} \
+        <= triples(out)
+    found = entities(out)
+    assert found["Caroline"][0] == "person"
+    assert found["Tom"] == ("person", {"relation": "friend", "employer": "Google"})
+
+
+def test_first_person_in_assistant_messages_is_not_the_user():
+    out = extract("I live in the cloud. My sister is great. Maria is a nurse.", role="assistant")
+    assert [(f.subject, f.attribute, f.value) for f in out.facts] == [("maria", "job_title", "nurse")]
+    assert triples(out) == {("Maria", "works_as", "nurse")}
+    assert extract("I'm allergic to peanuts", role="tool").facts == []
+
+
+def test_entities_from_context_words_and_org_suffixes():
+    found = entities(extract("I had dinner with Jo at Acme Inc. yesterday"))
+    assert found["Jo"][0] == "person" and found["Acme Inc"][0] == "organization"
+    assert entities(extract("We're planning a trip to Japan next month"))["Japan"][0] == "place"
+
+
+def test_dates_and_sentence_initial_words_are_not_entities():
+    names = set(entities(extract("Yesterday I moved to Berlin. On Monday my exam starts in May.")))
+    assert names == {"Berlin"}
+    assert set(entities(extract("The weather is nice. My dog Rex is sick."))) == {"Rex"}
+
+
+def test_relative_and_pet_entities_carry_their_relation():
+    found = entities(extract("My dog Rex loves the beach. My girlfriend, Sara, is a teacher."))
+    assert found["Rex"] == ("animal", {"relation": "dog"})
+    assert found["Sara"][1] == {"relation": "girlfriend", "job_title": "teacher"}
+
+
+def test_one_fact_per_informative_sentence():
+    out = extract("Hi! I live in Lisbon. I love jazz. What's the weather like?")
+    assert [f.text for f in out.facts] == ["I live in Lisbon.", "I love jazz."]
+
+
+def test_informative_sentence_without_a_pattern_is_still_a_fact():
+    [fact] = extract("I'm training for a marathon").facts
+    assert fact.category == "goal" and fact.subject == "user" and fact.attribute is None
+    [fact] = extract("Remember that my locker code is 4312").facts
+    assert fact.importance >= 0.7
+
+
+def test_hedged_statements_have_lower_confidence():
+    [fact] = extract("I think I'm allergic to penicillin").facts
+    assert fact.confidence < 1.0
+
+
+def test_short_answer_to_the_assistants_question_uses_context():
+    asked = [Message(role="user", content="hello"), Message(role="assistant", content="Nice! Where do you live?")]
+    [fact] = extract("Lisbon", context=asked).facts
+    assert (fact.text, fact.subject, fact.attribute, fact.value) == ("I live in Lisbon", "user", "residence", "Lisbon")
+    assert fact.confidence < 1.0
+    assert slot("in Porto.", context=asked) == ("user", "residence", "Porto")
+    favorite = [Message(role="assistant", content="What's your favorite color?")]
+    assert slot("green", context=favorite) == ("user", "favorite_color", "green")
+    named = [Message(role="assistant", content="What should I call you?")]
+    assert slot("Ada", context=named) == ("user", "name", "Ada")
+
+
+def test_short_answer_needs_a_matching_question():
+    assert extract("Lisbon", context=[Message(role="assistant", content="Tell me a city.")]).facts == []
+    assert extract("Lisbon", context=[Message(role="user", content="Where do you live?")]).facts == []
+    long_answer = "well it depends on the season really"
+    assert extract(long_answer, context=[Message(role="assistant", content="Where do you live?")]).facts == []
+
+
+def test_importance_comes_from_the_given_scorer():
+    custom = RuleExtractor(lambda text: 0.42)
+    [fact] = custom.extract(Message(role="user", content="I live in Lisbon")).facts
+    assert fact.importance == 0.42
+    clipped = RuleExtractor(lambda text: 7.0).extract(Message(role="user", content="I live in Lisbon"))
+    assert clipped.facts[0].importance == 1.0
+
+
+def test_bad_arguments_are_type_errors():
+    with pytest.raises(MemoryTypeError):
+        RuleExtractor("not a scorer")  # type: ignore[arg-type]
+    with pytest.raises(MemoryTypeError):
+        EXTRACTOR.extract("I live in Lisbon")  # type: ignore[arg-type]
+
+
+def test_is_deterministic():
+    text = "My sister Maria lives in Lisbon. I'm allergic to peanuts and I work at Acme."
+    assert extract(text) == extract(text)
+
+
+def test_empty_and_none_content():
+    assert EXTRACTOR.extract(Message(role="assistant", content=None)) == Extraction()
+
+
+_PIECES = ["I", "my", "sister", "Maria", "lives", "in", "Lisbon", "work", "at", "Acme", "as", "an", "engineer",
+           "love", "jazz", "allergic", "to", "name", "is", "not", "'s", ",", ".", "?", "!", "and", "with", "Jo",
+           "\n", "İ", "’m", "favorite", "color", "born", "on", "May", "3", "called", "dog", "Inc", "University of"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(max_size=300), st.sampled_from(["user", "assistant", "tool", "system"]),
+       st.one_of(st.none(), st.text(max_size=10)))
+def test_arbitrary_text_never_raises_and_yields_valid_models(text, role, name):
+    out = EXTRACTOR.extract(Message(role=role, content=text, name=name))
+    assert Extraction.model_validate(out.model_dump()) == out
+    for fact in out.facts:
+        assert fact.text.strip() and (fact.importance is None or 0.0 <= fact.importance <= 1.0)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from(_PIECES), max_size=25), st.sampled_from(["user", "assistant"]))
+def test_word_salad_of_trigger_words_yields_valid_models(parts, role):
+    context = [Message(role="assistant", content="Where do you live?")]
+    out = EXTRACTOR.extract(Message(role=role, content=" ".join(parts), name="Caroline"), context=context)
+    assert Extraction.model_validate(out.model_dump()) == out
+    assert all(t.subject and t.predicate and t.object for t in out.triples)
+    assert len({e.name.lower() for e in out.entities}) == len(out.entities)
+
+
+def test_docstring_examples_run():
+    assert doctest.testmod(extraction_module).failed == 0
+    assert doctest.testmod(patterns_module).failed == 0
+
+
+def test_a_custom_scorer_can_promote_a_sentence_no_pattern_knows():
+    zebra = RuleExtractor(lambda text: 1.0 if "zebra" in text else 0.0)
+    [fact] = zebra.extract(Message(role="user", content="I saw a zebra")).facts
+    assert (fact.text, fact.importance, fact.attribute) == ("I saw a zebra", 1.0, None)
+    assert zebra.extract(Message(role="user", content="I saw a horse")).facts == []
+
+
+def test_curly_apostrophes_are_understood_and_kept_in_the_fact_text():
+    [fact] = extract("I\u2019m allergic to peanuts. I\u2019m Ada").facts[:1]
+    assert fact.text == "I\u2019m allergic to peanuts."
+    assert slot("I\u2019m Ada") == ("user", "name", "Ada")
