@@ -30,6 +30,33 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from scoring._importance_rules import (
+    ABBREV,
+    AUX,
+    BOUNDARY,
+    CAPWORD,
+    CHECKED,
+    COMMON,
+    FIRST,
+    MEM_KEYS,
+    MEMREQ,
+    NAMED_START,
+    NEG,
+    NEG_WORDS,
+    PRONOUNS,
+    PUNCT,
+    QWORDS,
+    REMINDER,
+    RULE_INFO,
+    SMALLTALK,
+    SPLIT,
+    SUBORD,
+    TOKEN,
+    TRIGGERS,
+    WH,
+    check,
+    hedged,
+)
 from unified_memory.errors import invalid, wrong_type
 
 __all__ = ["CATEGORIES", "DEFAULT_CATEGORY_WEIGHTS", "ImportanceAssessment", "HeuristicImportanceScorer",
@@ -44,258 +71,6 @@ DEFAULT_CATEGORY_WEIGHTS: dict[str, float] = {
 _NEGATED = {"identity": 0.25, "health": 0.8, "relationship": 0.85, "location": 0.85, "work": 0.85,
             "preference": 0.95, "schedule": 0.7, "goal": 0.7, "possession": 0.7, "event": 0.7}
 
-
-def _words(text: str) -> frozenset[str]:
-    return frozenset(text.split())
-
-
-_COMMON = _words("""a an the and or but so not no yes ok okay sure fine good great bad well very really just also
-still here there back home now then sorry glad happy sad tired hungry thirsty busy ready done new old free sick
-ill bored excited nervous scared afraid worried confused lost alone cold hot warm late early going trying looking
-getting doing thinking coming leaving working feeling being having talking about with from for into onto in on at
-to of by as if than that this these those it its what which who whom whose when where why how all any some every
-each both either neither few many much more most other such only own same too can will would should could might
-must may shall do does did is are was were am be been i me my mine we us our you your he him his she her they
-them their there's it's that's what's let's yesterday today tomorrow tonight monday tuesday wednesday thursday
-friday saturday sunday january february march april june july august september october november december hi
-hello hey thanks thank please maybe probably perhaps actually basically literally totally definitely honestly
-pretty quite kind sort like love hate want need know think guess hope wish wonder mean interested curious unhappy
-stressed alright right wrong correct unsure certain aware available finished almost already always never
-sometimes often usually currently finally anyway grateful thankful impressed surprised shocked single married
-divorced engaged vegan vegetarian allergic pregnant diabetic retired unemployed student fan big huge little small
-out off up down over under again after before because since while until though although yet call name""")
-_SMALLTALK = _words("""hi hello hey heya hiya yo howdy sup thanks thank you thx ty cheers ok okay k kk cool nice
-great awesome sure yes yeah yep yup no nope nah lol lmao haha hahaha hehe good morning evening night afternoon day
-bye goodbye see ya later cya welcome np problem sounds perfect alright right got it gotcha wow oh ah ahh hmm um uh
-please sorry fine well how are doing what's whats up is going that's thats so much a lot very true agreed exactly
-interesting indeed same here too lovely amazing bro dude man and all the best take care again appreciate it's""")
-_FIRST = _words("i i'm im i've i'd i'll me my mine myself we we're we've our ours us")
-_PRONOUNS = _words("he she they his her their him them he's she's they're")
-_QWORDS = _words("""what what's whats where where's when who who's whom whose why how how's which can could would
-will should shall do does did is isn't are aren't was were am may have has any wanna help write tell give show
-explain translate summarize summarise generate draft make create list find search compose fix rewrite suggest
-recommend book send check convert calculate describe define""")
-_WH = _words("what where when who whom whose why how which")
-_AUX = _words("is are was were do does did can could would should will shall may might has have am 's")
-_HEDGES = _words("maybe perhaps probably possibly might")
-_HEDGE_PHRASES = (" i think ", " i guess ", " i suppose ", " i believe ", " not sure ", " kind of ", " sort of ")
-_NEG_WORDS = _words("not no never neither nor without cannot")
-_SUBORD = _words("because since as cause given that")
-_BOUNDARY = _words(", ; : but and")
-_PUNCT = _words(", ; : ?")
-_GENERIC_OBJ = _words("it this that you your yours these those them what how when the")
-_MEM_KEYS = ("remember", "note", "mind", "forget", "record", "know", "fyi", "reference")
-_MEMREQ = re.compile(r"\b(?:remember|note|keep\s+in\s+mind|don't\s+forget|make\s+a\s+note|for\s+the\s+record|"
-                     r"just\s+so\s+you\s+know|fyi|for\s+future\s+reference)\b")
-_NEG = re.compile(r"\b(?:not|no|never|no\s+longer|neither|nor|without|cannot)\b|n't\b")
-_NAMED_START = re.compile(r"\W*(?!(?:The|This|That|These|Those|It|There|Here|What|Some|Most|Many|All|Every)\b)"
-                          r"[A-Z][a-z'-]+(?:'s|\s+(?:is|was|has|had|lives|works|loves|likes|hates|moved|got|"
-                          r"just|studies|said|told|wants|can't|doesn't|and|will|recently))\b")
-_MY_BEFORE = re.compile(r"\b(?:my|our|i\s+have|i've\s+got|i\s+got)\s+(?:(?:an?|my|the)\s+)?(?:[\w']+\s+)?\Z", re.I)
-_CAPWORD = re.compile(r"\b[A-Z][a-z'-]+")
-_TOKEN = re.compile(r"[a-z0-9][a-z0-9']*|[,;:?]")
-_ABBREV = re.compile(r"\b(?:mr|mrs|ms|dr|st|prof|jr|sr|vs|etc|e\.g|i\.e|inc|ltd|co|no|approx)\.$", re.I)
-_SPLIT = re.compile(r"(?<=[.!?])[\"')\]]*\s+")
-_NEXT_WORD = re.compile(r"\s*([\w'-]+)")
-
-
-def _alt(words: str) -> str:
-    """A regex alternation of space-separated words."""
-    return "(?:" + "|".join(words.split()) + ")"
-
-
-_REL_WORDS = """mom mum mother dad father parent parents sister brother sibling siblings wife husband partner spouse
-girlfriend boyfriend fiance fiancee fiancé fiancée son sons daughter daughters kid kids children child baby grandma
-grandpa grandmother grandfather grandson granddaughter grandparents grandkids grandchildren aunt uncle cousin niece
-nephew friend friends roommate flatmate boss manager coworker colleague neighbor neighbour therapist mentor ex"""
-_REL = r"(?:(?:best\s+)?friends?|(?:mother|father|sister|brother)-in-law|in-laws|" + _alt(_REL_WORDS)[3:]
-_REL_ADJ = r"(?:(?:best|older|younger|little|big|twin|step|late|baby|new)\s+)?"
-_MY_REL = "my:" + "|".join(_REL_WORDS.split() + "best older younger little big twin step late new".split())
-_JOB = r"(?:police\s+officer|social\s+worker|sales\s+rep|" + _alt("""engineer developer programmer designer teacher
-professor lecturer nurse doctor physician surgeon dentist lawyer attorney accountant architect scientist researcher
-analyst consultant manager director chef cook waiter waitress bartender barista pilot firefighter soldier farmer
-writer author journalist editor artist musician photographer student intern mechanic electrician plumber carpenter
-pharmacist therapist psychologist vet veterinarian librarian cashier entrepreneur founder ceo cto freelancer
-translator paramedic driver clerk technician actor actress dancer coach tutor banker economist physicist chemist
-biologist mathematician secretary receptionist caregiver midwife hairdresser baker contractor realtor recruiter
-marketer salesperson""")[3:]
-_IM = r"(?:i'?m|i\s+am|we'?re|we\s+are)"
-_LANGUAGES = _alt("""english spanish french german portuguese italian mandarin chinese japanese korean arabic russian
-hindi dutch polish greek turkish swedish""")
-_CONDITIONS = """colorblind colourblind diabetes diabetic asthma asthmatic pregnant pregnancy diagnosed epilepsy
-epileptic adhd autism autistic dyslexia dyslexic migraine migraines hypertension cancer chemo chemotherapy arthritis
-insulin inhaler disability disabilities disabled wheelchair depression bipolar ptsd ocd surgery deaf crohn's ibs
-lupus anemia anaemia anemic"""
-_EVENTS = """exam exams test tests appointment appointments meeting meetings interview interviews flight flights
-deadline deadlines wedding surgery presentation checkup check dentist class lesson lessons game concert party trip
-vacation holiday shift due recital reservation graduation conference match race marathon"""
-_PETS = r"""dogs? cats? pupp(?:y|ies) kittens? pets? birds? parrots? rabbits? bunn(?:y|ies) hamsters? guinea\s+pigs?
-fish horses? snakes? lizards? turtles? cars? trucks? bikes? motorcycles? houses? apartments? condos? boats? teslas?
-piano guitar retrievers? labradors? poodles? terriers? beagles?"""
-_HAVE = "have|own|got|bought|drive|ride|adopted|rescued|just"
-_DID = "just|recently|finally|graduated|had|gave|retired|passed|failed|broke|adopted|bought|started|lost|won|" \
-       "launched|published|got"
-_MONTHS = " ".join(f"{m}:#" for m in """jan january feb february march april may june july aug august sep sept
-september oct october nov november dec december""".split())
-_DAYS = " ".join(f"{w}:{d}day" for w in "on next this every by until coming".split()
-                 for d in "mon tues wednes thurs fri satur sun".split())
-
-# (rule, category, offset from the category weight, negation mode, triggers, pattern). The pattern is matched
-# on the lower-cased sentence only where a trigger starts: "word", or "word:next1|next2" (that word followed by
-# one of those); "IM" stands for i'm / i am / we're / we are, "#" for a number. Negation modes: "pre" looks
-# just before the cue in its clause, "any" also inside it, "none" never (the cue itself is negative).
-_RULES: tuple[tuple[str, str, float, str, str, str], ...] = (
-    ("name_is", "identity", 0.0, "none", "my:name|name's|full|first|real|last|nickname",
-     r"my\s+(?:full\s+|first\s+|real\s+|last\s+|nick)?name\s*(?:'s|is)\s+"),
-    ("im_name", "identity", 0.0, "none", "IM call:me they:call", r"(?:i'?m|i\s+am|call\s+me|they\s+call\s+me)\s+(?=\w)"),
-    ("age", "identity", -0.05, "pre", "IM:# i:turned|just",
-     r"(?:i'?m|i\s+am)\s+\d{1,3}(?:\s*(?:years?[\s-]*old|yo|y/o)\b|\s*(?:[.!,;]|$))|i\s+(?:just\s+)?turned\s+\d{1,3}\b"),
-    ("born", "identity", -0.05, "pre", "i:was|identify|speak my:pronouns|nationality|native|mother|ethnicity|religion",
-     r"i\s+was\s+born\b|my\s+(?:pronouns|nationality|native\s+language|mother\s+tongue|ethnicity|religion)\b|"
-     r"i\s+identify\s+as\b|i\s+speak\s+(?:fluent\s+|some\s+)?" + _LANGUAGES + r"\b"),
-    ("allergy", "health", 0.0, "pre", "allergy allergies allergic allergen allergens intolerant intolerance "
-     "anaphylaxis anaphylactic epipen epi celiac coeliac", r"(?:allerg|intoleran|anaphyla|epi-?pen|c(?:o)?eliac)"),
-    ("condition", "health", 0.0, "pre", _CONDITIONS + " blood hearing heart chronic", _alt(_CONDITIONS)[:-1]
-     + r"|blood\s+(?:pressure|type)|hearing\s+aid|heart\s+condition|chronic\s+\w+)\b"),
-    ("medication", "health", -0.05, "pre", "medication medications meds prescribed prescription antidepressants i:take",
-     r"(?:medications?|meds|prescribed|prescription|antidepressants|i\s+take\s+\w+\s+(?:daily|every|for|twice|each))\b"),
-    ("diet", "health", 0.0, "any", "IM:not|a|an|strictly|fully|now|mostly|vegan|vegetarian|pescatarian|keto|kosher|"
-     "halal|lactose|gluten|dairy|teetotal|sober|paleo on:a follow:a i've:been i:have",
-     r"(?:i'?m|i\s+am|we'?re|we\s+are|i've\s+been|i\s+have\s+been)\s+(?:not\s+)?(?:a\s+|an\s+|strictly\s+|fully\s+|"
-     r"now\s+|mostly\s+)?(?:vegan|vegetarian|pescatarian|keto|kosher|halal|lactose\W?intolerant|gluten\W?free|"
-     r"dairy\W?free|teetotal|sober|paleo)\b|(?:on|follow)\s+a\s+[\w-]+\s+diet\b"),
-    ("cant_eat", "health", 0.0, "none", "i:can't|cannot|can|shouldn't|mustn't|must|don't|do|never|avoid",
-     r"i\s+(?:(?:can't|cannot|can\s+not|shouldn't|mustn't|must\s+not)\s+(?:eat|drink|have|tolerate|digest|consume)|"
-     r"(?:don't|do\s+not|never)\s+(?:eat|drink|consume))(?:\s+(?!(?:it|this|that|much|anything|any|a|an|the|to|too|"
-     r"you|there|here|now|after|before|late|well|right)\b)\w|\s*(?:[.!,;]|$))|i\s+avoid\s+(?:eating\s+)?(?:gluten|"
-     r"dairy|meat|pork|beef|sugar|alcohol|caffeine|nuts|shellfish|eggs|soy|lactose)"),
-    ("rel_named", "relationship", 0.05, "pre", _MY_REL,
-     r"my\s+" + _REL_ADJ + _REL + r"(?:'s\s+name\s+is|,|\s+named|\s+called)?\s+(?=\w)"),
-    ("rel_status", "relationship", 0.05, "any", "IM:not|now|happily|recently|newly|still|getting|married|single|"
-     "divorced|engaged|widowed|separated|dating|in|a i:have got:married|engaged|divorced getting:married|engaged|"
-     "divorced", _IM + r"\s+(?:not\s+)?(?:(?:now|happily|recently|newly|still|getting)\s+)?(?:married|single|"
-     r"divorced|engaged|widowed|separated|dating|in\s+a\s+relationship|a\s+(?:single\s+)?(?:mom|mum|dad|parent|"
-     r"mother|father|grandparent|widow(?:er)?))\b|i\s+have\s+(?:a|an|one|two|three|four|five|six|\d+)\s+(?:kids?|"
-     r"children|sons?|daughters?|sisters?|brothers?|siblings|grandchildren|grandkids|twins)\b|(?:got|getting)\s+"
-     r"(?:married|engaged|divorced)\b"),
-    ("is_my_rel", "relationship", 0.0, "pre", "is:my", r"is\s+my\s+" + _REL_ADJ + _REL + r"\b"),
-    ("rel_pred", "relationship", -0.08, "pre", _MY_REL, r"my\s+(?:[\w-]+\s+)?" + _REL + r"(?:'s)?\s+(?:\w+\s+)?(?:is|"
-     r"was|has|lives|works|loves|likes|hates|studies|just|recently|got|moved|turned|wants|plays|owns|can't|cannot|"
-     r"doesn't)\b"),
-    ("rel_mention", "relationship", -0.25, "pre", _MY_REL, r"my\s+(?:[\w-]+\s+)?" + _REL + r"\b"),
-    ("residence", "location", 0.0, "pre", "live lives living lived reside resides residing based settled located moved "
-     "moving relocated relocating relocate move grew hometown my:address|home", r"(?:live|lives|living|lived|reside|"
-     r"resides|residing|based|settled|located)\s+(?:in|at|near|outside|just\s+outside|close\s+to)\b|(?:moved|moving|"
-     r"relocat\w+|move)\s+(?:back\s+)?(?:to|from|here|there|into|abroad)\b|grew\s+up\b|hometown\b|my\s+(?:home\s+)?"
-     r"address\b"),
-    ("from_place", "location", 0.0, "pre", "IM:from|originally is:from|originally are:from|originally "
-     "she's:from|originally he's:from|originally",
-     r"(?:i'?m|i\s+am|we'?re|we\s+are|she's|he's|is|are)\s+(?:originally\s+)?from\s+(?=\w)"),
-    ("in_place", "location", -0.2, "pre", "IM:currently|now|in|at",
-     _IM + r"\s+(?:currently\s+|now\s+)?(?:in|at)\s+(?=\w)"),
-    ("job_title", "work", 0.0, "any", "IM:not|a|an is:not|a|an she's:not|a|an he's:not|a|an was:not|a|an work:as",
-     r"(?:i'?m|i\s+am|is|she's|he's|was|work\s+as)\s+(?:not\s+)?(?:a|an)\s+(?:[\w-]+\s+){0,2}?" + _JOB + r"s?\b"),
-    ("work", "work", 0.0, "pre", "work works working worked my:job|career|employer|company|workplace|profession|"
-     "occupation|salary|shift|startup|business|major employed:at|by|as hired:at|by|as IM:self|freelance|freelancing|"
-     "freelancer|unemployed|retired|between i:study|teach|major|graduated studying:at|in majoring:at|in for:a "
-     "started got landed quit lost left accepted", r"(?:work|works|working|worked)\s+(?:at|for|as|in|from\s+home|"
-     r"remotely|part[\s-]time|full[\s-]time|night\s+shifts?|freelance)\b|my\s+(?:job|career|employer|company|"
-     r"workplace|profession|occupation|salary|shift|startup|business|major)\b|(?:employed|hired)\s+(?:at|by|as)\b|"
-     + _IM + r"\s+(?:self[\s-]employed|freelanc\w+|unemployed|retired|between\s+jobs)\b|i\s+(?:study|teach|major|"
-     r"graduated)\b|(?:studying|majoring)\s+(?:at|in)\b|for\s+a\s+living\b|(?:started|got|landed|quit|lost|left|"
-     r"accepted)\s+(?:a\s+|my\s+|the\s+|this\s+)?(?:new\s+)?(?:job|position|role)\b"),
-    ("likes", "preference", 0.02, "any", "i:really|also|absolutely|just|totally|honestly|genuinely|truly|do|kinda|"
-     "still|especially|don't|never|no|particularly|love|like|enjoy|adore|prefer|hate|dislike|detest|loathe|despise|"
-     "can't|cannot", r"i\s+(?:(?:really|also|absolutely|just|totally|honestly|genuinely|truly|do|kinda|still|"
-     r"especially|don't|do\s+not|never|no\s+longer|particularly)\s+)*(?:love|like|enjoy|adore|prefer|hate|dislike|"
-     r"detest|loathe|despise)\b|i\s+(?:can't|cannot)\s+stand\b"),
-    ("favorite", "preference", 0.04, "pre", "fav favorite favourite fave IM:a|huge|big|massive|great|fan|really|so|"
-     "into|obsessed|passionate|addicted|die|lifelong not:a my:hobby|hobbies|passion|all|fav|favorite|favourite|fave "
-     "in:my", r"fav(?:ou?rite|e)\s+\w+|" + _IM + r"\s+(?:a\s+)?(?:(?:huge|big|massive|great|die-hard|lifelong)\s+)?"
-     r"(?:fan\s+of\b|(?:[\w-]+\s+){1,2}fan\b)|" + _IM + r"\s+(?:really\s+|so\s+)?(?:into|obsessed\s+with|"
-     r"passionate\s+about|addicted\s+to)\b|not\s+a\s+fan\s+of\b|my\s+(?:hobby|hobbies|passion)\b|in\s+my\s+(?:free|"
-     r"spare)\s+time\b|my\s+(?:all[\s-]time\s+)?fav"),
-    ("fear", "preference", -0.03, "pre", "IM:deathly|really|very|so|afraid|scared|terrified|frightened|also phobia",
-     _IM + r"\s+(?:\w+\s+)?(?:afraid|scared|terrified|frightened)\s+of\b|phobia\b"),
-    ("birthday", "schedule", 0.05, "pre", "birthday my:birthday|bday|anniversary|wedding|# our:birthday|anniversary|"
-     "wedding|#", r"(?:my|our)\s+(?:\w+\s+)?(?:birthday|bday|anniversary)\b|birthday\s+is\b"),
-    ("remind", "schedule", 0.05, "pre", "remind set:a i:need|have",
-     r"remind\s+me\b|set\s+a\s+reminder\b|i\s+(?:need|have)\s+to\s+remember\b"),
-    ("sched_event", "schedule", -0.15, "pre", _EVENTS, _alt(_EVENTS) + r"\b"),
-    ("goal", "goal", 0.02, "any", "training preparing saving studying applying IM:learning|teaching|trying "
-     "my:goal|goals|dream|dreams|ambition|resolution|biggest|main|new|big|career|fitness|ultimate i'd:love "
-     "i:would|want|plan|hope|intend|aspire|aim|dream", r"(?:training|preparing|saving(?:\s+up)?|studying|applying)"
-     r"\s+for\b|my\s+(?:\w+\s+)?(?:goal|dream|ambition|resolution)s?\b|i(?:'d\s+love|\s+would\s+love|\s+want|"
-     r"\s+plan|\s+hope|\s+intend|\s+aspire|\s+aim|\s+dream)\s+to\s+(?:become|be\s+(?:a|an|able)|learn|lose|gain|"
-     r"run|finish|start|quit|stop|save|buy|move|travel|visit|improve|master|build|launch|open|retire|pass|complete|"
-     r"get\s+(?:better|fit|a\s+job|into|promoted|married)|write\s+a\s+(?:book|novel))\b|" + _IM + r"\s+(?:learning|"
-     r"teaching\s+myself|trying\s+to\s+(?:lose|quit|learn|get|stop|save|become|improve))\b"),
-    ("attempt", "goal", -0.16, "pre", "IM:trying|hoping|planning|aiming|going",
-     _IM + r"\s+(?:trying|hoping|planning|aiming|going\s+to\s+try)\s+to\b"),
-    ("pet", "possession", 0.0, "pre", f"i:{_HAVE} we:{_HAVE} my:dog|dogs|cat|cats|puppy|kitten|pet|pets|parrot|"
-     "rabbit|hamster|horse", r"(?:i|we)\s+(?:have|own|got|bought|drive|ride|adopted|rescued|just\s+got|just\s+bought|"
-     r"just\s+adopted)\s+(?:a|an|two|three|four|\d+)\s+(?:[\w-]+\s+){0,2}?" + _alt(_PETS) + r"\b|my\s+(?:dog|cat|"
-     r"puppy|kitten|pet|parrot|rabbit|hamster|horse)s?\b|(?:i|we)\s+have\s+(?:a|an)\s+(?:[\w-]+\s+){0,3}?(?:called|"
-     r"named)\s+\w|(?:i|we)\s+(?:drive|ride|own)\s+(?:a|an)\s+\w"),
-    ("my_thing", "possession", -0.2, "pre", "my:car|bike|house|apartment|flat|laptop|phone",
-     r"my\s+(?:car|bike|house|apartment|flat|laptop|phone)\b"),
-    ("life_event", "event", 0.05, "pre", f"i:{_DID} we:{_DID} got:promoted|fired|laid|hired|accepted|a "
-     "getting:promoted|fired|laid|hired|accepted|a passed:away died funeral miscarriage IM:expecting",
-     r"(?:got|getting)\s+(?:promoted|fired|laid\s+off|hired|accepted|a\s+promotion|a\s+raise)\b|(?:i|we)\s+(?:just\s+|"
-     r"recently\s+|finally\s+)?(?:graduated|had\s+a\s+baby|gave\s+birth|retired|passed\s+(?:my|the)|failed\s+"
-     r"(?:my|the)|broke\s+up|broke\s+my|adopted|bought\s+a\s+(?:house|home|car|flat)|started\s+(?:a|my)\s+(?:new\s+)?"
-     r"(?:job|business|company)|got\s+my\s+(?:[\w']+\s+)?(?:license|licence|degree|diploma|visa|citizenship|phd|"
-     r"masters|green\s+card|certification)|lost\s+my|won\s+(?:a|the)|launched|published|got\s+into)\b|passed\s+"
-     r"away\b|(?:died|funeral|miscarriage)\b|" + _IM + r"\s+expecting\b"),
-    ("travel", "event", -0.15, "pre", "visiting visited visit trip travel traveling travelling traveled travelled "
-     "flying flew vacation holiday", r"(?:visiting|visited|visit|trip\s+to|travel(?:l?ing|l?ed)?\s+to|flying\s+to|"
-     r"flew\s+to|vacation\s+in|holiday\s+in)\b"),
-    ("went_place", "event", -0.15, "pre", "going:to went:to", r"(?:going|went)\s+to\s+(?=\w)"),
-    ("routine", "schedule", -0.15, "pre", "i:usually|always|normally|typically|often|regularly|generally",
-     r"i\s+(?:usually|always|normally|typically|often|regularly|generally)\s+(?!(?:forget|think|feel|wonder|get|"
-     r"say|mean|have\s+to)\b)\w"),
-    ("time", "schedule", -0.3, "pre", "tomorrow tonight # next:week|month|year|weekend this:weekend|evening|afternoon "
-     f"every:day|morning|evening|night|week at:# by:# before:# after:# around:# {_DAYS} {_MONTHS}",
-     r"(?:on|next|this|every|by|until|coming)\s+(?:mon|tues|wednes|thurs|fri|satur|sun)day\b|(?:tomorrow|tonight|"
-     r"next\s+(?:week|month|year|weekend)|this\s+(?:weekend|evening|afternoon)|every\s+(?:day|morning|evening|night|"
-     r"week))\b|(?:at|by|before|after|around)\s+\d{1,2}(?::\d\d)?\s*(?:am|pm|a\.m\.|p\.m\.)|(?:jan(?:uary)?|"
-     r"feb(?:ruary)?|march|april|may|june|july|aug(?:ust)?|sep(?:t(?:ember)?)?|oct(?:ober)?|nov(?:ember)?|"
-     r"dec(?:ember)?)\.?\s+\d{1,2}(?:st|nd|rd|th)?\b|\d{1,2}(?:st|nd|rd|th)?\s+of\s+(?:jan|feb|mar|apr|may|jun|jul|"
-     r"aug|sep|oct|nov|dec)[a-z]*\b|\d{4}-\d\d-\d\d\b"),
-)
-_RULE_INFO = {name: (cat, off, neg) for name, cat, off, neg, _, _ in _RULES}
-_TRIGGERS: dict[tuple[str, str | None], tuple[tuple[str, re.Pattern[str]], ...]] = {}
-for _name, _c, _o, _n, _spec, _pat in _RULES:
-    _rx = re.compile(_pat)
-    for _item in _spec.split():
-        _head, _, _tails = _item.partition(":")
-        for _h in ("i'm", "we're") if _head == "IM" else (_head,):
-            for _t in _tails.split("|") if _tails else (None,):
-                _TRIGGERS[_h, _t] = (*_TRIGGERS.get((_h, _t), ()), (_name, _rx))
-_CAP_RULES = frozenset({"rel_named", "from_place", "in_place", "went_place"})
-_CHECKED = _CAP_RULES | {"name_is", "im_name", "sched_event", "likes"}
-
-
-def _check(rule: str, s: str, m: re.Match[str]) -> tuple[float, str] | None:
-    """Rule-specific validation of a cue: ``(multiplier, note)``, or None to drop the cue."""
-    nxt = _NEXT_WORD.match(s, m.end())
-    word = nxt.group(1) if nxt else ""
-    low = word.lower()
-    if rule == "name_is":
-        if low in ("not", "isn't", "none", "no", "irrelevant", "unimportant"):
-            return 0.25, "negated name"
-        if not word or low in _COMMON:
-            return None
-    elif rule in _CAP_RULES or rule == "im_name":  # a name must follow: capitalised, not a common word
-        if not word or low in _COMMON or s.isupper() or (rule == "im_name" and low.endswith("ing")):
-            return None
-        if not word[0].isupper() and not m.group(0).startswith(("call", "they")):
-            return None
-    elif rule == "sched_event" and not _MY_BEFORE.search(s, 0, m.start()):
-        return None
-    elif rule == "likes" and (low in _GENERIC_OBJ or not word):
-        return 0.45, "generic object"
-    return 1.0, ""
 
 
 @dataclass(frozen=True)
@@ -321,9 +96,9 @@ def split_sentences(text: str) -> list[str]:
     out: list[str] = []
     for line in text.splitlines():
         joinable = False  # never join across a line break
-        for piece in _SPLIT.split(line):
+        for piece in SPLIT.split(line):
             piece = piece.strip()
-            if piece and joinable and _ABBREV.search(out[-1]):
+            if piece and joinable and ABBREV.search(out[-1]):
                 out[-1] = f"{out[-1]} {piece}"
             elif piece:
                 out.append(piece)
@@ -372,7 +147,7 @@ class HeuristicImportanceScorer:
         if not isinstance(text, str):
             raise wrong_type("text", "str", text)
         text = text.replace("\u2019", "'").replace("\u2018", "'")
-        one = "\n" not in text and "\r" not in text and _SPLIT.search(text) is None
+        one = "\n" not in text and "\r" not in text and SPLIT.search(text) is None
         sentences = [text.strip()] if one else split_sentences(text)
         parts = [self._sentence(s) for s in sentences] or [(0.0, None, ("empty",))]
         best = max(parts, key=lambda p: p[0])
@@ -385,21 +160,21 @@ class HeuristicImportanceScorer:
     @staticmethod
     def _named(s: str, words: list[str]) -> bool:
         """Does a sentence without "I"/"my" name someone (a capitalised name, or he/she/they)?"""
-        return any(w in _PRONOUNS for w in words) or _NAMED_START.match(s) is not None or any(
-            w.lower() not in _COMMON for w in _CAPWORD.findall(s, 1))
+        return any(w in PRONOUNS for w in words) or NAMED_START.match(s) is not None or any(
+            w.lower() not in COMMON for w in CAPWORD.findall(s, 1))
 
-    def _cues(self, s: str, low: str, question_at: int, mem_at: int) -> tuple[list[tuple[float, str, str]], bool]:
-        """Every cue of a sentence as ``(weight, category, reason)``, and whether one starts the sentence."""
-        toks = list(_TOKEN.finditer(low))
-        idx = [i for i, t in enumerate(toks) if t.group(0) not in _PUNCT]
-        cues: list[tuple[float, str, str]] = []
+    def _cues(self, s: str, low: str, question_at: int, mem_at: int) -> tuple[list[tuple[float, str, str, int]], bool]:
+        """Every cue of a sentence as ``(weight, category, reason, offset)``, and whether one starts the sentence."""
+        toks = list(TOKEN.finditer(low))
+        idx = [i for i, t in enumerate(toks) if t.group(0) not in PUNCT]
+        cues: list[tuple[float, str, str, int]] = []
         clause_start, last_neg, implicit = 0, -99, False
         for j, i in enumerate(idx):
             tok = toks[i]
             key = tok.group(0)
-            if key in _NEG_WORDS or key.endswith("n't"):
+            if key in NEG_WORDS or key.endswith("n't"):
                 last_neg = i
-            if (i and toks[i - 1].group(0) in _PUNCT) or key in _BOUNDARY:
+            if (i and toks[i - 1].group(0) in PUNCT) or key in BOUNDARY:
                 clause_start = i
             head, k = ("#" if key[0].isdigit() else key), j + 1  # the trigger: this word and the next
             if head in ("i", "we") and k < len(idx) and toks[idx[k]].group(0) in ("am", "are"):
@@ -409,25 +184,25 @@ class HeuristicImportanceScorer:
             nxt = toks[idx[k]].group(0) if k < len(idx) else None
             if nxt is not None:
                 nxt = "#" if nxt[0].isdigit() else nxt[:-2] if nxt.endswith("'s") else nxt
-            candidates = _TRIGGERS.get((head, None), ())
-            if nxt is not None and (head, nxt) in _TRIGGERS:
-                candidates += _TRIGGERS[head, nxt]
+            candidates = TRIGGERS.get((head, None), ())
+            if nxt is not None and (head, nxt) in TRIGGERS:
+                candidates += TRIGGERS[head, nxt]
             for rule, rx in candidates:
                 m = rx.match(low, tok.start())
-                checked = None if m is None else _check(rule, s, m) if rule in _CHECKED else (1.0, "")
+                checked = None if m is None else check(rule, s, m) if rule in CHECKED else (1.0, "")
                 if m is None or checked is None:
                     continue
-                cat, off, neg_mode = _RULE_INFO[rule]
+                cat, off, neg_mode = RULE_INFO[rule]
                 weight = min(1.0, max(0.0, self.category_weights[cat] + off)) * checked[0]
                 reason = f"{cat}:{rule}" + (f" ({checked[1]})" if checked[1] else "")
                 pre_neg = max(clause_start, i - 5) <= last_neg < i
-                if neg_mode != "none" and (pre_neg or (neg_mode == "any" and _NEG.search(m.group(0)))):
+                if neg_mode != "none" and (pre_neg or (neg_mode == "any" and NEG.search(m.group(0)))):
                     weight *= _NEGATED[cat]
                     reason += " negated"
-                if question_at <= m.start() < mem_at and not (i and toks[i - 1].group(0) in _SUBORD):
+                if question_at <= m.start() < mem_at and not (i and toks[i - 1].group(0) in SUBORD):
                     weight *= 0.35
                     reason += " in question"
-                cues.append((weight, cat, reason))
+                cues.append((weight, cat, reason, m.start()))
                 implicit = implicit or m.start() == 0
         return cues, implicit
 
@@ -436,24 +211,27 @@ class HeuristicImportanceScorer:
         if len(low) != len(s):  # a few characters change length when lower-cased; keep offsets aligned
             s = "".join(c if len(c.lower()) == 1 else " " for c in s)
             low = s.lower()
-        words = [w for w in _TOKEN.findall(low) if w not in _PUNCT]
+        words = [w for w in TOKEN.findall(low) if w not in PUNCT]
         if len(s) < 4 or not words:
             return 0.02 if s else 0.0, None, ("too short",)
-        if all(w in _SMALLTALK for w in words):
+        if all(w in SMALLTALK for w in words):
             return 0.03, None, ("small talk",)
-        first = any(w in _FIRST for w in words)
-        mem = _MEMREQ.search(low) if any(k in low for k in _MEM_KEYS) else None
+        first = any(w in FIRST for w in words)
+        if REMINDER.match(low):  # "Remember my allergy.": points at something said before, says nothing new
+            return 0.2, None, ("reminder without new information",)
+        mem = MEMREQ.search(low) if any(k in low for k in MEM_KEYS) else None
         question_at = len(s) + 1
-        if words[0] in _QWORDS and (words[0] not in _WH or low.rstrip().endswith("?") or (
-                len(words) > 1 and words[1] in _AUX)):  # but "When I was ten, I moved..." is a statement
+        if words[0] in QWORDS and (words[0] not in WH or low.rstrip().endswith("?") or (
+                len(words) > 1 and words[1] in AUX)):  # but "When I was ten, I moved..." is a statement
             question_at = 0
         elif low.rstrip().endswith("?"):  # "I'm vegan, can you ...?": only the last clause asks
             question_at = max((m.end() for m in re.finditer(r"[,;:]|\b(?:but|and)\b", low)), default=0)
         cues, implicit = self._cues(s, low, question_at, mem.start() if mem else len(s) + 1)
         reasons: list[str] = []
+        cue_at = 0
         if cues:
-            cues.sort(reverse=True)
-            score, category = cues[0][0], cues[0][1]
+            cues.sort(key=lambda c: c[:3], reverse=True)
+            score, category, cue_at = cues[0][0], cues[0][1], cues[0][3]
             reasons.extend(c[2] for c in cues[:3])
             others = [c[0] for c in cues if not c[2].startswith("schedule:time")]
             if others and len(others) < len(cues):  # a cue plus a date or time: a commitment or plan
@@ -470,8 +248,7 @@ class HeuristicImportanceScorer:
             if question_at <= len(s):
                 score *= 0.5
                 reasons.append("question or request")
-        padded = f" {' '.join(words)} "
-        if any(w in _HEDGES for w in words) or any(p in padded for p in _HEDGE_PHRASES):
+        if hedged(low, cue_at):
             score *= 0.9
             reasons.append("hedged")
         if mem and not low.rstrip().endswith("?") and len(words) >= 4:

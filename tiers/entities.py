@@ -35,7 +35,7 @@ __all__ = ["EntityGraph", "norm_name", "entity_importance", "USER_ENTITY"]
 
 USER_ENTITY = "user"
 _ENTITY_COLUMNS = ("id, user_id, agent_id, name, norm_name, type, attributes, mention_count, "
-                   "first_seen, last_seen, metadata")
+                   "first_seen, last_seen, metadata, description")
 _MAX_RELATIONS_IN_DOC = 40
 
 
@@ -68,22 +68,19 @@ class EntityGraph:
 
     def _relations(self, entity_ids: Sequence[str]) -> dict[str, list[tuple[str, str, str, bool]]]:
         """Relations per entity id, both directions: ``(subject, predicate, object, is_subject)``."""
-        out: dict[str, list[tuple[str, str, str, bool]]] = {i: [] for i in entity_ids}
-        if not entity_ids:
-            return out
-        for start in range(0, len(entity_ids), 400):
-            chunk = list(entity_ids[start:start + 400])
-            marks = ",".join("?" * len(chunk))
+        out: dict[str, list[tuple[str, str, str, bool]]] = {}
+        for entity_id in entity_ids:
+            # The first relations of each side, oldest first: bounded work for popular entities.
             rows = self.storage.execute(
-                f"SELECT t.subject_id, s.name, t.predicate, t.object_id, o.name FROM triples t "
-                f"JOIN entities s ON s.id = t.subject_id JOIN entities o ON o.id = t.object_id "
-                f"WHERE t.subject_id IN ({marks}) OR t.object_id IN ({marks}) ORDER BY t.seq",
-                [*chunk, *chunk]).fetchall()
-            for subject_id, subject, predicate, object_id, obj in rows:
-                for endpoint, is_subject in ((subject_id, True), (object_id, False)):
-                    lines = out.get(endpoint)
-                    if lines is not None and len(lines) < _MAX_RELATIONS_IN_DOC:
-                        lines.append((subject, predicate.replace("_", " "), obj, is_subject))
+                "SELECT s.name, t.predicate, o.name, 1 FROM triples t INDEXED BY triples_subject "
+                "JOIN entities s ON s.id = t.subject_id JOIN entities o ON o.id = t.object_id "
+                "WHERE t.subject_id = ? ORDER BY t.seq LIMIT ?", [entity_id, _MAX_RELATIONS_IN_DOC]).fetchall()
+            rows += self.storage.execute(
+                "SELECT s.name, t.predicate, o.name, 0 FROM triples t INDEXED BY triples_object "
+                "JOIN entities s ON s.id = t.subject_id JOIN entities o ON o.id = t.object_id "
+                "WHERE t.object_id = ? ORDER BY t.seq LIMIT ?", [entity_id, _MAX_RELATIONS_IN_DOC]).fetchall()
+            out[entity_id] = [(subject, predicate.replace("_", " "), obj, bool(is_subject))
+                              for subject, predicate, obj, is_subject in rows[:_MAX_RELATIONS_IN_DOC]]
         return out
 
     @staticmethod
@@ -108,23 +105,26 @@ class EntityGraph:
         parts += [f"{p} {o}" if is_subject else f"{s} {p}" for s, p, o, is_subject in relations]
         return " ".join(dict.fromkeys(parts))
 
-    def _documents(self, rows: Sequence[dict[str, Any]]) -> list[tuple[str, str]]:
-        rows = [r for r in rows if r["norm_name"] != USER_ENTITY]
-        relations = self._relations([r["id"] for r in rows])
-        return [(r["id"], self.index_text(_to_entity(r), relations[r["id"]])) for r in rows]
-
-    def _load_documents(self, user_id: str) -> Iterable[tuple[str, str]]:
-        rows = self.storage.query(f"SELECT {_ENTITY_COLUMNS} FROM entities WHERE user_id = ? ORDER BY seq",
-                                  [user_id])
-        return self._documents(rows)
-
-    def _reindex(self, user_id: str, entity_ids: Iterable[str]) -> None:
+    def _refresh(self, user_id: str, entity_ids: Iterable[str]) -> None:
+        """After a write: store each entity's description and index text (both derived
+        from the graph, so recall and reopening need no joins) and re-index it."""
         ids = sorted(set(entity_ids))
         if not ids:
             return
         marks = ",".join("?" * len(ids))
-        rows = self.storage.query(f"SELECT {_ENTITY_COLUMNS} FROM entities WHERE id IN ({marks})", ids)
-        self.index.add(user_id, self._documents(rows))
+        rows = [r for r in self.storage.query(f"SELECT {_ENTITY_COLUMNS} FROM entities WHERE id IN ({marks})", ids)
+                if r["norm_name"] != USER_ENTITY]
+        relations = self._relations([r["id"] for r in rows])
+        entities = {r["id"]: _to_entity(r) for r in rows}
+        docs = {i: self.index_text(entities[i], relations[i]) for i in entities}
+        self.storage.executemany("UPDATE entities SET description = ?, doc = ? WHERE id = ?",
+                                 [[self.describe(entities[i], relations[i]), docs[i], i] for i in entities])
+        self.index.add(user_id, list(docs.items()))
+
+    def _load_documents(self, user_id: str) -> Iterable[tuple[str, str]]:
+        rows = self.storage.execute(
+            "SELECT id, doc FROM entities WHERE user_id = ? AND doc IS NOT NULL ORDER BY seq", [user_id]).fetchall()
+        return [(row[0], row[1]) for row in rows]
 
     # -- writes (call inside storage.atomic()) -------------------------------------------
 
@@ -155,7 +155,7 @@ class EntityGraph:
                      dumps(entity.attributes), now, now, dumps(metadata or {})])
                 ids[key] = entity_id
         if reindex:
-            self._reindex(scope.user_id, ids.values())
+            self._refresh(scope.user_id, ids.values())
         return ids
 
     def add_triples(self, scope: Scope, triples: Sequence[ExtractedTriple], *, now: float,
@@ -192,7 +192,7 @@ class EntityGraph:
                      triple.confidence, now, now, source_message_id, dumps(metadata or {})])
                 ids.append(triple_id)
             touched.update((subject_id, object_id))
-        self._reindex(scope.user_id, touched)
+        self._refresh(scope.user_id, touched)
         return ids
 
     def delete_scope(self, scope: Scope) -> int:
@@ -210,13 +210,12 @@ class EntityGraph:
                where: dict[str, Any] | None = None) -> list[tuple[Any, Entity, str]]:
         """Lexical candidates among the user's entities: ``(match, entity, description)``."""
         sql, params = recall_filter(scope, where=where, since=since, time_column="last_seen")
-        found = self.index.filtered_search(scope.user_id, query, want, select=f"{_ENTITY_COLUMNS} FROM entities",
+        found = self.index.filtered_search(scope.user_id, query, want, table="entities", columns=_ENTITY_COLUMNS,
                                            filter_sql=sql, filter_params=params)
-        relations = self._relations([row["id"] for _, row in found])
         out = []
         for match, row in found:
             entity = _to_entity(row)
-            out.append((match, entity, self.describe(entity, relations[entity.id])))
+            out.append((match, entity, row["description"] or self.describe(entity, [])))
         return out
 
     def entities(self, scope: Scope, *, type: str | None = None, limit: int | None = None) -> list[Entity]:

@@ -125,7 +125,7 @@ class EpisodicLog:
         """Lexical candidates among the user's messages that pass the filters:
         ``(match, logged message, importance)``."""
         sql, params = recall_filter(scope, where=where, since=since, time_column="created_at")
-        found = self.index.filtered_search(scope.user_id, query, want, select=f"{_COLUMNS} FROM messages",
+        found = self.index.filtered_search(scope.user_id, query, want, table="messages", columns=_COLUMNS,
                                            filter_sql=sql, filter_params=params)
         return [(match, LoggedMessage(row["seq"], row["id"], _to_message(row)), float(row["importance"]))
                 for match, row in found]

@@ -174,17 +174,18 @@ class LongTermFacts:
             chunk = ordered[start:start + 500]
             marks = ",".join("?" * len(chunk))
             for row in self.storage.query(
-                f"SELECT {_LOOKUP_COLUMNS} FROM facts "
-                f"WHERE user_id = ? AND agent_id = ? AND status = 'active' AND norm_key IN ({marks})",
-                [scope.user_id, scope.agent_id, *chunk],
+                f"SELECT {_LOOKUP_COLUMNS} FROM facts INDEXED BY facts_key "
+                f"WHERE user_id = ? AND norm_key IN ({marks}) AND agent_id = ? AND status = 'active'",
+                [scope.user_id, *chunk, scope.agent_id],
             ):
                 found.setdefault(row["norm_key"], row)
         return found
 
     def _active_in_slot(self, scope: Scope, subject: str, attribute: str) -> list[dict[str, Any]]:
         return self.storage.query(
-            f"SELECT {_LOOKUP_COLUMNS} FROM facts WHERE user_id = ? AND agent_id = ? AND subject = ? AND attribute = ? "
-            "AND status = 'active' ORDER BY seq", [scope.user_id, scope.agent_id, subject, attribute])
+            f"SELECT {_LOOKUP_COLUMNS} FROM facts INDEXED BY facts_slot WHERE user_id = ? AND subject = ? "
+            "AND attribute = ? AND attribute IS NOT NULL AND agent_id = ? AND status = 'active' ORDER BY seq",
+            [scope.user_id, subject, attribute, scope.agent_id])
 
     def _reinforce(self, row: dict[str, Any], item: FactInput, now: float) -> None:
         sources = loads(row["source_message_ids"], [])
@@ -202,8 +203,8 @@ class LongTermFacts:
     def expire(self, scope: Scope, *, now: float) -> list[str]:
         """Mark facts whose TTL ran out as ``expired`` and unindex them."""
         ids = [r[0] for r in self.storage.execute(
-            "SELECT id FROM facts WHERE user_id = ? AND status = 'active' AND expires_at IS NOT NULL "
-            "AND expires_at <= ?", [scope.user_id, now]).fetchall()]
+            "SELECT id FROM facts INDEXED BY facts_expiry WHERE user_id = ? AND expires_at IS NOT NULL "
+            "AND expires_at <= ? AND status = 'active'", [scope.user_id, now]).fetchall()]
         self._set_status(scope.user_id, ids, "expired")
         return ids
 
@@ -264,7 +265,7 @@ class LongTermFacts:
         last time the fact was stated."""
         sql, params = recall_filter(scope, where=where, since=since, time_column="updated_at")
         sql += " AND status IN ('active', 'superseded') AND (expires_at IS NULL OR expires_at > ?)"
-        found = self.index.filtered_search(scope.user_id, query, want, select=f"{_COLUMNS} FROM facts",
+        found = self.index.filtered_search(scope.user_id, query, want, table="facts", columns=_COLUMNS,
                                            filter_sql=sql, filter_params=[*params, now])
         return [(match, _row_to_fact(row)) for match, row in found]
 

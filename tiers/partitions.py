@@ -94,24 +94,27 @@ class PartitionedIndex:
         query: str,
         want: int,
         *,
-        select: str,
+        table: str,
+        columns: str,
         filter_sql: str,
         filter_params: list,
     ) -> list[tuple[LexicalMatch, dict]]:
         """The best ``want`` matches whose stored rows pass an SQL filter, with those rows.
 
-        ``select`` is ``"<columns> FROM <table>"`` (with an ``id`` column); ``filter_sql``
-        is a parameterised condition. The search widens until ``want`` rows pass or the
+        ``table`` must have a unique index ``<table>_id`` on its ``id`` column (forced, so
+        the lookup never degrades to a scan of the user's rows); ``filter_sql`` is a
+        parameterised condition. The search widens until ``want`` rows pass or the
         matches run out.
         """
-        size = max(4 * want, 32)
+        size = max(2 * want, 16)
         while True:
             matches = self.search(user_id, query, size)
             rows: dict[str, dict] = {}
             if matches:
                 marks = ",".join("?" * len(matches))
-                found = self._storage.query(f"SELECT {select} WHERE id IN ({marks}) AND {filter_sql}",
-                                            [*(m.key for m in matches), *filter_params])
+                found = self._storage.query(
+                    f"SELECT {columns} FROM {table} INDEXED BY {table}_id WHERE id IN ({marks}) AND {filter_sql}",
+                    [*(m.key for m in matches), *filter_params])
                 rows = {row["id"]: row for row in found}
             kept = [(m, rows[m.key]) for m in matches if m.key in rows]
             if len(kept) >= want or len(matches) < size:

@@ -43,7 +43,7 @@ CREATE TABLE IF NOT EXISTS meta (
 );
 CREATE TABLE IF NOT EXISTS messages (
     seq INTEGER PRIMARY KEY,
-    id TEXT NOT NULL UNIQUE,
+    id TEXT NOT NULL,
     user_id TEXT NOT NULL,
     agent_id TEXT NOT NULL DEFAULT '',
     session_id TEXT NOT NULL DEFAULT '',
@@ -59,6 +59,7 @@ CREATE TABLE IF NOT EXISTS messages (
     importance REAL NOT NULL DEFAULT 0,
     promoted INTEGER NOT NULL DEFAULT 0
 );
+CREATE UNIQUE INDEX IF NOT EXISTS messages_id ON messages(id);
 CREATE INDEX IF NOT EXISTS messages_scope ON messages(user_id, agent_id, session_id, seq);
 CREATE INDEX IF NOT EXISTS messages_time ON messages(user_id, created_at);
 CREATE INDEX IF NOT EXISTS messages_due ON messages(user_id, promoted);
@@ -74,7 +75,7 @@ CREATE INDEX IF NOT EXISTS window_scope ON window(user_id, agent_id, session_id,
 
 CREATE TABLE IF NOT EXISTS facts (
     seq INTEGER PRIMARY KEY,
-    id TEXT NOT NULL UNIQUE,
+    id TEXT NOT NULL,
     user_id TEXT NOT NULL,
     agent_id TEXT NOT NULL DEFAULT '',
     session_id TEXT NOT NULL DEFAULT '',
@@ -100,13 +101,15 @@ CREATE TABLE IF NOT EXISTS facts (
     source_message_ids TEXT NOT NULL DEFAULT '[]',
     metadata TEXT NOT NULL DEFAULT '{}'
 );
+CREATE UNIQUE INDEX IF NOT EXISTS facts_id ON facts(id);
 CREATE INDEX IF NOT EXISTS facts_key ON facts(user_id, norm_key);
 CREATE INDEX IF NOT EXISTS facts_status ON facts(user_id, status);
-CREATE INDEX IF NOT EXISTS facts_slot ON facts(user_id, subject, attribute, status);
+CREATE INDEX IF NOT EXISTS facts_slot ON facts(user_id, subject, attribute) WHERE attribute IS NOT NULL;
+CREATE INDEX IF NOT EXISTS facts_expiry ON facts(user_id, expires_at) WHERE expires_at IS NOT NULL;
 
 CREATE TABLE IF NOT EXISTS entities (
     seq INTEGER PRIMARY KEY,
-    id TEXT NOT NULL UNIQUE,
+    id TEXT NOT NULL,
     user_id TEXT NOT NULL,
     agent_id TEXT NOT NULL DEFAULT '',
     name TEXT NOT NULL,
@@ -117,12 +120,15 @@ CREATE TABLE IF NOT EXISTS entities (
     first_seen REAL NOT NULL,
     last_seen REAL NOT NULL,
     metadata TEXT NOT NULL DEFAULT '{}',
+    description TEXT,
+    doc TEXT,
     UNIQUE (user_id, agent_id, norm_name)
 );
 
+CREATE UNIQUE INDEX IF NOT EXISTS entities_id ON entities(id);
 CREATE TABLE IF NOT EXISTS triples (
     seq INTEGER PRIMARY KEY,
-    id TEXT NOT NULL UNIQUE,
+    id TEXT NOT NULL,
     user_id TEXT NOT NULL,
     agent_id TEXT NOT NULL DEFAULT '',
     subject_id TEXT NOT NULL REFERENCES entities(id) ON DELETE CASCADE,
@@ -136,8 +142,9 @@ CREATE TABLE IF NOT EXISTS triples (
     metadata TEXT NOT NULL DEFAULT '{}',
     UNIQUE (user_id, agent_id, subject_id, predicate, object_id)
 );
-CREATE INDEX IF NOT EXISTS triples_subject ON triples(subject_id);
-CREATE INDEX IF NOT EXISTS triples_object ON triples(object_id);
+CREATE UNIQUE INDEX IF NOT EXISTS triples_id ON triples(id);
+CREATE INDEX IF NOT EXISTS triples_subject ON triples(subject_id, seq);
+CREATE INDEX IF NOT EXISTS triples_object ON triples(object_id, seq);
 """
 
 

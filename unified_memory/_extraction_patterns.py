@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-__all__ = ["Subject", "Hit", "find_hits", "mentions", "question_start", "is_hedged", "clean_value",
+__all__ = ["Subject", "Hit", "find_hits", "mentions", "clean_value",
            "ATTRIBUTE_CATEGORY", "COMMON"]
 
 COMMON = frozenset("""a an the and or but so not no yes ok okay sure fine good great bad well very really just
@@ -148,7 +148,8 @@ _CUT = re.compile(r"\s+(?:and|" + _CUT_WORDS + r")\b.*$", re.I)
 _CUT_PHRASE = re.compile(r"\s+(?:" + _CUT_WORDS + r")\b.*$", re.I)
 _PLACE_CUT = re.compile(r"\s+(?:in|at|on|from|to|by)\b.*$", re.I)
 _LEAD = re.compile(r"^(?:(?:a|an|the|my|some|severe|mild|bad|serious|slight|life-threatening|deadly|terrible|"
-                   r"food|to|i|have|has|had|got|really|also|just|eating|drinking)\s+)+", re.I)
+                   r"food|seasonal|minor|known|multiple|several|to|i|have|has|had|got|really|also|just|eating|"
+                   r"drinking)\s+)+", re.I)
 _CAPRUN = re.compile(r"(?-i:[A-Z0-9][\w'&.-]*)(?:\s+(?:(?:of|the|de|da|do|del|la|le|von|van|y|&)\s+)?"
                      r"(?-i:[A-Z0-9][\w'&.-]*))*")
 _GENERIC = frozenset("""it this that these those them you your him her anything everything something nothing
@@ -162,12 +163,14 @@ _WITH = re.compile(r"\b(?:dinner|lunch|breakfast|coffee|drinks|met|meeting|talke
 _TRAVEL = re.compile(r"\b(?P<verb>visit|visiting|visited|trip\s+to|travel(?:l?ing|l?ed)?\s+to|flying\s+to|"
                      r"flew\s+to|fly\s+to|went\s+to|going\s+to|vacation\s+in|holiday\s+in)\s+(?P<obj>" + _NAME + r")",
                      re.I)
-_QSTART = re.compile(r"^\W*(?:what|what's|where|when|who|whom|whose|why|how|which|can|could|would|will|should|"
-                     r"do|does|did|is|are|was|were|am|have|has|tell|give|show|write|explain|help)\b", re.I)
-_WH_STATEMENT = re.compile(r"^\W*(?:what|where|when|who|why|how|which)\s+(?!(?:is|are|was|were|do|does|did|can|"
-                           r"could|would|should|will)\b)\w", re.I)  # "When I was ten, I moved ..."
-_BOUNDARY = re.compile(r"[,;:]|\bbut\b|\bso\b", re.I)
-_HEDGE = re.compile(r"\b(?:maybe|perhaps|probably|possibly|might|i\s+think|i\s+guess|not\s+sure)\b", re.I)
+# Where an object runs into the next clause: "peanuts, so never ...", "jazz - mostly bebop", "jazz and I play".
+_CLAUSE_END = re.compile(r"\s*(?:[;:\u2013\u2014]|\s-+\s|,?\s+(?:so|but|because|cause|since|which|who|whereas|"
+                         r"although|though|while|yet|unless|except|especially|mostly|plus)\b|,?\s+and\s+(?:i|i'm|"
+                         r"i've|i'd|we|we're|my|our|he|she|they|it|it's|that|this|so|then|also|now)\b|,\s*(?:i|i'm|"
+                         r"we|my|it|it's|not|just|maybe|probably|too|as\s+well|like|if|when)\b).*$", re.I | re.S)
+_ITEMS = re.compile(r"\s*,\s*(?:(?:and|or)\s+)?|\s+(?:and|or|&)\s+", re.I)
+_FORGET = re.compile(r"(?:n't|\bnot|\bnever)\s+forget\b", re.I)  # "don't forget my peanut allergy" is no negation
+_PAST = {"lives_in": "lived_in", "works_at": "worked_at"}  # "I used to live in Paris" is not where I live
 
 
 @dataclass(frozen=True)
@@ -256,11 +259,11 @@ def find_hits(sentence: str) -> list[Hit]:
     for pred, attr, kind, cat, mode, rx in _COMPILED:
         for m in rx.finditer(sentence):
             if kind in ("list", "animal"):
-                for item in re.split(r"\s*,\s*|\s+(?:and|or|&)\s+", m.group("obj")):
+                for item in _ITEMS.split(_CLAUSE_END.sub("", m.group("obj"))):
                     sub = _one(sentence, m, pred, attr, "value" if kind == "list" else kind, cat, mode, item)
                     hits.extend(sub)
                 continue
-            hits.extend(_one(sentence, m, pred, attr, kind, cat, mode, m.group("obj")))
+            hits.extend(_one(sentence, m, pred, attr, kind, cat, mode, _CLAUSE_END.sub("", m.group("obj"))))
     hits.sort(key=lambda h: h.start)
     return hits
 
@@ -268,6 +271,15 @@ def find_hits(sentence: str) -> list[Hit]:
 def _one(sentence: str, m: re.Match[str], pred: str, attr: str | None, kind: str, cat: str, mode: str,
          raw: str) -> list[Hit]:
     """The hit for one captured object (none when the object or the subject is not usable)."""
+    owner, before = None, sentence[max(0, m.start() - 20):m.start("obj")]
+    if m.end("obj") < m.end():  # the object precedes its trigger ("my peanut allergy"): the words right before it
+        words = raw.split()
+        keep = len(words)
+        while keep and words[keep - 1].lower() not in COMMON and "'" not in words[keep - 1]:
+            keep -= 1
+        raw = _LEAD.sub("", " ".join(words[keep:]) + " ")
+        owner = _possessor(_tail(sentence, m.start()) + " ".join(words[:keep]) + " ")
+        before += " ".join(words[:keep])
     value = clean_value(raw, kind)
     low = value.lower()
     head = low.split()[0] if low.split() else ""
@@ -282,8 +294,12 @@ def _one(sentence: str, m: re.Match[str], pred: str, attr: str | None, kind: str
     if pred == "favorite_@" and len(rel) > 3 and rel.endswith("s") and not rel.endswith(("ss", "series")):
         rel = rel[:-1]  # "favorite movies" and "favorite movie" are one slot
     p, a = pred.replace("@", rel), attr.replace("@", rel) if attr else None
-    if mode == "rel":
-        who: Subject | None = Subject(low, rel, value)
+    if p in _PAST and re.search(r"\bused\s+to\s+$", sentence[max(0, m.start() - 12):m.start()], re.I):
+        p, a = _PAST[p], None
+    if owner is not None:
+        who: Subject | None = owner
+    elif mode == "rel":
+        who = Subject(low, rel, value)
     elif mode == "user":
         who = Subject("user")
     elif mode == "poss":
@@ -292,8 +308,8 @@ def _one(sentence: str, m: re.Match[str], pred: str, attr: str | None, kind: str
         who = _subject(sentence, m.start())
     if who is None:
         return []
-    window = sentence[max(0, m.start() - 20):m.start("obj")].split(",")[-1]
-    negated = _NEG.search(window) is not None and pred not in ("avoids", "dislikes")
+    window = before.split(",")[-1]
+    negated = _NEG.search(_FORGET.sub("", window)) is not None and pred not in ("avoids", "dislikes")
     return [Hit(m.start(), who, p, value, a, kind, cat, negated, {"species": rel} if kind == "animal" else {})]
 
 
@@ -322,27 +338,3 @@ def mentions(sentence: str) -> list[tuple[str, str]]:
     found += [(name, "person") for m in _WITH.finditer(sentence)
               for name in re.split(r"\s*,\s*|\s+and\s+", m.group("obj"))]
     return [(n, t) for n, t in found if n.split()[0].lower() not in COMMON]
-
-
-def question_start(sentence: str) -> int:
-    """Where the question or request part of a sentence starts (``len(sentence)`` when there is none).
-
-    >>> question_start("I'm vegan, can you suggest recipes?")
-    10
-    """
-    m = _QSTART.match(sentence)
-    if m and (sentence.rstrip().endswith("?") or not _WH_STATEMENT.match(sentence)):
-        return 0
-    if sentence.rstrip().endswith("?"):
-        cuts = list(_BOUNDARY.finditer(sentence))
-        return cuts[-1].end() if cuts else 0
-    return len(sentence)
-
-
-def is_hedged(sentence: str) -> bool:
-    """Does the sentence hedge ("maybe", "I think")?
-
-    >>> is_hedged("I think I live in Lisbon")
-    True
-    """
-    return _HEDGE.search(sentence) is not None

@@ -14,8 +14,15 @@ Choices worth knowing:
   (``allergic_to``, ``likes``, ``has_condition``, ``has_dog``...).
 * A negated statement ("I don't live in Paris anymore", "I'm not allergic to
   anything") is kept as a fact without a slot and yields no triple.
-* One fact per sentence: when a sentence fills several slots ("I work at Acme as
-  an engineer") the first one is the fact's slot; the others are triples.
+* One fact per statement. A sentence is cut into clauses at "and I", "but I",
+  "; " and dashes when each side says something of its own ("I live in Lisbon
+  and I work at Acme" gives two facts, so a later employer supersedes Acme); a
+  side that leans on the other ("... and I visit her") stays with it. When one
+  clause fills several slots ("I work at Acme as an engineer") the first one is
+  the fact's slot; the others are triples.
+* Objects stop at the clause boundary ("peanuts, so never suggest ..." gives
+  ``peanuts``), and a bare reminder of something said before ("Remember my
+  allergy.") is neither a fact nor a triple.
 * Only ``user`` messages yield facts about the user. In other roles "I" is the
   assistant (or a tool), so only statements about named third persons are kept.
 * ``message.name`` (a speaker name) is the subject of the user's triples and
@@ -37,16 +44,9 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
+from scoring._importance_rules import REMINDER, hedged
 from scoring.importance import HeuristicImportanceScorer, assess_importance, split_sentences
-from unified_memory._extraction_patterns import (
-    ATTRIBUTE_CATEGORY,
-    COMMON,
-    Hit,
-    find_hits,
-    is_hedged,
-    mentions,
-    question_start,
-)
+from unified_memory._extraction_patterns import ATTRIBUTE_CATEGORY, COMMON, Hit, find_hits, mentions
 from unified_memory.errors import wrong_type
 from unified_memory.protocols import ImportanceScorer
 from unified_memory.types import ExtractedEntity, ExtractedFact, ExtractedTriple, Extraction, Message
@@ -54,6 +54,15 @@ from unified_memory.types import ExtractedEntity, ExtractedFact, ExtractedTriple
 __all__ = ["RuleExtractor"]
 
 _FIRST_PERSON = re.compile(r"\b(?:i|i'm|i've|i'd|i'll|me|my|mine|myself|we|we're|our|us)\b", re.I)
+# Where a sentence may hold two statements: "I live in Lisbon and I work at Acme", "...; I'm 34", " - ".
+_CLAUSE_SPLIT = re.compile(r"\s*;\s*|\s+[-\u2013\u2014]+\s+|\s*[\u2013\u2014]\s*|,?\s+(?:and|but|so|plus)\s+"
+                           r"(?:also\s+|then\s+|now\s+)?(?=(?:i|we)\b)", re.I)
+_THEM = re.compile(r"\b(?:he|she|him|her|they|them)\b", re.I)  # "... and I visit her": leans on the clause before
+_QSTART = re.compile(r"^\W*(?:what|what's|where|when|who|whom|whose|why|how|which|can|could|would|will|should|"
+                     r"do|does|did|is|are|was|were|am|have|has|tell|give|show|write|explain|help)\b", re.I)
+_WH_STATEMENT = re.compile(r"^\W*(?:what|where|when|who|why|how|which)\s+(?!(?:is|are|was|were|do|does|did|can|"
+                           r"could|would|should|will)\b)\w", re.I)  # "When I was ten, I moved ..."
+_BOUNDARY = re.compile(r"[,;:]|\bbut\b|\bso\b", re.I)
 _MEMORY_REQUEST = re.compile(r"\b(?:remember|note|keep\s+in\s+mind)\s+(?:that\s+)?", re.I)
 # assistant question -> (template for the user's short answer, what to strip from the answer)
 _QUESTIONS: tuple[tuple[re.Pattern[str], str, str], ...] = tuple((re.compile(q, re.I), t, strip) for q, t, strip in (
@@ -112,7 +121,11 @@ class RuleExtractor:
         speaker = (message.name or "").strip() or "user" if is_user else "user"
         out = _Builder(speaker)
         for sentence, wording in zip(split_sentences(text), split_sentences(original), strict=True):
-            self._sentence(sentence, is_user, out, wording)
+            spans = _clauses(sentence) if is_user else [(0, len(sentence))]
+            for start, end in spans:
+                clause = wording[start:end].strip(" ,;:-\u2013\u2014")
+                clause = clause[:1].upper() + clause[1:] if start else clause
+                self._sentence(sentence[start:end].strip(" ,;:-\u2013\u2014"), is_user, out, clause)
         if is_user and not out.facts and context:
             self._short_answer(text.strip(), context[-1], out)
         if speaker != "user" and any(t.subject == speaker for t in out.triples.values()):
@@ -124,12 +137,14 @@ class RuleExtractor:
         return None if math.isnan(value) else min(1.0, max(0.0, value))
 
     def _sentence(self, sentence: str, is_user: bool, out: _Builder, wording: str | None = None) -> None:
-        asked = question_start(sentence)
+        asked = _question_start(sentence)
         request = _MEMORY_REQUEST.search(sentence)
         told = request.end() if request else len(sentence) + 1
         hits = [h for h in find_hits(sentence) if h.start < asked or h.start >= told]
         if not is_user:  # "I" / "my" is the assistant's: keep statements about named third persons only
             hits = [h for h in hits if not h.who.is_user and h.who.relation is None]
+        if not hits and REMINDER.match(sentence):  # "Remember my allergy.": nothing new to store
+            return
         for name, kind in mentions(sentence):
             out.entity(name, kind, {})
         for hit in hits:
@@ -159,7 +174,7 @@ class RuleExtractor:
         out.facts.append(ExtractedFact(
             text=wording or sentence, importance=importance, category=category, subject=subject,
             attribute=attribute, value=value,
-            confidence=0.7 if is_hedged(sentence) else 1.0))
+            confidence=0.7 if hedged(sentence, (primary or hits[0]).start if hits else 0) else 1.0))
 
     def _short_answer(self, answer: str, previous: Message, out: _Builder) -> None:
         """Turn a short answer to the assistant's question into a templated fact, when it is one."""
@@ -179,6 +194,46 @@ class RuleExtractor:
             for fact in out.facts[before:]:
                 fact.confidence = 0.8
             return
+
+
+def _question_start(sentence: str) -> int:
+    """Where the question or request part of a sentence starts (``len(sentence)`` when there is none).
+
+    >>> _question_start("I'm vegan, can you suggest recipes?")
+    10
+    """
+    m = _QSTART.match(sentence)
+    if m and (sentence.rstrip().endswith("?") or not _WH_STATEMENT.match(sentence)):
+        return 0
+    if sentence.rstrip().endswith("?"):
+        cuts = list(_BOUNDARY.finditer(sentence))
+        return cuts[-1].end() if cuts else 0
+    return len(sentence)
+
+
+def _clauses(sentence: str) -> list[tuple[int, int]]:
+    """Spans of the statements in a sentence: it is cut at "and I", "; ", " - "... where both sides say
+    something on their own (a recognised relation, or an informative statement); a side that does not
+    ("and I visit her every other weekend") stays with the clause before it.
+
+    >>> s = "I live in Lisbon and I work at Acme"
+    >>> [s[a:b] for a, b in _clauses(s)]
+    ['I live in Lisbon', 'I work at Acme']
+    """
+    cuts = list(_CLAUSE_SPLIT.finditer(sentence))
+    if not cuts:
+        return [(0, len(sentence))]
+    spans: list[list[int]] = []
+    for start, end in zip([0, *(c.end() for c in cuts)], [*(c.start() for c in cuts), len(sentence)], strict=True):
+        piece = sentence[start:end]
+        alone = bool(find_hits(piece)) or assess_importance(piece).score >= 0.7
+        if spans and (not alone or _THEM.search(piece)):
+            spans[-1][1] = end
+        elif spans and not spans[-1][2]:  # the clause before says nothing on its own: it joins this one
+            spans[-1][1:] = [end, 1]
+        else:
+            spans.append([start, end, int(alone)])
+    return [(a, b) for a, b, _ in spans]
 
 
 class _Builder:

@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from scoring.importance import HeuristicImportanceScorer, assess_importance
+from scoring.importance import HeuristicImportanceScorer
 from tiers.entities import USER_ENTITY, EntityGraph
 from tiers.episodic import EpisodicLog
 from tiers.long_term import EvictionWeights, LongTermFacts
@@ -28,7 +28,7 @@ from unified_memory.config import MemoryConfig
 from unified_memory.context import assemble
 from unified_memory.errors import invalid, wrong_type
 from unified_memory.extraction import RuleExtractor
-from unified_memory.promotion import Promoter, PromotionReport
+from unified_memory.promotion import Promoter, PromotionReport, Proposal
 from unified_memory.protocols import Extractor
 from unified_memory.recall import federated_recall
 from unified_memory.tokens import make_token_counter
@@ -323,20 +323,18 @@ class UnifiedMemory:
         """
         if isinstance(texts_or_facts, str | bytes | Mapping) or not isinstance(texts_or_facts, Iterable):
             raise wrong_type("texts_or_facts", "list of str, dict or ExtractedFact", texts_or_facts)
-        items = [self._fact_item(f"texts_or_facts[{i}]", item) for i, item in enumerate(texts_or_facts)]
+        proposals = [self._fact_item(f"texts_or_facts[{i}]", item) for i, item in enumerate(texts_or_facts)]
         backend = self._backend
         now = backend.clock()
-        ids: list[str] = []
         with self._write():
-            report = PromotionReport()
-            for spec, metadata, extraction in items:
-                ids += backend.promoter.store(self._scope, extraction, message=None, now=now, report=report,
-                                              source="remember", threshold=0.0, metadata=metadata,
-                                              ttl_days=spec.get("ttl_days"))
+            per_item = backend.promoter.store(self._scope, proposals, now=now, report=PromotionReport(),
+                                              source="remember", threshold=0.0)
+            ids = [fact_ids[0] for fact_ids in per_item]
             self._maintain(now, protect=ids)
         return ids
 
-    def _fact_item(self, field: str, item: Any) -> tuple[dict[str, Any], dict[str, Any], Extraction]:
+    def _fact_item(self, field: str, item: Any) -> Proposal:
+        """Validate one item of :meth:`remember_many` into a proposal holding exactly one fact."""
         if isinstance(item, ExtractedFact):
             spec: dict[str, Any] = item.model_dump()
         elif isinstance(item, str):
@@ -358,18 +356,18 @@ class UnifiedMemory:
         if ttl is not None and (isinstance(ttl, bool) or not isinstance(ttl, int | float) or not ttl > 0):
             raise invalid(f"{field}.ttl_days", f"must be a positive number of days, got {ttl!r}")
         extraction = self._backend.extractor.extract(Message(role="user", content=text))
-        slot = next((f for f in extraction.facts if f.attribute), None)
-        assessed = assess_importance(text)
+        # The text is stored whole, as one fact; the extractor lends it a slot and a category.
+        found = next((f for f in extraction.facts if f.attribute), extraction.facts[0] if extraction.facts else None)
+        if importance is None:
+            importance = (found.importance if found is not None and found.importance is not None
+                          and len(extraction.facts) == 1 else float(self._backend.scorer(text)))
         fact = ExtractedFact(
-            text=text,
-            importance=importance if importance is not None else float(self._backend.scorer(text)),
-            category=category or (slot.category if slot else None) or assessed.category,
-            subject=spec.get("subject") or (slot.subject if slot else None),
-            attribute=spec.get("attribute") or (slot.attribute if slot else None),
-            value=spec.get("value") or (slot.value if slot else None),
+            text=text, importance=importance, category=category or (found.category if found else None),
+            subject=spec.get("subject") or (found.subject if found else None),
+            attribute=spec.get("attribute") or (found.attribute if found else None),
+            value=spec.get("value") or (found.value if found else None),
         )
-        spec["ttl_days"] = ttl
-        return spec, metadata, extraction.model_copy(update={"facts": [fact]})
+        return Proposal(extraction.model_copy(update={"facts": [fact]}), metadata=metadata, ttl_days=ttl)
 
     def add_triple(self, subject: str, predicate: str, obj: str, *, confidence: float = 1.0,
                    metadata: Mapping[str, Any] | None = None) -> str:

@@ -37,7 +37,7 @@ from tiers.window import split_interactions
 from unified_memory.protocols import Extractor
 from unified_memory.types import ExtractedFact, Extraction, Message
 
-__all__ = ["Promoter", "PromotionReport", "fact_inputs"]
+__all__ = ["Promoter", "PromotionReport", "Proposal", "fact_inputs"]
 
 
 @dataclass(slots=True)
@@ -80,6 +80,17 @@ def fact_inputs(extracted: Sequence[ExtractedFact], *, scorer: Callable[[str], f
     return out
 
 
+@dataclass(slots=True)
+class Proposal:
+    """One extraction to store, with the message it came from (if any) and options:
+    ``metadata`` (default: the message's) and ``ttl_days`` for its facts."""
+
+    extraction: Extraction
+    message: Message | None = None
+    metadata: dict | None = None
+    ttl_days: float | None = None
+
+
 class Promoter:
     """Runs promotion for one scope's due messages (call inside ``storage.atomic()``)."""
 
@@ -99,34 +110,42 @@ class Promoter:
         report = PromotionReport(messages=len(due))
         if not due:
             return report
-        for interaction in split_interactions([m.message for m in due]):
-            for position, message in enumerate(interaction):
-                if message.role in self.roles and message.content:
-                    extraction = self.extractor.extract(message, context=interaction[:position])
-                    self.store(scope, extraction, message=message, now=now, report=report, source="promotion")
+        proposals = [
+            Proposal(self.extractor.extract(message, context=interaction[:position]), message=message)
+            for interaction in split_interactions([m.message for m in due])
+            for position, message in enumerate(interaction)
+            if message.role in self.roles and message.content
+        ]
+        self.store(scope, proposals, now=now, report=report, source="promotion")
         self.log.mark_promoted([m.seq for m in due])
         return report
 
-    def store(self, scope: Scope, extraction: Extraction, *, message: Message | None, now: float,
-              report: PromotionReport, source: str, threshold: float | None = None,
-              metadata: dict | None = None, ttl_days: float | None = None) -> list[str]:
-        """Write one extraction: facts over the threshold, all entities and triples.
-        ``metadata`` defaults to the source message's. Returns the ids of the facts
-        written (created or reinforced)."""
-        when = message.created_at.timestamp() if message is not None and message.created_at else now
-        if metadata is None:
-            metadata = dict(message.metadata) if message is not None else {}
-        inputs = fact_inputs(extraction.facts, scorer=self.scorer,
-                             threshold=self.threshold if threshold is None else threshold,
-                             message=message, source=source, metadata=metadata, ttl_days=ttl_days)
-        written = self.facts.add(scope, inputs, now=now) if inputs else []
+    def store(self, scope: Scope, proposals: Sequence[Proposal], *, now: float, report: PromotionReport,
+              source: str, threshold: float | None = None) -> list[list[str]]:
+        """Write extractions: the facts over the threshold in one batch (so duplicates
+        within it reinforce each other), then all entities and triples. Returns, per
+        proposal, the ids of its facts (created or reinforced)."""
+        limit = self.threshold if threshold is None else threshold
+        batches = [fact_inputs(p.extraction.facts, scorer=self.scorer, threshold=limit, message=p.message,
+                               source=source, metadata=p.metadata, ttl_days=p.ttl_days) for p in proposals]
+        flat = [item for batch in batches for item in batch]
+        written = self.facts.add(scope, flat, now=now) if flat else []
         for write in written:
             (report.facts_created if write.action == "created" else report.facts_reinforced).append(write.id)
             report.facts_superseded.extend(write.superseded)
-        if extraction.entities:
-            report.entities += len(self.graph.upsert(scope, extraction.entities, now=when, metadata=metadata))
-        if extraction.triples:
-            report.triples += len(self.graph.add_triples(
-                scope, extraction.triples, now=when, metadata=metadata,
-                source_message_id=message.id if message is not None else None))
-        return [w.id for w in written]
+        ids: list[list[str]] = []
+        position = 0
+        for proposal, batch in zip(proposals, batches, strict=True):
+            ids.append([w.id for w in written[position:position + len(batch)]])
+            position += len(batch)
+            message, extraction = proposal.message, proposal.extraction
+            when = message.created_at.timestamp() if message is not None and message.created_at else now
+            metadata = proposal.metadata if proposal.metadata is not None else (
+                dict(message.metadata) if message is not None else {})
+            if extraction.entities:
+                report.entities += len(self.graph.upsert(scope, extraction.entities, now=when, metadata=metadata))
+            if extraction.triples:
+                report.triples += len(self.graph.add_triples(
+                    scope, extraction.triples, now=when, metadata=metadata,
+                    source_message_id=message.id if message is not None else None))
+        return ids

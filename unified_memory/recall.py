@@ -35,7 +35,8 @@ TIER_ORDER = {tier: position for position, tier in enumerate(("long_term", "enti
 
 def _hit(tier: str, item_id: str, text: str, *, relevance: float, raw: float, matched: Sequence[str],
          importance: float, stamp: float | None, now: float, ranking: RankingConfig, superseded: bool = False,
-         metadata: dict[str, Any], extra: dict[str, Any]) -> RecallHit:
+         metadata: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
+    """The fields of one :class:`RecallHit` (built only for the hits that are kept)."""
     fresh = recency(age_seconds=now - stamp, half_life_days=ranking.recency_half_life_days) if stamp else 0.0
     fused = fuse(relevance=relevance, importance=importance, recency=fresh,
                  tier_weight=ranking.tier_weights.get(tier, 1.0), superseded=superseded, base=ranking.base,
@@ -43,8 +44,8 @@ def _hit(tier: str, item_id: str, text: str, *, relevance: float, raw: float, ma
                  superseded_penalty=ranking.superseded_penalty)
     components: dict[str, Any] = {**fused.components(), "bm25": round(raw, 6), "matched": " ".join(matched)}
     components.update(extra)
-    return RecallHit(id=item_id, tier=tier, text=text, score=round(fused.score, 9), components=components,
-                     metadata=metadata, created_at=utc_from_timestamp(stamp))
+    return {"id": item_id, "tier": tier, "text": text, "score": round(fused.score, 9), "components": components,
+            "metadata": metadata, "created_at": utc_from_timestamp(stamp)}
 
 
 def federated_recall(
@@ -63,8 +64,8 @@ def federated_recall(
     window: ShortTermWindow,
 ) -> list[RecallHit]:
     """The ``limit`` best hits for ``query`` over ``tiers``, best first (ties: tier, then id)."""
-    want = max(3 * limit, 20)
-    hits: list[RecallHit] = []
+    want = max(2 * limit + 10, 20)  # candidates per tier: fusion may reorder them
+    hits: list[dict[str, Any]] = []
     if "long_term" in tiers:
         for match, fact in facts.search(scope, query, want, since=since, where=where, now=now):
             hits.append(_hit(
@@ -94,5 +95,5 @@ def federated_recall(
                 stamp=message.created_at.timestamp() if message.created_at else None, now=now,
                 ranking=ranking, metadata=message.metadata,
                 extra={"role": message.role, "speaker": message.name, "session_id": message.session_id}))
-    hits.sort(key=lambda h: (-h.score, TIER_ORDER[h.tier], h.id))
-    return hits[:limit]
+    hits.sort(key=lambda h: (-h["score"], TIER_ORDER[h["tier"]], h["id"]))
+    return [RecallHit(**fields) for fields in hits[:limit]]

@@ -270,3 +270,31 @@ def test_fast_enough_for_every_message():
 
 def test_docstring_examples_run():
     assert doctest.testmod(importance_module).failed == 0
+
+
+@pytest.mark.parametrize("text", ["Remember my allergy.", "Don't forget my allergy!", "Please remember my allergy",
+                                  "please keep in mind my allergies", "Remember that.", "Remember my birthday, ok?",
+                                  "Also, don't forget about my allergy too"])
+def test_a_bare_reminder_of_something_already_said_carries_no_new_information(text):
+    result = assess_importance(text)
+    assert result.score < 0.5 and result.category in (None, "general")
+    assert "reminder without new information" in result.reasons
+
+
+def test_a_question_plus_a_bare_reminder_stays_below_the_threshold():
+    assert score_importance("What should I cook for Maria when she visits? Remember my allergy.") < THRESHOLD
+
+
+@pytest.mark.parametrize("text", ["Don't forget my peanut allergy", "Remember that my locker code is 4312",
+                                  "Also remind me that my dentist appointment is on June 20.",
+                                  "Remember: I'm allergic to peanuts", "remember that I'm vegan"])
+def test_a_reminder_that_says_something_new_stays_high(text):
+    assert score_importance(text) >= THRESHOLD
+
+
+def test_a_hedge_in_a_later_long_clause_does_not_touch_the_cue():
+    assert score_importance("My birthday is on May 3, maybe we can celebrate then too.") == pytest.approx(
+        score_importance("My birthday is on May 3"))
+    assert "hedged" in assess_importance("I live in Lisbon, I think").reasons
+    assert "hedged" in assess_importance("I live in Lisbon, but I'm not sure").reasons
+    assert "hedged" in assess_importance("Hi, maybe I'm allergic to cats").reasons

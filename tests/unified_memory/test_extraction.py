@@ -293,3 +293,154 @@ def test_curly_apostrophes_are_understood_and_kept_in_the_fact_text():
     [fact] = extract("I\u2019m allergic to peanuts. I\u2019m Ada").facts[:1]
     assert fact.text == "I\u2019m allergic to peanuts."
     assert slot("I\u2019m Ada") == ("user", "name", "Ada")
+
+
+# -- clause boundaries, bare reminders, several slots in one sentence (the demo conversation) ------------
+
+
+def allergens_and_likes(out: Extraction) -> set[tuple[str, str, str]]:
+    return {t for t in triples(out) if t[1] in ("allergic_to", "likes", "dislikes", "avoids")}
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("First, something important: I'm allergic to peanuts, so never suggest recipes with them.",
+     {("user", "allergic_to", "peanuts")}),
+    ("I love jazz, so mostly jazz history shows.", {("user", "likes", "jazz")}),
+    ("I love jazz - mostly bebop", {("user", "likes", "jazz")}),
+    ("I love jazz \u2014 mostly bebop", {("user", "likes", "jazz")}),
+    ("I like hiking; it relaxes me", {("user", "likes", "hiking")}),
+    ("I hate cilantro, because it tastes like soap", {("user", "dislikes", "cilantro")}),
+    ("I hate cilantro but my wife loves it", {("user", "dislikes", "cilantro")}),
+    ("I'm allergic to peanuts, which is annoying", {("user", "allergic_to", "peanuts")}),
+    ("I can't eat gluten, and it makes dining out hard", {("user", "avoids", "gluten")}),
+    ("I love jazz and I play the piano", {("user", "likes", "jazz")}),
+    ("I'm allergic to peanuts, shellfish, and eggs",
+     {("user", "allergic_to", "peanuts"), ("user", "allergic_to", "shellfish"), ("user", "allergic_to", "eggs")}),
+])
+def test_list_objects_stop_at_the_clause_boundary(text, expected):
+    assert allergens_and_likes(extract(text)) == expected
+
+
+@pytest.mark.parametrize("text", ["i work at acme - it's great", "I live in lisbon; it's lovely"])
+def test_place_and_employer_values_stop_at_the_clause_boundary(text):
+    [fact] = extract(text).facts
+    assert fact.value in ("Acme", "Lisbon")
+
+
+@pytest.mark.parametrize("text", ["Remember my allergy.", "Don't forget my allergy!", "Please remember my allergy",
+                                  "remember my birthday", "Keep in mind my allergies, please.", "Remember that.",
+                                  "Also, don't forget about my allergy too",
+                                  "What should I cook for Maria when she visits? Remember my allergy."])
+def test_bare_reminder_of_something_already_said_is_neither_a_fact_nor_a_triple(text):
+    out = extract(text)
+    assert out.facts == [] and out.triples == []
+
+
+@pytest.mark.parametrize("text", ["My allergy is acting up", "Remember my allergy", "I told you about my allergies",
+                                  "I have a food allergy", "My kid's allergies are bad"])
+def test_a_possessive_or_verb_before_allergy_is_not_an_allergen(text):
+    assert not {t for t in triples(extract(text)) if t[1] == "allergic_to"}
+
+
+def test_a_reminder_that_names_the_allergen_or_a_new_fact_is_kept():
+    out = extract("Don't forget my peanut allergy")
+    assert ("user", "allergic_to", "peanut") in triples(out) and out.facts[0].category == "health"
+    assert ("user", "allergic_to", "shellfish") in triples(extract("I have a severe shellfish allergy"))
+    [fact] = extract("Yes please. Also remind me that my dentist appointment is on June 20.").facts
+    assert fact.category == "schedule" and fact.text == "Also remind me that my dentist appointment is on June 20."
+    [fact] = extract("Remember that my locker code is 4312").facts
+    assert fact.importance >= 0.7
+
+
+def facts_of(text: str, **kwargs) -> list[tuple[str, str | None, str | None, str | None]]:
+    return [(f.text, f.subject, f.attribute, f.value) for f in extract(text, **kwargs).facts]
+
+
+def test_a_sentence_with_two_first_person_slots_becomes_two_clause_facts():
+    out = extract("I live in Lisbon and I work at Tidewater Labs as a data engineer.")
+    assert [(f.text, f.subject, f.attribute, f.value, f.category) for f in out.facts] == [
+        ("I live in Lisbon", "user", "residence", "Lisbon", "location"),
+        ("I work at Tidewater Labs as a data engineer.", "user", "employer", "Tidewater Labs", "work")]
+    assert {("user", "lives_in", "Lisbon"), ("user", "works_at", "Tidewater Labs"),
+            ("user", "works_as", "data engineer")} == triples(out)
+    assert all(f.importance is not None and f.importance >= 0.8 for f in out.facts)
+
+
+@pytest.mark.parametrize("text", ["I live in Lisbon; I work at Acme.", "I live in Lisbon, and I work at Acme.",
+                                  "i live in Lisbon and i work at Acme.", "I live in Lisbon - I work at Acme.",
+                                  "I live in Lisbon, but I work at Acme."])
+def test_clause_separators(text):
+    assert [(s, a, v) for _, s, a, v in facts_of(text)] == [("user", "residence", "Lisbon"),
+                                                             ("user", "employer", "Acme")]
+    assert facts_of(text)[1][0].startswith("I work at Acme")
+
+
+def test_clause_text_is_the_users_own_wording():
+    assert [f[0] for f in facts_of("I\u2019m vegan and I\u2019m 34 years old")] == ["I\u2019m vegan",
+                                                                                 "I\u2019m 34 years old"]
+
+
+@pytest.mark.parametrize("text", ["My sister Maria lives in Porto and I visit her every other weekend.",
+                                  "I live in Lisbon and I love it", "I moved to Berlin and I'm happy",
+                                  "I live in Lisbon and my friend Tom works at Google."])
+def test_a_clause_without_information_of_its_own_stays_in_its_sentence(text):
+    assert len(extract(text).facts) == 1
+
+
+def test_third_person_slot_and_a_first_person_clause():
+    out = extract("Six people. My friend Tom is vegan, and I'm training for the Lisbon marathon so I want "
+                  "something light.")
+    assert [(f.text, f.subject, f.attribute, f.value, f.category) for f in out.facts] == [
+        ("My friend Tom is vegan", "tom", "diet", "vegan", "health"),
+        ("I'm training for the Lisbon marathon so I want something light.", "user", None, None, "goal")]
+    assert {("user", "has_friend", "Tom"), ("Tom", "diet", "vegan")} <= triples(out)
+    assert entities(out)["Tom"] == ("person", {"relation": "friend", "diet": "vegan"})
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("I now work at Kestrel Robotics.", ("user", "employer", "Kestrel Robotics")),
+    ("Great. I now work at Kestrel Robotics.", ("user", "employer", "Kestrel Robotics")),
+    ("Big news: I moved to Berlin last week for a new job.", ("user", "residence", "Berlin")),
+    ("big news: i moved to berlin last week for a new job", ("user", "residence", "Berlin")),
+    ("I used to live in Paris but I moved to Berlin", ("user", "residence", "Berlin")),
+])
+def test_current_slot_values(text, expected):
+    slots = [(s, a, v) for _, s, a, v in facts_of(text) if a]
+    assert slots == [expected]
+
+
+def test_big_news_keeps_its_informative_part():
+    [fact] = extract("Big news: I moved to Berlin last week for a new job.").facts
+    assert "I moved to Berlin" in fact.text and fact.category == "location"
+    assert [f.text for f in extract("Hi! I'm Ada.").facts] == ["I'm Ada."]
+
+
+def test_no_bogus_entities_or_user_facts_from_the_demo_chatter():
+    out = extract("Great. I now work at Kestrel Robotics. Maria says she will visit in July.")
+    assert set(entities(out)) == {"Kestrel Robotics"}
+    out = extract("Exciting. Shall I look for flights from Porto to Berlin for Maria?", role="assistant")
+    assert out.facts == [] and out.triples == []
+    assert all(e[0] != "person" for e in entities(out).values())
+
+
+def test_a_hedge_in_a_later_clause_does_not_lower_the_confidence():
+    [fact] = extract("My birthday is on May 3, maybe we can celebrate then too.").facts
+    assert (fact.attribute, fact.value, fact.confidence) == ("birthday", "May 3", 1.0)
+    assert extract("I live in Lisbon, I think").facts[0].confidence < 1.0
+    assert extract("Maybe I'm allergic to cats").facts[0].confidence < 1.0
+
+
+def test_new_employer_supersedes_the_one_stated_with_the_residence():
+    from unified_memory import UnifiedMemory
+
+    with UnifiedMemory() as mem:
+        mem.remember("placeholder")  # any write; then promote via messages below
+        for text in ("I live in Lisbon and I work at Tidewater Labs as a data engineer.",
+                     "Big news: I moved to Berlin last week for a new job.", "I now work at Kestrel Robotics."):
+            mem.add_turn(text, "Noted.")
+        mem.end_session()
+        active = {f.text for f in mem.facts()}
+        everything = {f.text: f.status for f in mem.facts(include_inactive=True)}
+    assert everything["I live in Lisbon"] == "superseded"
+    assert everything["I work at Tidewater Labs as a data engineer."] == "superseded"
+    assert {"I now work at Kestrel Robotics.", "Big news: I moved to Berlin last week for a new job."} <= active
