@@ -13,15 +13,19 @@ Deliberate calls: a negated health cue ("I'm not allergic to anything") keeps
 anymore") ~0.72; a negated name ("my name is not important") ~0.23; "I'm <Word>"
 is a name only when the word is capitalised and not a common word, so an
 all-lower-case "i'm ada" is not read as a name. A sentence that starts with a cue
-has an implicit "I" ("Allergic to nuts."). Rules are tried only at their trigger
-words, so scoring stays fast (tens of thousands of short texts a second).
+has an implicit "I" ("Allergic to nuts."). A hedge counts only for the clause it
+qualifies ("My birthday is May 3, maybe we can celebrate then" is not hedged), and
+a bare reminder of something said before ("Remember my allergy.") scores 0.2: it
+carries no new information. Rules are tried only at their trigger words, so
+scoring stays fast (tens of thousands of short texts a second).
 
     >>> score_importance("My name is Ada") >= 0.85
     True
     >>> score_importance("thanks!") < 0.1
     True
 
-This module imports only :mod:`unified_memory.errors` from the project.
+The word lists and cue rules live in :mod:`scoring._importance_rules`; besides
+them this module imports only :mod:`unified_memory.errors` from the project.
 """
 
 from __future__ import annotations

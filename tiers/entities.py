@@ -49,7 +49,7 @@ def norm_name(name: str) -> str:
 
 
 def _to_entity(row: dict[str, Any]) -> Entity:
-    return Entity(
+    return Entity.model_construct(  # stored rows were validated on the way in
         id=row["id"], name=row["name"], type=row["type"], attributes=loads(row["attributes"], {}),
         mention_count=row["mention_count"], first_seen=utc_from_timestamp(row["first_seen"]),
         last_seen=utc_from_timestamp(row["last_seen"]), metadata=loads(row["metadata"], {}),
@@ -238,7 +238,7 @@ class EntityGraph:
             "t.source_message_id, t.metadata, t.user_id, t.agent_id FROM triples t "
             "JOIN entities s ON s.id = t.subject_id JOIN entities o ON o.id = t.object_id "
             f"WHERE {sql} ORDER BY t.seq", params)
-        return [Triple(id=r["id"], subject=r["subject"], predicate=r["predicate"], object=r["object"],
+        return [Triple.model_construct(id=r["id"], subject=r["subject"], predicate=r["predicate"], object=r["object"],
                        confidence=r["confidence"], created_at=utc_from_timestamp(r["created_at"]),
                        source_message_id=r["source_message_id"], metadata=loads(r["metadata"], {}),
                        user_id=r["user_id"], agent_id=r["agent_id"] or None) for r in rows]

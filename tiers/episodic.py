@@ -51,7 +51,7 @@ def index_text(name: str | None, content: str | None) -> str:
 
 
 def _to_message(row: dict[str, Any]) -> Message:
-    return Message(
+    return Message.model_construct(  # stored rows were validated on the way in
         role=row["role"],
         content=row["content"],
         name=row["name"],
@@ -70,7 +70,7 @@ def _to_message(row: dict[str, Any]) -> Message:
 
 def _to_episode(row: dict[str, Any], in_window: bool) -> Episode:
     message = _to_message(row)
-    return Episode(
+    return Episode.model_construct(
         id=row["id"], role=row["role"], content=row["content"], name=row["name"],
         created_at=message.created_at, metadata=message.metadata, tool_calls=message.tool_calls,
         tool_call_id=row["tool_call_id"], images=message.images,

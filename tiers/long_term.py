@@ -86,7 +86,7 @@ class EvictionWeights:
 
 
 def _row_to_fact(row: dict[str, Any]) -> Fact:
-    return Fact(
+    return Fact.model_construct(  # stored rows were validated on the way in
         id=row["id"], text=row["text"], importance=row["importance"], category=row["category"],
         confidence=row["confidence"], subject=row["subject"], attribute=row["attribute"], value=row["value"],
         status=row["status"], created_at=utc_from_timestamp(row["created_at"]),

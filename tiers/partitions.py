@@ -17,7 +17,6 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 
 from scoring.lexical import LexicalIndex, LexicalMatch
-
 from tiers.storage import Storage
 
 __all__ = ["PartitionedIndex"]

@@ -24,13 +24,24 @@ file restores every window.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import NamedTuple
 
 from tiers.episodic import EpisodicLog, LoggedMessage
-from tiers.storage import Scope, Storage
+from tiers.storage import Scope, Storage, loads
 from tiers.window import plan_trim
 from unified_memory.types import Message
 
 __all__ = ["ShortTermWindow"]
+
+
+class _Slot(NamedTuple):
+    """A window entry as the trimming rules see it (see :class:`tiers.window.WindowItem`)."""
+
+    seq: int
+    tokens: int
+    role: str
+    tool_calls: list[dict] | None
+    tool_call_id: str | None
 
 
 class ShortTermWindow:
@@ -62,6 +73,13 @@ class ShortTermWindow:
             [scope.user_id, scope.agent_id, scope.session_id]).fetchone()
         return int(row[0])
 
+    def _slots(self, scope: Scope) -> list[_Slot]:
+        rows = self.storage.execute(
+            "SELECT w.message_seq, w.tokens, m.role, m.tool_calls, m.tool_call_id FROM window w "
+            "JOIN messages m ON m.seq = w.message_seq WHERE w.user_id = ? AND w.agent_id = ? AND w.session_id = ? "
+            "ORDER BY w.message_seq", [scope.user_id, scope.agent_id, scope.session_id]).fetchall()
+        return [_Slot(seq, tokens, role, loads(calls), call_id) for seq, tokens, role, calls, call_id in rows]
+
     def extend(
         self, scope: Scope, logged: Sequence[LoggedMessage], *, token_counts: Sequence[int]
     ) -> list[LoggedMessage]:
@@ -75,18 +93,14 @@ class ShortTermWindow:
             [[m.seq, scope.user_id, scope.agent_id, scope.session_id, int(t)]
              for m, t in zip(logged, token_counts, strict=True)],
         )
-        rows = self._rows(scope)
-        current = self.log.messages_by_seq([seq for seq, _ in rows])
-        plan = plan_trim(
-            [m.message for m in current],
-            max_messages=self.max_messages,
-            max_tokens=self.max_tokens,
-            token_counts=[t for _, t in rows] if self.max_tokens is not None else None,
-        )
-        trimmed = [current[i] for i in plan.drop]
-        if trimmed:
-            self.storage.executemany("DELETE FROM window WHERE message_seq = ?", [[m.seq] for m in trimmed])
-        return trimmed
+        slots = self._slots(scope)
+        plan = plan_trim(slots, max_messages=self.max_messages, max_tokens=self.max_tokens,
+                         token_counts=[s.tokens for s in slots] if self.max_tokens is not None else None)
+        dropped = [slots[i].seq for i in plan.drop]
+        if not dropped:
+            return []
+        self.storage.executemany("DELETE FROM window WHERE message_seq = ?", [[seq] for seq in dropped])
+        return self.log.messages_by_seq(dropped)
 
     def contains(self, scope: Scope, seqs: Sequence[int]) -> set[int]:
         """Which of these log positions are in this conversation's window."""

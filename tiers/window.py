@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal, Protocol
 
 from unified_memory.errors import invalid, wrong_type
 from unified_memory.protocols import TokenCounter
@@ -31,12 +31,27 @@ from unified_memory.types import Message
 __all__ = [
     "TrimPlan",
     "TrimReason",
+    "WindowItem",
     "cut_points",
     "message_token_counts",
     "pending_tool_calls",
     "plan_trim",
     "split_interactions",
 ]
+
+class WindowItem(Protocol):
+    """What the trimming rules read of a message: any object with these attributes
+    (a :class:`Message`, or a lighter row the storage layer builds)."""
+
+    @property
+    def role(self) -> str: ...
+
+    @property
+    def tool_calls(self) -> list[dict[str, Any]] | None: ...
+
+    @property
+    def tool_call_id(self) -> str | None: ...
+
 
 TrimReason = Literal["within_limits", "tool_calls_pending", "fits", "over_limits"]
 
@@ -69,7 +84,7 @@ class TrimPlan:
         return kept, [messages[i] for i in self.drop]
 
 
-def _open_before(messages: Sequence[Message]) -> list[int]:
+def _open_before(messages: Sequence[WindowItem]) -> list[int]:
     """``counts[i]``: how many calls are open just before ``messages[i]`` (length n+1)."""
     open_calls: list[str | None] = []  # oldest first; None is an anonymous call
     counts = [0]
@@ -88,7 +103,7 @@ def _open_before(messages: Sequence[Message]) -> list[int]:
     return counts
 
 
-def pending_tool_calls(messages: Sequence[Message]) -> int:
+def pending_tool_calls(messages: Sequence[WindowItem]) -> int:
     """How many tool calls are still open after the last message.
 
     >>> call = Message(role="assistant", tool_calls=[{"id": "a"}, {"id": "b"}])
@@ -99,7 +114,7 @@ def pending_tool_calls(messages: Sequence[Message]) -> int:
     return _open_before(messages)[-1]
 
 
-def cut_points(messages: Sequence[Message]) -> list[int]:
+def cut_points(messages: Sequence[WindowItem]) -> list[int]:
     """The indices where the window may start, ascending.
 
     ``i`` is a cut point when ``messages[i]`` is a user message and no tool call
@@ -156,7 +171,7 @@ def _check_limit(field: str, value: int | None) -> None:
 
 
 def plan_trim(
-    messages: Sequence[Message],
+    messages: Sequence[WindowItem],
     *,
     max_messages: int,
     max_tokens: int | None = None,

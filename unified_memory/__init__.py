@@ -23,12 +23,29 @@ from typing import TYPE_CHECKING, Any
 
 from unified_memory.config import ContextConfig, EvictionConfig, MemoryConfig, RankingConfig
 from unified_memory.errors import (
-    ClosedError, ConfigError, DependencyError, MemoryTypeError, MemoryValueError, NotFoundError, StorageError,
+    ClosedError,
+    ConfigError,
+    DependencyError,
+    MemoryTypeError,
+    MemoryValueError,
+    NotFoundError,
+    StorageError,
     UnifiedMemoryError,
 )
 from unified_memory.types import (
-    ContextBlock, Entity, Episode, ExtractedEntity, ExtractedFact, ExtractedTriple, Extraction, Fact,
-    MemoryStats, Message, RecallHit, SectionUsage, Triple,
+    ContextBlock,
+    Entity,
+    Episode,
+    ExtractedEntity,
+    ExtractedFact,
+    ExtractedTriple,
+    Extraction,
+    Fact,
+    MemoryStats,
+    Message,
+    RecallHit,
+    SectionUsage,
+    Triple,
 )
 
 __version__ = "0.1.0"

@@ -55,8 +55,10 @@ __all__ = ["RuleExtractor"]
 
 _FIRST_PERSON = re.compile(r"\b(?:i|i'm|i've|i'd|i'll|me|my|mine|myself|we|we're|our|us)\b", re.I)
 # Where a sentence may hold two statements: "I live in Lisbon and I work at Acme", "...; I'm 34", " - ".
-_CLAUSE_SPLIT = re.compile(r"\s*;\s*|\s+[-\u2013\u2014]+\s+|\s*[\u2013\u2014]\s*|,?\s+(?:and|but|so|plus)\s+"
-                           r"(?:also\s+|then\s+|now\s+)?(?=(?:i|we)\b)", re.I)
+_CLAUSE_SPLIT = re.compile(r"\s*(?:;|\s[-\u2013\u2014]+\s|[\u2013\u2014])\s*(?:(?:and|but|so|plus)\s+(?=(?:i|we)\b))?|"
+                           r",?\s+(?:and|but|so|plus)\s+(?:also\s+|then\s+|now\s+)?(?=(?:i|we)\b)", re.I)
+_F = "hi|hello|hey|hiya|ok|okay|oh|so|well|yes|yeah|yep|great|perfect|cool|nice|sure|btw|also|anyway|and|but"
+_FILLER = re.compile(rf"(?:(?:{_F})(?:\s+there)?(?:\s*[,!:]|\s+(?=(?:{_F})\b))\s*)+", re.I)
 _THEM = re.compile(r"\b(?:he|she|him|her|they|them)\b", re.I)  # "... and I visit her": leans on the clause before
 _QSTART = re.compile(r"^\W*(?:what|what's|where|when|who|whom|whose|why|how|which|can|could|would|will|should|"
                      r"do|does|did|is|are|was|were|am|have|has|tell|give|show|write|explain|help)\b", re.I)
@@ -123,6 +125,8 @@ class RuleExtractor:
         for sentence, wording in zip(split_sentences(text), split_sentences(original), strict=True):
             spans = _clauses(sentence) if is_user else [(0, len(sentence))]
             for start, end in spans:
+                filler = _FILLER.match(sentence, start, end)  # "Hi, I'm Ada": the fact is "I'm Ada"
+                start = filler.end() if filler and filler.end() < end else start
                 clause = wording[start:end].strip(" ,;:-\u2013\u2014")
                 clause = clause[:1].upper() + clause[1:] if start else clause
                 self._sentence(sentence[start:end].strip(" ,;:-\u2013\u2014"), is_user, out, clause)

@@ -33,11 +33,26 @@ from unified_memory.protocols import Extractor
 from unified_memory.recall import federated_recall
 from unified_memory.tokens import make_token_counter
 from unified_memory.types import (
-    TIERS, ContextBlock, Entity, Episode, ExtractedFact, Extraction, ExtractedTriple, Fact, MemoryStats,
-    Message, RecallHit, Triple,
+    TIERS,
+    ContextBlock,
+    Entity,
+    Episode,
+    ExtractedFact,
+    ExtractedTriple,
+    Fact,
+    MemoryStats,
+    Message,
+    RecallHit,
+    Triple,
 )
 from unified_memory.validation import (
-    check_limit, check_metadata, check_scope_id, check_text, check_unit, parse_when, to_message,
+    check_limit,
+    check_metadata,
+    check_scope_id,
+    check_text,
+    check_unit,
+    parse_when,
+    to_message,
 )
 
 __all__ = ["UnifiedMemory"]

@@ -444,3 +444,12 @@ def test_new_employer_supersedes_the_one_stated_with_the_residence():
     assert everything["I live in Lisbon"] == "superseded"
     assert everything["I work at Tidewater Labs as a data engineer."] == "superseded"
     assert {"I now work at Kestrel Robotics.", "Big news: I moved to Berlin last week for a new job."} <= active
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("Hi, I'm Ada.", "I'm Ada."), ("Hey there! I'm Ada", "I'm Ada"), ("ok so, i live in Lisbon", "I live in Lisbon"),
+    ("Also, I'm vegan", "I'm vegan"), ("Big news: I moved to Berlin.", "Big news: I moved to Berlin."),
+    ("Hi, I'm Ada and I live in Lisbon", "I'm Ada"),
+])
+def test_greeting_and_filler_prefixes_are_trimmed_from_the_fact_text(text, expected):
+    assert extract(text).facts[0].text == expected

@@ -6,7 +6,13 @@ import pytest
 
 from tests.conftest import Clock
 from unified_memory import (
-    ConfigError, ContextBlock, MemoryTypeError, MemoryValueError, Message, RecallHit, UnifiedMemory,
+    ConfigError,
+    ContextBlock,
+    MemoryTypeError,
+    MemoryValueError,
+    Message,
+    RecallHit,
+    UnifiedMemory,
     UnifiedMemoryError,
 )
 
