@@ -38,7 +38,9 @@ def _hit(tier: str, item_id: str, text: str, *, relevance: float, raw: float, ma
          metadata: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
     """The fields of one :class:`RecallHit` (built only for the hits that are kept)."""
     fresh = recency(age_seconds=now - stamp, half_life_days=ranking.recency_half_life_days) if stamp else 0.0
-    fused = fuse(relevance=relevance, importance=importance, recency=fresh,
+    # BM25 sums can differ in the last bits between an index built incrementally and one
+    # rebuilt from the store; rounding keeps scores (and so ties) stable across reopening.
+    fused = fuse(relevance=round(relevance, 12), importance=importance, recency=fresh,
                  tier_weight=ranking.tier_weights.get(tier, 1.0), superseded=superseded, base=ranking.base,
                  importance_weight=ranking.importance_weight, recency_weight=ranking.recency_weight,
                  superseded_penalty=ranking.superseded_penalty)

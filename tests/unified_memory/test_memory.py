@@ -277,6 +277,7 @@ def test_tool_messages_round_trip(mem):
     (lambda m: m.remember("x", importance=2), "texts_or_facts[0].importance", MemoryValueError),
     (lambda m: m.remember("x", ttl_days=0), "texts_or_facts[0].ttl_days", MemoryValueError),
     (lambda m: m.recall(""), "query", MemoryValueError),
+    (lambda m: m.recall("a\x00b"), "query", MemoryValueError),
     (lambda m: m.recall("x", limit=0), "limit", MemoryValueError),
     (lambda m: m.recall("x", tiers=["cache"]), "tiers", MemoryValueError),
     (lambda m: m.recall("x", days=-1), "days", MemoryValueError),
