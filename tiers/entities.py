@@ -31,12 +31,15 @@ from tiers.partitions import PartitionedIndex
 from tiers.storage import Scope, Storage, dumps, loads, new_id, recall_filter
 from unified_memory.types import Entity, ExtractedEntity, ExtractedTriple, Triple, utc_from_timestamp
 
-__all__ = ["EntityGraph", "norm_name", "entity_importance", "USER_ENTITY"]
+__all__ = ["EntityGraph", "norm_name", "entity_importance", "USER_ENTITY", "FUNCTIONAL_PREDICATES"]
 
 USER_ENTITY = "user"
 _ENTITY_COLUMNS = ("id, user_id, agent_id, name, norm_name, type, attributes, mention_count, "
                    "first_seen, last_seen, metadata, description")
 _MAX_RELATIONS_IN_DOC = 40
+#: Relations that hold one object at a time: a new object ends the previous relation.
+FUNCTIONAL_PREDICATES = frozenset({"lives_in", "works_at", "works_as", "name", "age", "birthday",
+                                   "relationship_status"})
 
 
 def norm_name(name: str) -> str:
@@ -67,20 +70,23 @@ class EntityGraph:
     # -- documents ----------------------------------------------------------------------
 
     def _relations(self, entity_ids: Sequence[str]) -> dict[str, list[tuple[str, str, str, bool]]]:
-        """Relations per entity id, both directions: ``(subject, predicate, object, is_subject)``."""
+        """Relations per entity id, both directions: ``(subject, predicate, object, is_subject)``;
+        an ended relation's predicate reads "formerly ..."."""
         out: dict[str, list[tuple[str, str, str, bool]]] = {}
         for entity_id in entity_ids:
             # The first relations of each side, oldest first: bounded work for popular entities.
             rows = self.storage.execute(
-                "SELECT s.name, t.predicate, o.name, 1 FROM triples t INDEXED BY triples_subject "
+                "SELECT s.name, t.predicate, o.name, 1, t.valid_to FROM triples t INDEXED BY triples_subject "
                 "JOIN entities s ON s.id = t.subject_id JOIN entities o ON o.id = t.object_id "
                 "WHERE t.subject_id = ? ORDER BY t.seq LIMIT ?", [entity_id, _MAX_RELATIONS_IN_DOC]).fetchall()
             rows += self.storage.execute(
-                "SELECT s.name, t.predicate, o.name, 0 FROM triples t INDEXED BY triples_object "
+                "SELECT s.name, t.predicate, o.name, 0, t.valid_to FROM triples t INDEXED BY triples_object "
                 "JOIN entities s ON s.id = t.subject_id JOIN entities o ON o.id = t.object_id "
                 "WHERE t.object_id = ? ORDER BY t.seq LIMIT ?", [entity_id, _MAX_RELATIONS_IN_DOC]).fetchall()
-            out[entity_id] = [(subject, predicate.replace("_", " "), obj, bool(is_subject))
-                              for subject, predicate, obj, is_subject in rows[:_MAX_RELATIONS_IN_DOC]]
+            out[entity_id] = [
+                (subject, ("formerly " if ended is not None else "") + predicate.replace("_", " "), obj,
+                 bool(is_subject))
+                for subject, predicate, obj, is_subject, ended in rows[:_MAX_RELATIONS_IN_DOC]]
         return out
 
     @staticmethod
@@ -179,10 +185,11 @@ class EntityGraph:
                 "SELECT id FROM triples WHERE user_id = ? AND agent_id = ? AND subject_id = ? AND predicate = ? "
                 "AND object_id = ?", [scope.user_id, scope.agent_id, subject_id, predicate, object_id]).fetchone()
             if row:
+                triple_id = row[0]
                 self.storage.execute(
-                    "UPDATE triples SET mention_count = mention_count + 1, updated_at = ?, "
-                    "confidence = MAX(confidence, ?) WHERE id = ?", [now, triple.confidence, row[0]])
-                ids.append(row[0])
+                    "UPDATE triples SET mention_count = mention_count + 1, updated_at = ?, valid_to = NULL, "
+                    "superseded_by = NULL, confidence = MAX(confidence, ?) WHERE id = ?",
+                    [now, triple.confidence, triple_id])
             else:
                 triple_id = new_id("tri")
                 self.storage.execute(
@@ -190,10 +197,23 @@ class EntityGraph:
                     "created_at, updated_at, source_message_id, metadata) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     [triple_id, scope.user_id, scope.agent_id, subject_id, predicate, object_id,
                      triple.confidence, now, now, source_message_id, dumps(metadata or {})])
-                ids.append(triple_id)
+            ids.append(triple_id)
             touched.update((subject_id, object_id))
+            if predicate in FUNCTIONAL_PREDICATES:
+                touched.update(self._end_others(scope, subject_id, predicate, triple_id, now))
         self._refresh(scope.user_id, touched)
         return ids
+
+    def _end_others(self, scope: Scope, subject_id: str, predicate: str, current: str, now: float) -> set[str]:
+        """End the subject's other live relations of a single-valued predicate; returns
+        the entities whose documents change."""
+        rows = self.storage.execute(
+            "SELECT id, object_id FROM triples INDEXED BY triples_subject WHERE subject_id = ? AND predicate = ? "
+            "AND id != ? AND valid_to IS NULL AND user_id = ? AND agent_id = ?",
+            [subject_id, predicate, current, scope.user_id, scope.agent_id]).fetchall()
+        self.storage.executemany("UPDATE triples SET valid_to = ?, superseded_by = ? WHERE id = ?",
+                                 [[now, current, r[0]] for r in rows])
+        return {r[1] for r in rows}
 
     def delete_scope(self, scope: Scope) -> int:
         """Delete the user's entities and triples (only that agent's own when it has one)."""
@@ -235,13 +255,15 @@ class EntityGraph:
     def _triple_rows(self, sql: str, params: Sequence[Any]) -> list[Triple]:
         rows = self.storage.query(
             "SELECT t.id, s.name AS subject, t.predicate, o.name AS object, t.confidence, t.created_at, "
-            "t.source_message_id, t.metadata, t.user_id, t.agent_id FROM triples t "
+            "t.source_message_id, t.metadata, t.user_id, t.agent_id, t.valid_to FROM triples t "
             "JOIN entities s ON s.id = t.subject_id JOIN entities o ON o.id = t.object_id "
             f"WHERE {sql} ORDER BY t.seq", params)
-        return [Triple.model_construct(id=r["id"], subject=r["subject"], predicate=r["predicate"], object=r["object"],
-                       confidence=r["confidence"], created_at=utc_from_timestamp(r["created_at"]),
-                       source_message_id=r["source_message_id"], metadata=loads(r["metadata"], {}),
-                       user_id=r["user_id"], agent_id=r["agent_id"] or None) for r in rows]
+        return [Triple.model_construct(  # stored rows were validated on the way in
+            id=r["id"], subject=r["subject"], predicate=r["predicate"], object=r["object"],
+            confidence=r["confidence"], created_at=utc_from_timestamp(r["created_at"]),
+            source_message_id=r["source_message_id"], metadata=loads(r["metadata"], {}),
+            valid_to=utc_from_timestamp(r["valid_to"]), user_id=r["user_id"], agent_id=r["agent_id"] or None)
+            for r in rows]
 
     def triples(self, scope: Scope, *, entity: str | None = None) -> list[Triple]:
         """The user's triples, optionally only those touching ``entity`` (by name)."""

@@ -140,6 +140,8 @@ CREATE TABLE IF NOT EXISTS triples (
     updated_at REAL NOT NULL,
     source_message_id TEXT,
     metadata TEXT NOT NULL DEFAULT '{}',
+    valid_to REAL,
+    superseded_by TEXT,
     UNIQUE (user_id, agent_id, subject_id, predicate, object_id)
 );
 CREATE UNIQUE INDEX IF NOT EXISTS triples_id ON triples(id);

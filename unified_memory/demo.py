@@ -78,7 +78,8 @@ def run_demo(path: str | Path = "unified_memory_demo.db", *, out: TextIO | None 
             say(f"  {fact.importance:.2f}  {fact.category or '-':<13} {fact.text}{status}")
         say("\nEntity graph:")
         for triple in mem.triples():
-            say(f"  {triple.as_text()}")
+            ended = f"   [until {triple.valid_to:%Y-%m-%d}]" if triple.valid_to else ""
+            say(f"  {triple.as_text()}{ended}")
         for query in QUERIES:
             say(f"\nrecall({query!r}):")
             for hit in mem.recall(query, limit=3):

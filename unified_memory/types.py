@@ -177,6 +177,9 @@ class Entity(_Record):
 class Triple(_Record):
     """A relation ``subject --predicate--> object`` in the entity graph.
 
+    A single-valued relation (where someone lives or works, their name...) stated
+    anew with another object ends the old one: its ``valid_to`` is set.
+
     >>> Triple(id="tri_1", subject="Maria", predicate="lives_in", object="Lisbon",
     ...        created_at=utc_from_timestamp(0)).as_text()
     'Maria lives in Lisbon'
@@ -190,6 +193,7 @@ class Triple(_Record):
     created_at: datetime
     source_message_id: str | None = None
     metadata: dict[str, Any] = Field(default_factory=dict)
+    valid_to: datetime | None = None
     user_id: str = "default"
     agent_id: str | None = None
 

@@ -56,3 +56,21 @@ def test_graph_is_per_user():
 def test_helpers():
     assert norm_name(" Maria  Silva ") == "maria silva"
     assert entity_importance(1) < entity_importance(4) <= 1.0
+
+
+def test_single_valued_relations_end_the_previous_one():
+    graph = graph_with(("user", "lives_in", "Lisbon"), ("user", "likes", "jazz"))
+    with graph.storage.atomic():
+        graph.add_triples(ADA, [ExtractedTriple(subject="user", predicate="lives_in", object="Berlin"),
+                                ExtractedTriple(subject="user", predicate="likes", object="tea")], now=9.0)
+    state = {t.as_text(): t.valid_to for t in graph.triples(ADA)}
+    assert state["user lives in Lisbon"].timestamp() == 9.0
+    assert state["user lives in Berlin"] is None
+    assert state["user likes jazz"] is None and state["user likes tea"] is None  # likes is many-valued
+    [(_, _, lisbon)] = [r for r in graph.search(ADA, "Lisbon", 5) if r[1].name == "Lisbon"]
+    assert lisbon == "Lisbon (thing): user formerly lives in Lisbon"
+    # moving back revives the old relation and ends the other
+    with graph.storage.atomic():
+        graph.add_triples(ADA, [ExtractedTriple(subject="user", predicate="lives_in", object="Lisbon")], now=20.0)
+    state = {t.as_text(): t.valid_to for t in graph.triples(ADA)}
+    assert state["user lives in Lisbon"] is None and state["user lives in Berlin"].timestamp() == 20.0

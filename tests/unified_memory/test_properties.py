@@ -101,7 +101,7 @@ def _snapshot(view: UnifiedMemory):
        conversation=st.booleans())
 def test_context_never_exceeds_its_budget_and_is_deterministic(ops, budget, query, conversation):
     with UnifiedMemory(short_term_limit=4, clock=lambda: T0) as mem:
-        for kind, user, words in ops:
+        for kind, _user, words in ops:
             apply(mem, kind, "ada", words)
         view = mem.scoped(user_id="ada")
         first = view.context(query, max_tokens=budget, include_conversation=conversation)
