@@ -31,12 +31,16 @@ from tiers.partitions import PartitionedIndex
 from tiers.storage import Scope, Storage, dumps, loads, new_id, recall_filter
 from unified_memory.types import Entity, ExtractedEntity, ExtractedTriple, Triple, utc_from_timestamp
 
-__all__ = ["EntityGraph", "norm_name", "entity_importance", "USER_ENTITY", "FUNCTIONAL_PREDICATES"]
+__all__ = ["EntityGraph", "norm_name", "entity_importance", "USER_ENTITY", "FUNCTIONAL_PREDICATES",
+           "ENTITY_LENGTH_NORMALISATION"]
 
 USER_ENTITY = "user"
 _ENTITY_COLUMNS = ("id, user_id, agent_id, name, norm_name, type, attributes, mention_count, "
                    "first_seen, last_seen, metadata, description")
 _MAX_RELATIONS_IN_DOC = 40
+#: BM25 ``b`` for entity documents: their length grows with how connected an entity is,
+#: not with verbosity, so length counts for less than in facts and messages.
+ENTITY_LENGTH_NORMALISATION = 0.3
 #: Relations that hold one object at a time: a new object ends the previous relation.
 FUNCTIONAL_PREDICATES = frozenset({"lives_in", "works_at", "works_as", "name", "age", "birthday",
                                    "relationship_status"})
@@ -63,7 +67,7 @@ def _to_entity(row: dict[str, Any]) -> Entity:
 class EntityGraph:
     """The ``entities`` and ``triples`` tables and the per-user entity index."""
 
-    def __init__(self, storage: Storage, *, k1: float = 1.2, b: float = 0.75) -> None:
+    def __init__(self, storage: Storage, *, k1: float = 1.2, b: float = ENTITY_LENGTH_NORMALISATION) -> None:
         self.storage = storage
         self.index = PartitionedIndex(storage, self._load_documents, k1=k1, b=b)
 
@@ -105,8 +109,15 @@ class EntityGraph:
 
     @staticmethod
     def index_text(entity: Entity, relations: Sequence[tuple[str, str, str, bool]]) -> str:
-        """What the lexical index sees of an entity: like :meth:`describe`, but the
-        entity's own name appears once, so a fact stating the same thing ranks first."""
+        """What the lexical index sees of an entity: name, type, attributes, and its
+        relations without repeating its own name (so a fact stating the same thing is
+        not outranked by the entity for sheer repetition).
+
+        >>> from unified_memory.types import utc_from_timestamp as t
+        >>> EntityGraph.index_text(Entity(id="e", name="Maria", type="person", first_seen=t(0), last_seen=t(0)),
+        ...                        [("Maria", "lives in", "Lisbon", True)])
+        'Maria person lives in Lisbon'
+        """
         parts = [entity.name, entity.type, *(f"{k} {v}" for k, v in sorted(entity.attributes.items()))]
         parts += [f"{p} {o}" if is_subject else f"{s} {p}" for s, p, o, is_subject in relations]
         return " ".join(dict.fromkeys(parts))

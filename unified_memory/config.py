@@ -41,6 +41,8 @@ class RankingConfig(_Config):
     recency_weight: float = Field(default=0.15, ge=0.0)
     recency_half_life_days: float = Field(default=30.0, gt=0.0)
     superseded_penalty: float = Field(default=0.5, ge=0.0, le=1.0)
+    entity_name_boost: float = Field(default=1.5, ge=1.0,
+                                     description="Multiplies a hit on a typed entity (not a bare thing) whose whole name is in the query.")
     tier_weights: dict[str, float] = Field(
         default_factory=lambda: {"long_term": 1.0, "entity": 0.9, "episodic": 0.85, "short_term": 0.8}
     )

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from scoring.importance import HeuristicImportanceScorer
-from tiers.entities import USER_ENTITY, EntityGraph
+from tiers.entities import ENTITY_LENGTH_NORMALISATION, USER_ENTITY, EntityGraph
 from tiers.episodic import EpisodicLog
 from tiers.long_term import EvictionWeights, LongTermFacts
 from tiers.short_term import ShortTermWindow
@@ -122,7 +122,7 @@ class UnifiedMemory:
         k1, b = cfg.ranking.bm25_k1, cfg.ranking.bm25_b
         log = EpisodicLog(storage, k1=k1, b=b)
         facts = LongTermFacts(storage, k1=k1, b=b)
-        graph = EntityGraph(storage, k1=k1, b=b)
+        graph = EntityGraph(storage, k1=k1, b=min(b, ENTITY_LENGTH_NORMALISATION))
         chosen_extractor = extractor or RuleExtractor(scorer)
         self._backend = _Backend(
             storage=storage, config=cfg, log=log,

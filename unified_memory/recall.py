@@ -20,6 +20,7 @@ from typing import Any
 
 from scoring.decay import recency
 from scoring.fusion import fuse
+from scoring.text import analyze
 from tiers.entities import EntityGraph, entity_importance
 from tiers.episodic import EpisodicLog
 from tiers.long_term import LongTermFacts
@@ -78,11 +79,19 @@ def federated_recall(
                        "valid_to": fact.valid_to.isoformat() if fact.valid_to else None}))
     if "entity" in tiers:
         for match, entity, description in graph.search(scope, query, want, since=since, where=where):
-            hits.append(_hit(
+            # A query naming a person, place or organisation asks about it; a bare "thing"
+            # (an attribute value such as "peanuts") gets no boost over the fact it came from.
+            name_terms = set(analyze(entity.name)) if entity.type != "thing" else set()
+            named = bool(name_terms) and name_terms <= set(match.matched_terms)
+            hit = _hit(
                 "entity", entity.id, description, relevance=match.relevance, raw=match.score,
                 matched=match.matched_terms, importance=entity_importance(entity.mention_count),
                 stamp=entity.last_seen.timestamp(), now=now, ranking=ranking, metadata=entity.metadata,
-                extra={"entity": entity.name, "type": entity.type, "mentions": entity.mention_count}))
+                extra={"entity": entity.name, "type": entity.type, "mentions": entity.mention_count,
+                       "name_match": named})
+            if named:  # the query names this entity: stronger evidence than a word in its relations
+                hit["score"] = round(hit["score"] * ranking.entity_name_boost, 9)
+            hits.append(hit)
     if "short_term" in tiers or "episodic" in tiers:
         found = log.search(scope, query, want, since=since, where=where)
         window_seqs = window.contains(scope, [logged.seq for _, logged, _ in found])

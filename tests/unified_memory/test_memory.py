@@ -341,3 +341,13 @@ def test_clock_moves_recency(clock):
         mem._backend.clock.advance(days=60)
         stale = mem.recall("Rome")[0].components["recency"]
         assert fresh > stale > 0
+
+
+def test_a_query_naming_an_entity_finds_that_entity_first(mem):
+    mem.add_triple("user", "has_sister", "Maria")
+    mem.add_triple("Maria", "lives_in", "Porto")
+    mem.add_triple("Maria", "works_at", "Porto Hospital")
+    mem.remember("My sister Maria is a nurse", importance=0.5)
+    entity_hits = mem.recall("who is Maria?", tiers="entity")
+    assert entity_hits[0].components["entity"] == "Maria"
+    assert entity_hits[0].components["name_match"] is True
