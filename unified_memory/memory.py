@@ -265,14 +265,14 @@ class UnifiedMemory:
         with self._write():
             logged = backend.log.append(self._scope, messages, now=now, importances=importances)
             backend.window.extend(self._scope, logged, token_counts=tokens)
-            if backend.config.auto_promote:
-                self._maintain(now)
+            self._maintain(now, promote=backend.config.auto_promote)
         return [m.id for m in logged]
 
-    def _maintain(self, now: float, *, protect: Iterable[str] = ()) -> PromotionReport:
-        """Promotion, TTL expiry, the long-term limit and episodic retention (inside a transaction)."""
+    def _maintain(self, now: float, *, promote: bool, protect: Iterable[str] = ()) -> PromotionReport:
+        """Promotion (when asked), then TTL expiry, the long-term limit and episodic
+        retention, which apply after every write (call inside a transaction)."""
         backend, cfg = self._backend, self._backend.config
-        report = backend.promoter.run(self._scope, now=now)
+        report = backend.promoter.run(self._scope, now=now) if promote else PromotionReport()
         backend.facts.expire(self._scope, now=now)
         if cfg.long_term_limit is not None:
             e = cfg.eviction
@@ -295,7 +295,7 @@ class UnifiedMemory:
         (1, 1)
         """
         with self._write():
-            return self._maintain(self._backend.clock()).messages
+            return self._maintain(self._backend.clock(), promote=True).messages
 
     def end_session(self) -> int:
         """Close this conversation: every message leaves its window and is promoted now
@@ -310,8 +310,7 @@ class UnifiedMemory:
         backend = self._backend
         with self._write():
             held = backend.window.clear(self._scope)
-            if backend.config.auto_promote:
-                self._maintain(backend.clock())
+            self._maintain(backend.clock(), promote=backend.config.auto_promote)
         return len(held)
 
     def remember(self, text: str, *, importance: float | None = None, category: str | None = None,
@@ -345,7 +344,7 @@ class UnifiedMemory:
             per_item = backend.promoter.store(self._scope, proposals, now=now, report=PromotionReport(),
                                               source="remember", threshold=0.0)
             ids = [fact_ids[0] for fact_ids in per_item]
-            self._maintain(now, protect=ids)
+            self._maintain(now, promote=False, protect=ids)
         return ids
 
     def _fact_item(self, field: str, item: Any) -> Proposal:

@@ -351,3 +351,25 @@ def test_a_query_naming_an_entity_finds_that_entity_first(mem):
     entity_hits = mem.recall("who is Maria?", tiers="entity")
     assert entity_hits[0].components["entity"] == "Maria"
     assert entity_hits[0].components["name_match"] is True
+
+
+def test_remember_does_not_promote_when_auto_promote_is_off(clock):
+    with UnifiedMemory(short_term_limit=1, auto_promote=False, long_term_limit=2, clock=clock) as mem:
+        chat(mem, "I live in Lisbon", "filler")
+        mem.remember("I like tea")
+        assert [f.text for f in mem.facts()] == ["I like tea"]
+        assert mem.stats().pending_promotion >= 2
+        # but the long-term limit still applies to direct writes
+        mem.remember_many(["I like coffee", "I like cocoa"])
+        assert len(mem.facts()) == 2
+
+
+def test_episodic_retention_prunes_old_promoted_messages(clock):
+    with UnifiedMemory(short_term_limit=2, episodic_retention_days=30, clock=clock) as mem:
+        chat(mem, "I adopted a cat named Miso")
+        clock.advance(days=40)
+        chat(mem, "hello again", "and again")
+        episodes = [e.content for e in mem.episodes()]
+        assert "I adopted a cat named Miso" not in episodes  # pruned from the log...
+        assert any("Miso" in f.text for f in mem.facts())     # ...after it was promoted
+        assert [e.content for e in mem.episodes(days=1)] == ["hello again", "Got it.", "and again", "Got it."]
