@@ -67,7 +67,7 @@ def federated_recall(
     window: ShortTermWindow,
 ) -> list[RecallHit]:
     """The ``limit`` best hits for ``query`` over ``tiers``, best first (ties: tier, then id)."""
-    want = max(2 * limit + 10, 20)  # candidates per tier: fusion may reorder them
+    want = limit + max(10, limit // 2)  # candidates per tier: importance and recency may reorder them
     hits: list[dict[str, Any]] = []
     if "long_term" in tiers:
         for match, fact in facts.search(scope, query, want, since=since, where=where, now=now):
