@@ -107,3 +107,19 @@ def test_no_pickle_or_eval_in_the_code():
                 if isinstance(node, ast.Import | ast.ImportFrom):
                     mods = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module]
                     assert not any(m and m.split(".")[0] in {"pickle", "marshal", "shelve"} for m in mods), path
+
+
+def test_every_public_method_is_documented_in_the_readme():
+    from unified_memory import UnifiedMemory
+
+    readme = (ROOT / "README.md").read_text()
+    public = [name for name in vars(UnifiedMemory) if not name.startswith("_")]
+    missing = [name for name in public if f"{name}(" not in readme and f"`{name}`" not in readme]
+    assert not missing, f"undocumented in README.md: {missing}"
+
+
+def test_readme_commands_match_ci():
+    readme = (ROOT / "README.md").read_text()
+    ci = (ROOT / ".ci" / "run").read_text()
+    test_command = next(line for line in readme.splitlines() if "pytest" in line and line.startswith("python3"))
+    assert test_command in ci
