@@ -145,6 +145,15 @@ CREATE TABLE IF NOT EXISTS triples (
     UNIQUE (user_id, agent_id, subject_id, predicate, object_id)
 );
 CREATE UNIQUE INDEX IF NOT EXISTS triples_id ON triples(id);
+CREATE TABLE IF NOT EXISTS embeddings (
+    user_id TEXT NOT NULL,
+    model TEXT NOT NULL,
+    content_hash TEXT NOT NULL,
+    dim INTEGER NOT NULL,
+    vector BLOB NOT NULL,
+    PRIMARY KEY (user_id, model, content_hash)
+) WITHOUT ROWID;
+
 CREATE INDEX IF NOT EXISTS triples_subject ON triples(subject_id, seq);
 CREATE INDEX IF NOT EXISTS triples_object ON triples(object_id, seq);
 """

@@ -16,7 +16,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from unified_memory.types import Extraction, Message
 
-__all__ = ["TokenCounter", "ImportanceScorer", "Extractor", "Embedder", "LLM"]
+__all__ = ["TokenCounter", "ImportanceScorer", "Extractor", "Embedder", "VectorIndex", "LLM"]
 
 
 @runtime_checkable
@@ -46,12 +46,46 @@ class Extractor(Protocol):
 
 @runtime_checkable
 class Embedder(Protocol):
-    """Turns texts into L2-normalised float32 vectors of shape ``(n, dim)``."""
+    """Turns texts into L2-normalised float32 vectors of shape ``(n, dim)``.
+
+    ``name`` identifies the model (it is part of the embedding cache key, so two
+    models never share cached vectors).
+    """
+
+    @property
+    def name(self) -> str: ...
 
     @property
     def dim(self) -> int: ...
 
     def embed(self, texts: Sequence[str]) -> Any: ...
+
+
+@runtime_checkable
+class VectorIndex(Protocol):
+    """Nearest-neighbour search by cosine similarity, in named partitions (one per
+    tier and user, e.g. ``"facts/ada"``). Vectors are L2-normalised float32.
+
+    An index is derived data: SQLite holds the vectors' source (texts and the
+    embedding cache), and the memory rebuilds a partition whenever it drifts.
+    ``persistent`` says whether the index keeps its content across processes
+    (chroma) or must be rebuilt in every process (numpy).
+    """
+
+    @property
+    def persistent(self) -> bool: ...
+
+    def upsert(self, partition: str, ids: Sequence[str], vectors: Any) -> None: ...
+
+    def delete(self, partition: str, ids: Sequence[str]) -> None: ...
+
+    def search(self, partition: str, vector: Any, limit: int) -> list[tuple[str, float]]: ...
+
+    def ids(self, partition: str) -> set[str]: ...
+
+    def drop(self, partition: str) -> None: ...
+
+    def close(self) -> None: ...
 
 
 @runtime_checkable
