@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["FusedScore", "fuse"]
+__all__ = ["FusedScore", "fuse", "dense_relevance", "hybrid_relevance"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,3 +79,24 @@ def fuse(
     if superseded:
         score *= superseded_penalty
     return FusedScore(score, relevance, importance, recency, tier_weight, superseded)
+
+
+def dense_relevance(similarity: float, *, floor: float, ceiling: float) -> float:
+    """Map a cosine similarity onto [0, 1]: ``floor`` and below (unrelated texts) give 0,
+    ``ceiling`` and above (paraphrases) give 1, linear in between.
+
+    >>> dense_relevance(0.5, floor=0.25, ceiling=0.75)
+    0.5
+    >>> dense_relevance(0.1, floor=0.2, ceiling=0.8)
+    0.0
+    """
+    return min(1.0, max(0.0, (similarity - floor) / (ceiling - floor)))
+
+
+def hybrid_relevance(lexical: float, dense: float, *, lexical_weight: float) -> float:
+    """Blend lexical relevance (BM25 over its upper bound) and dense relevance, both in [0, 1].
+
+    >>> hybrid_relevance(0.5, 1.0, lexical_weight=0.5)
+    0.75
+    """
+    return lexical_weight * lexical + (1.0 - lexical_weight) * dense

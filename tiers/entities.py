@@ -27,7 +27,7 @@ import re
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from tiers.partitions import PartitionedIndex
+from tiers.documents import Candidate, DocumentIndex, SearchMode
 from tiers.storage import Scope, Storage, dumps, loads, new_id, recall_filter
 from unified_memory.types import Entity, ExtractedEntity, ExtractedTriple, Triple, utc_from_timestamp
 
@@ -69,7 +69,7 @@ class EntityGraph:
 
     def __init__(self, storage: Storage, *, k1: float = 1.2, b: float = ENTITY_LENGTH_NORMALISATION) -> None:
         self.storage = storage
-        self.index = PartitionedIndex(storage, self._load_documents, k1=k1, b=b)
+        self.index = DocumentIndex(storage, self._load_documents, kind="entities", k1=k1, b=b)
 
     # -- documents ----------------------------------------------------------------------
 
@@ -238,15 +238,16 @@ class EntityGraph:
     # -- reads ----------------------------------------------------------------------------
 
     def search(self, scope: Scope, query: str, want: int, *, since: float | None = None,
-               where: dict[str, Any] | None = None) -> list[tuple[Any, Entity, str]]:
-        """Lexical candidates among the user's entities: ``(match, entity, description)``."""
+               where: dict[str, Any] | None = None, vector: Any = None,
+               mode: SearchMode = "lexical") -> list[tuple[Candidate, Entity, str]]:
+        """Candidates among the user's entities: ``(candidate, entity, description)``."""
         sql, params = recall_filter(scope, where=where, since=since, time_column="last_seen")
-        found = self.index.filtered_search(scope.user_id, query, want, table="entities", columns=_ENTITY_COLUMNS,
-                                           filter_sql=sql, filter_params=params)
+        found = self.index.search(scope.user_id, query, want, table="entities", columns=_ENTITY_COLUMNS,
+                                  filter_sql=sql, filter_params=params, vector=vector, mode=mode)
         out = []
-        for match, row in found:
-            entity = _to_entity(row)
-            out.append((match, entity, row["description"] or self.describe(entity, [])))
+        for candidate in found:
+            entity = _to_entity(candidate.row)
+            out.append((candidate, entity, candidate.row["description"] or self.describe(entity, [])))
         return out
 
     def entities(self, scope: Scope, *, type: str | None = None, limit: int | None = None) -> list[Entity]:

@@ -9,7 +9,7 @@ has left the window and been promoted, so nothing is lost before it is used.
     >>> log = EpisodicLog(Storage(None))
     >>> rows = log.append(Scope("ada"), [Message(role="user", content="I adopted a cat named Miso")],
     ...                   now=0.0, importances=[0.8])
-    >>> [m.key for m in log.index.search("ada", "cat")] == [rows[0].id]
+    >>> [m.key for m in log.index.lexical.search("ada", "cat")] == [rows[0].id]
     True
 """
 
@@ -19,7 +19,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from tiers.partitions import PartitionedIndex
+from tiers.documents import Candidate, DocumentIndex, SearchMode
 from tiers.storage import NO_SCOPE, Scope, Storage, dumps, loads, new_id, recall_filter
 from unified_memory.types import Episode, Message, utc_from_timestamp
 
@@ -85,7 +85,7 @@ class EpisodicLog:
 
     def __init__(self, storage: Storage, *, k1: float = 1.2, b: float = 0.75) -> None:
         self.storage = storage
-        self.index = PartitionedIndex(storage, self._load_documents, k1=k1, b=b)
+        self.index = DocumentIndex(storage, self._load_documents, kind="messages", k1=k1, b=b)
 
     def _load_documents(self, user_id: str) -> Iterable[tuple[str, str]]:
         rows = self.storage.execute(
@@ -121,14 +121,13 @@ class EpisodicLog:
         return logged
 
     def search(self, scope: Scope, query: str, want: int, *, since: float | None = None,
-               where: dict[str, Any] | None = None) -> list[tuple[Any, LoggedMessage, float]]:
-        """Lexical candidates among the user's messages that pass the filters:
-        ``(match, logged message, importance)``."""
+               where: dict[str, Any] | None = None, vector: Any = None,
+               mode: SearchMode = "lexical") -> list[tuple[Candidate, LoggedMessage]]:
+        """Candidates among the user's messages that pass the filters."""
         sql, params = recall_filter(scope, where=where, since=since, time_column="created_at")
-        found = self.index.filtered_search(scope.user_id, query, want, table="messages", columns=_COLUMNS,
-                                           filter_sql=sql, filter_params=params)
-        return [(match, LoggedMessage(row["seq"], row["id"], _to_message(row)), float(row["importance"]))
-                for match, row in found]
+        found = self.index.search(scope.user_id, query, want, table="messages", columns=_COLUMNS, filter_sql=sql,
+                                  filter_params=params, vector=vector, mode=mode)
+        return [(c, LoggedMessage(c.row["seq"], c.row["id"], _to_message(c.row))) for c in found]
 
     def messages_by_seq(self, seqs: Sequence[int]) -> list[LoggedMessage]:
         """Logged messages by position, in log order."""

@@ -30,7 +30,7 @@ import numpy as np
 
 from scoring.decay import recency_array
 from scoring.text import normalize_key
-from tiers.partitions import PartitionedIndex
+from tiers.documents import Candidate, DocumentIndex, SearchMode
 from tiers.storage import Scope, Storage, dumps, loads, new_id, recall_filter
 from unified_memory.types import Fact, utc_from_timestamp
 
@@ -109,7 +109,7 @@ class LongTermFacts:
 
     def __init__(self, storage: Storage, *, k1: float = 1.2, b: float = 0.75) -> None:
         self.storage = storage
-        self.index = PartitionedIndex(storage, self._load_documents, k1=k1, b=b)
+        self.index = DocumentIndex(storage, self._load_documents, kind="facts", k1=k1, b=b)
 
     def _load_documents(self, user_id: str) -> list[tuple[str, str]]:
         rows = self.storage.execute(
@@ -259,15 +259,15 @@ class LongTermFacts:
     # -- reads ----------------------------------------------------------------------------
 
     def search(self, scope: Scope, query: str, want: int, *, since: float | None = None,
-               where: dict[str, Any] | None = None, now: float) -> list[tuple[Any, Fact]]:
-        """Lexical candidates among the user's live facts (active or superseded, not
-        expired) that pass the filters: ``(match, fact)``. ``since`` applies to the
-        last time the fact was stated."""
+               where: dict[str, Any] | None = None, now: float, vector: Any = None,
+               mode: SearchMode = "lexical") -> list[tuple[Candidate, Fact]]:
+        """Candidates among the user's live facts (active or superseded, not expired)
+        that pass the filters. ``since`` applies to the last time the fact was stated."""
         sql, params = recall_filter(scope, where=where, since=since, time_column="updated_at")
         sql += " AND status IN ('active', 'superseded') AND (expires_at IS NULL OR expires_at > ?)"
-        found = self.index.filtered_search(scope.user_id, query, want, table="facts", columns=_COLUMNS,
-                                           filter_sql=sql, filter_params=[*params, now])
-        return [(match, _row_to_fact(row)) for match, row in found]
+        found = self.index.search(scope.user_id, query, want, table="facts", columns=_COLUMNS, filter_sql=sql,
+                                  filter_params=[*params, now], vector=vector, mode=mode)
+        return [(candidate, _row_to_fact(candidate.row)) for candidate in found]
 
     def list(self, scope: Scope, *, include_inactive: bool = False, category: str | None = None,
              limit: int | None = None, order: Literal["time", "importance"] = "time",

@@ -1,4 +1,5 @@
-"""Per-user lexical indexes derived from SQLite, built lazily and kept in step.
+"""Per-user lexical indexes derived from SQLite, built lazily and kept in step
+(the lexical half of :class:`tiers.documents.DocumentIndex`).
 
 Each indexed tier keeps one :class:`~scoring.lexical.LexicalIndex` per user, so
 a query can only ever see that user's documents. An index is built from the
@@ -19,7 +20,7 @@ from collections.abc import Callable, Iterable
 from scoring.lexical import LexicalIndex, LexicalMatch
 from tiers.storage import Storage
 
-__all__ = ["PartitionedIndex"]
+__all__ = ["PartitionedIndex", "Loader"]
 
 Loader = Callable[[str], Iterable[tuple[str, str]]]
 
@@ -86,36 +87,3 @@ class PartitionedIndex:
                 self._parts.clear()
             else:
                 self._parts.pop(user_id, None)
-
-    def filtered_search(
-        self,
-        user_id: str,
-        query: str,
-        want: int,
-        *,
-        table: str,
-        columns: str,
-        filter_sql: str,
-        filter_params: list,
-    ) -> list[tuple[LexicalMatch, dict]]:
-        """The best ``want`` matches whose stored rows pass an SQL filter, with those rows.
-
-        ``table`` must have a unique index ``<table>_id`` on its ``id`` column (forced, so
-        the lookup never degrades to a scan of the user's rows); ``filter_sql`` is a
-        parameterised condition. The search widens until ``want`` rows pass or the
-        matches run out.
-        """
-        size = max(2 * want, 16)
-        while True:
-            matches = self.search(user_id, query, size)
-            rows: dict[str, dict] = {}
-            if matches:
-                marks = ",".join("?" * len(matches))
-                found = self._storage.query(
-                    f"SELECT {columns} FROM {table} INDEXED BY {table}_id WHERE id IN ({marks}) AND {filter_sql}",
-                    [*(m.key for m in matches), *filter_params])
-                rows = {row["id"]: row for row in found}
-            kept = [(m, rows[m.key]) for m in matches if m.key in rows]
-            if len(kept) >= want or len(matches) < size:
-                return kept[:want]
-            size *= 4

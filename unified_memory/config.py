@@ -20,7 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from unified_memory.errors import ConfigError
 
-__all__ = ["MemoryConfig", "RankingConfig", "EvictionConfig", "ContextConfig", "config_error"]
+__all__ = ["MemoryConfig", "RankingConfig", "EvictionConfig", "ContextConfig", "VectorConfig", "config_error"]
 
 
 class _Config(BaseModel):
@@ -41,6 +41,12 @@ class RankingConfig(_Config):
     recency_weight: float = Field(default=0.15, ge=0.0)
     recency_half_life_days: float = Field(default=30.0, gt=0.0)
     superseded_penalty: float = Field(default=0.5, ge=0.0, le=1.0)
+    lexical_weight: float = Field(default=0.5, ge=0.0, le=1.0,
+                                  description="Hybrid retrieval: relevance = w·lexical + (1-w)·dense.")
+    dense_floor: float = Field(default=0.2, ge=-1.0, lt=1.0,
+                               description="Cosine similarity at or below which dense relevance is 0.")
+    dense_ceiling: float = Field(default=0.8, gt=-1.0, le=1.0,
+                                 description="Cosine similarity at or above which dense relevance is 1.")
     entity_name_boost: float = Field(default=1.5, ge=1.0,
                                      description="Multiplies a hit on a typed entity (not a bare thing) whose whole name is in the query.")
     tier_weights: dict[str, float] = Field(
@@ -56,6 +62,8 @@ class RankingConfig(_Config):
             raise ValueError(f"tier_weights has unknown tiers: {sorted(unknown)}")
         if self.base + self.importance_weight + self.recency_weight <= 0:
             raise ValueError("base + importance_weight + recency_weight must be positive")
+        if self.dense_ceiling <= self.dense_floor:
+            raise ValueError("dense_ceiling must be above dense_floor")
         return self
 
 
@@ -102,6 +110,22 @@ class ContextConfig(_Config):
         return self
 
 
+class VectorConfig(_Config):
+    """Where dense vectors are searched (used when retrieval is embedding or hybrid).
+
+    ``numpy``: an exact in-process index rebuilt from the SQLite embedding cache in
+    each process. ``chroma``: a chromadb index — embedded in ``chroma_path`` (default:
+    ``<memory file>.chroma`` beside the SQLite file), or a Chroma server when
+    ``chroma_host`` is set. SQLite stays the source of truth either way.
+    """
+
+    backend: Literal["numpy", "chroma"] = "numpy"
+    chroma_path: str | None = None
+    chroma_host: str | None = None
+    chroma_port: int = Field(default=8000, ge=1, le=65535)
+    chroma_ssl: bool = False
+
+
 class MemoryConfig(_Config):
     """All knobs of a :class:`~unified_memory.UnifiedMemory`.
 
@@ -122,8 +146,9 @@ class MemoryConfig(_Config):
     auto_promote: bool = Field(default=True, description="Promote turns as they leave the window.")
     promote_roles: tuple[Literal["user", "assistant", "system", "tool"], ...] = ("user",)
     context_max_tokens: int = Field(default=4000, ge=1)
-    retrieval: Literal["lexical"] = Field(default="lexical",
-                                          description="Recall method. Embedding and hybrid retrieval arrive with the embeddings extra.")
+    retrieval: Literal["auto", "lexical", "embedding", "hybrid"] = Field(
+        default="auto", description="auto: hybrid when the embeddings extra is installed, else lexical.")
+    vectors: VectorConfig = Field(default_factory=VectorConfig)
     token_counter: Literal["auto", "chars", "tiktoken"] = Field(
         default="auto", description="auto: tiktoken when installed and its encoding is cached offline, else chars/4.")
     tiktoken_encoding: str = "cl100k_base"

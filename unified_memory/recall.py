@@ -19,8 +19,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from scoring.decay import recency
-from scoring.fusion import fuse
+from scoring.fusion import dense_relevance, fuse, hybrid_relevance
 from scoring.text import analyze
+from tiers.documents import Candidate
 from tiers.entities import EntityGraph, entity_importance
 from tiers.episodic import EpisodicLog
 from tiers.long_term import LongTermFacts
@@ -34,10 +35,29 @@ __all__ = ["federated_recall", "TIER_ORDER"]
 TIER_ORDER = {tier: position for position, tier in enumerate(("long_term", "entity", "short_term", "episodic"))}
 
 
-def _hit(tier: str, item_id: str, text: str, *, relevance: float, raw: float, matched: Sequence[str],
-         importance: float, stamp: float | None, now: float, ranking: RankingConfig, superseded: bool = False,
+def _relevance(candidate: Candidate, mode: str, ranking: RankingConfig) -> tuple[float, dict[str, Any]]:
+    """One candidate's relevance in [0, 1] from its lexical and dense scores, with the parts."""
+    match = candidate.lexical
+    lexical = match.relevance if match is not None else 0.0
+    parts: dict[str, Any] = {"bm25": round(match.score, 6) if match else 0.0,
+                             "matched": " ".join(match.matched_terms) if match else ""}
+    if mode == "lexical":
+        return lexical, parts
+    similarity = candidate.dense
+    dense = (dense_relevance(similarity, floor=ranking.dense_floor, ceiling=ranking.dense_ceiling)
+             if similarity is not None else 0.0)
+    parts.update(lexical=round(lexical, 6), dense=round(dense, 6),
+                 cosine=round(similarity, 6) if similarity is not None else None)
+    if mode == "embedding":
+        return dense, parts
+    return hybrid_relevance(lexical, dense, lexical_weight=ranking.lexical_weight), parts
+
+
+def _hit(tier: str, item_id: str, text: str, candidate: Candidate, *, mode: str, importance: float,
+         stamp: float | None, now: float, ranking: RankingConfig, superseded: bool = False,
          metadata: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
     """The fields of one :class:`RecallHit` (built only for the hits that are kept)."""
+    relevance, parts = _relevance(candidate, mode, ranking)
     fresh = recency(age_seconds=now - stamp, half_life_days=ranking.recency_half_life_days) if stamp else 0.0
     # BM25 sums can differ in the last bits between an index built incrementally and one
     # rebuilt from the store; rounding keeps scores (and so ties) stable across reopening.
@@ -45,8 +65,7 @@ def _hit(tier: str, item_id: str, text: str, *, relevance: float, raw: float, ma
                  tier_weight=ranking.tier_weights.get(tier, 1.0), superseded=superseded, base=ranking.base,
                  importance_weight=ranking.importance_weight, recency_weight=ranking.recency_weight,
                  superseded_penalty=ranking.superseded_penalty)
-    components: dict[str, Any] = {**fused.components(), "bm25": round(raw, 6), "matched": " ".join(matched)}
-    components.update(extra)
+    components: dict[str, Any] = {**fused.components(), **parts, **extra}
     return {"id": item_id, "tier": tier, "text": text, "score": round(fused.score, 9), "components": components,
             "metadata": metadata, "created_at": utc_from_timestamp(stamp)}
 
@@ -65,44 +84,50 @@ def federated_recall(
     graph: EntityGraph,
     log: EpisodicLog,
     window: ShortTermWindow,
+    mode: str = "lexical",
+    vector: Any = None,
 ) -> list[RecallHit]:
-    """The ``limit`` best hits for ``query`` over ``tiers``, best first (ties: tier, then id)."""
+    """The ``limit`` best hits for ``query`` over ``tiers``, best first (ties: tier, then id).
+
+    ``mode`` is the retrieval method (``lexical``, ``embedding`` or ``hybrid``);
+    ``vector`` the query's embedding when the mode uses one.
+    """
     want = limit + max(10, limit // 2)  # candidates per tier: importance and recency may reorder them
+    search = {"since": since, "where": where, "vector": vector, "mode": mode}
     hits: list[dict[str, Any]] = []
     if "long_term" in tiers:
-        for match, fact in facts.search(scope, query, want, since=since, where=where, now=now):
+        for candidate, fact in facts.search(scope, query, want, now=now, **search):
             hits.append(_hit(
-                "long_term", fact.id, fact.text, relevance=match.relevance, raw=match.score,
-                matched=match.matched_terms, importance=fact.importance, stamp=fact.updated_at.timestamp(),
-                now=now, ranking=ranking, superseded=fact.status == "superseded", metadata=fact.metadata,
-                extra={"status": fact.status, "category": fact.category,
-                       "valid_to": fact.valid_to.isoformat() if fact.valid_to else None}))
+                "long_term", fact.id, fact.text, candidate, mode=mode, importance=fact.importance,
+                stamp=fact.updated_at.timestamp(), now=now, ranking=ranking, superseded=fact.status == "superseded",
+                metadata=fact.metadata, extra={"status": fact.status, "category": fact.category,
+                                               "valid_to": fact.valid_to.isoformat() if fact.valid_to else None}))
     if "entity" in tiers:
-        for match, entity, description in graph.search(scope, query, want, since=since, where=where):
+        for candidate, entity, description in graph.search(scope, query, want, **search):
             # A query naming a person, place or organisation asks about it; a bare "thing"
             # (an attribute value such as "peanuts") gets no boost over the fact it came from.
             name_terms = set(analyze(entity.name)) if entity.type != "thing" else set()
-            named = bool(name_terms) and name_terms <= set(match.matched_terms)
+            matched = set(candidate.lexical.matched_terms) if candidate.lexical else set()
+            named = bool(name_terms) and name_terms <= matched
             hit = _hit(
-                "entity", entity.id, description, relevance=match.relevance, raw=match.score,
-                matched=match.matched_terms, importance=entity_importance(entity.mention_count),
-                stamp=entity.last_seen.timestamp(), now=now, ranking=ranking, metadata=entity.metadata,
+                "entity", entity.id, description, candidate, mode=mode,
+                importance=entity_importance(entity.mention_count), stamp=entity.last_seen.timestamp(), now=now,
+                ranking=ranking, metadata=entity.metadata,
                 extra={"entity": entity.name, "type": entity.type, "mentions": entity.mention_count,
                        "name_match": named})
             if named:  # the query names this entity: stronger evidence than a word in its relations
                 hit["score"] = round(hit["score"] * ranking.entity_name_boost, 9)
             hits.append(hit)
     if "short_term" in tiers or "episodic" in tiers:
-        found = log.search(scope, query, want, since=since, where=where)
-        window_seqs = window.contains(scope, [logged.seq for _, logged, _ in found])
-        for match, logged, importance in found:
+        found = log.search(scope, query, want, **search)
+        window_seqs = window.contains(scope, [logged.seq for _, logged in found])
+        for candidate, logged in found:
             tier = "short_term" if logged.seq in window_seqs else "episodic"
             if tier not in tiers:
                 continue
             message = logged.message
             hits.append(_hit(
-                tier, logged.id, message.text(), relevance=match.relevance, raw=match.score,
-                matched=match.matched_terms, importance=importance,
+                tier, logged.id, message.text(), candidate, mode=mode, importance=float(candidate.row["importance"]),
                 stamp=message.created_at.timestamp() if message.created_at else None, now=now,
                 ranking=ranking, metadata=message.metadata,
                 extra={"role": message.role, "speaker": message.name, "session_id": message.session_id}))

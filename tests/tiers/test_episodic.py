@@ -26,8 +26,8 @@ def test_log_keeps_messages_verbatim_with_speaker_time_and_metadata():
 
 def test_search_includes_speaker_name_and_filters():
     log, _ = log_with("I love the mountains", "Pottery class today")
-    assert [m.message.content for _, m, _ in log.search(ADA, "Ada mountains", 5)][0] == "I love the mountains"
-    assert [m.message.content for _, m, _ in log.search(ADA, "pottery", 5, where={"n": 1})] == [
+    assert [m.message.content for _, m in log.search(ADA, "Ada mountains", 5)][0] == "I love the mountains"
+    assert [m.message.content for _, m in log.search(ADA, "pottery", 5, where={"n": 1})] == [
         "Pottery class today"]
     assert log.search(ADA, "pottery", 5, where={"n": 0}) == []
     assert log.search(Scope("bob"), "pottery", 5) == []

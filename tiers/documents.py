@@ -1,0 +1,137 @@
+"""A tier's searchable documents: lexical partitions, plus dense ones when embeddings are on.
+
+Every indexed tier (facts, messages, entities) keeps one :class:`DocumentIndex`.
+Writes go to both kinds of partition together; a search asks each for
+candidates, unions them, and keeps those whose stored rows pass the caller's SQL
+filter (user, agent, time, metadata), widening the search until enough pass.
+
+    >>> from tiers.storage import Storage
+    >>> docs = DocumentIndex(Storage(None), lambda user_id: [("d1", "peanut allergy")], kind="facts")
+    >>> docs.lexical.search("default", "peanut")[0].key
+    'd1'
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal, Protocol
+
+from scoring.lexical import LexicalMatch
+from tiers.partitions import Loader, PartitionedIndex
+from tiers.storage import Storage
+
+__all__ = ["DocumentIndex", "Candidate", "DensePartitions", "SearchMode"]
+
+SearchMode = Literal["lexical", "embedding", "hybrid"]
+
+
+class DensePartitions(Protocol):
+    """What a tier needs of its dense partitions (see ``tiers.vectors.PartitionedVectors``)."""
+
+    def add(self, user_id: str, items: Iterable[tuple[str, str]]) -> None: ...
+
+    def remove(self, user_id: str, ids: Iterable[str]) -> None: ...
+
+    def invalidate(self, user_id: str | None = None) -> None: ...
+
+    def search(self, user_id: str, vector: Any, limit: int) -> list[tuple[str, float]]: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    """One document found for a query: its stored row, and how each index scored it
+    (``None`` when that index did not return it)."""
+
+    id: str
+    row: dict[str, Any]
+    lexical: LexicalMatch | None
+    dense: float | None
+
+
+class DocumentIndex:
+    """Lexical (always) and dense (once attached) partitions of one tier."""
+
+    def __init__(self, storage: Storage, loader: Loader, *, kind: str, k1: float = 1.2, b: float = 0.75) -> None:
+        self.storage = storage
+        self.loader = loader
+        self.kind = kind
+        self.lexical = PartitionedIndex(storage, loader, k1=k1, b=b)
+        self.dense: DensePartitions | None = None
+
+    def attach_dense(self, dense: DensePartitions | None) -> None:
+        """Start (or stop, with ``None``) keeping dense partitions for this tier."""
+        self.dense = dense
+
+    def add(self, user_id: str, items: Iterable[tuple[str, str]]) -> None:
+        """Index new or changed documents in every kind of partition."""
+        items = list(items)
+        self.lexical.add(user_id, items)
+        if self.dense is not None and items:
+            self.dense.add(user_id, items)
+
+    def remove(self, user_id: str, keys: Iterable[str]) -> None:
+        """Drop documents from every kind of partition."""
+        keys = list(keys)
+        self.lexical.remove(user_id, keys)
+        if self.dense is not None and keys:
+            self.dense.remove(user_id, keys)
+
+    def invalidate(self, user_id: str | None = None) -> None:
+        """Forget in-memory state so it is rebuilt (or re-checked) from the store."""
+        self.lexical.invalidate(user_id)
+        if self.dense is not None:
+            self.dense.invalidate(user_id)
+
+    def search(
+        self,
+        user_id: str,
+        query: str,
+        want: int,
+        *,
+        table: str,
+        columns: str,
+        filter_sql: str,
+        filter_params: Sequence[Any],
+        vector: Any = None,
+        mode: SearchMode = "lexical",
+    ) -> list[Candidate]:
+        """Up to ``want`` candidates from each index in use whose rows pass ``filter_sql``.
+
+        ``table`` must have a unique index ``<table>_id`` on its ``id`` column (forced,
+        so the lookup never degrades to a scan of the user's rows).
+        """
+        use_lexical = mode in ("lexical", "hybrid")
+        use_dense = mode in ("embedding", "hybrid") and self.dense is not None and vector is not None
+        size = max(2 * want, 16)
+        while True:
+            lexical = self.lexical.search(user_id, query, size) if use_lexical else []
+            dense = self.dense.search(user_id, vector, size) if use_dense else []  # type: ignore[union-attr]
+            rows = self._rows([m.key for m in lexical] + [i for i, _ in dense], table, columns, filter_sql,
+                              filter_params)
+            kept_lexical = [m for m in lexical if m.key in rows][:want]
+            kept_dense = [(i, s) for i, s in dense if i in rows][:want]
+            short = ((len(kept_lexical) < want and len(lexical) == size)
+                     or (len(kept_dense) < want and len(dense) == size))
+            if not short:
+                break
+            size *= 4
+        by_id: dict[str, Candidate] = {}
+        for match in kept_lexical:
+            by_id[match.key] = Candidate(match.key, rows[match.key], match, None)
+        for item_id, similarity in kept_dense:
+            known = by_id.get(item_id)
+            by_id[item_id] = Candidate(item_id, rows[item_id], known.lexical if known else None, similarity)
+        return list(by_id.values())
+
+    def _rows(self, ids: list[str], table: str, columns: str, filter_sql: str,
+              params: Sequence[Any]) -> dict[str, dict[str, Any]]:
+        unique = list(dict.fromkeys(ids))
+        if not unique:
+            return {}
+        marks = ",".join("?" * len(unique))
+        found = self.storage.query(
+            f"SELECT {columns} FROM {table} INDEXED BY {table}_id WHERE id IN ({marks}) AND {filter_sql}",
+            [*unique, *params])
+        return {row["id"]: row for row in found}
+
