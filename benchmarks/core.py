@@ -67,7 +67,7 @@ def percentile(values: list[float], q: float) -> float:
 def run(n_facts: int, n_queries: int, path: Path) -> list[str]:
     lines = []
     facts = synthetic_facts(n_facts)
-    with UnifiedMemory(path, long_term_limit=None, user_id="bench") as mem:
+    with UnifiedMemory(path, long_term_limit=None, user_id="bench", retrieval="lexical") as mem:
         start = time.perf_counter()
         for i in range(0, n_facts, 5000):
             mem.remember_many(facts[i:i + 5000])
@@ -102,7 +102,7 @@ def run(n_facts: int, n_queries: int, path: Path) -> list[str]:
         lines.append(f"context(max_tokens=2000) over {n_facts} facts: p50 {percentile(ctx, 0.5):.2f} ms, "
                      f"p95 {percentile(ctx, 0.95):.2f} ms")
     start = time.perf_counter()
-    with UnifiedMemory(path, long_term_limit=None, user_id="bench") as mem:
+    with UnifiedMemory(path, long_term_limit=None, user_id="bench", retrieval="lexical") as mem:
         mem.recall("vintage bicycles in Lisbon")
     lines.append(f"reopen + first recall (rebuilds the index from SQLite): {time.perf_counter() - start:.2f} s")
     return lines

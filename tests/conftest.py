@@ -37,3 +37,14 @@ def mem(clock):
 @pytest.fixture
 def db_path(tmp_path):
     return tmp_path / "memory.db"
+
+
+@pytest.fixture(autouse=True)
+def lexical_by_default(request, monkeypatch):
+    """``retrieval="auto"`` resolves to lexical in tests unless a test is marked
+    ``embeddings``: unit tests stay fast and exact; tests that want dense retrieval
+    pass an embedder or carry the mark (and then get the real bundled model)."""
+    if request.node.get_closest_marker("embeddings") is None:
+        import unified_memory.retrieval
+
+        monkeypatch.setattr(unified_memory.retrieval, "embeddings_available", lambda: False)

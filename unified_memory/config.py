@@ -124,6 +124,8 @@ class VectorConfig(_Config):
     chroma_host: str | None = None
     chroma_port: int = Field(default=8000, ge=1, le=65535)
     chroma_ssl: bool = False
+    chroma_ef_search: int = Field(default=200, ge=10, description="HNSW search breadth of new chroma "
+                                  "collections: higher finds more true neighbours, a little slower.")
 
 
 class MemoryConfig(_Config):

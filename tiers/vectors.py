@@ -1,0 +1,308 @@
+"""Dense vectors derived from SQLite: an embedding cache, an exact in-process index,
+and per-user dense partitions kept in step with the store.
+
+* :class:`EmbeddingCache` — vectors keyed by (user, model, sha256 of the text) in
+  the ``embeddings`` table, so a text is embedded once, ever, per user and model.
+* :class:`NumpyVectorIndex` — an exact cosine index (a float32 matrix per partition;
+  defined in :mod:`tiers.numpy_index`, re-exported here).
+* :class:`PartitionedVectors` — the dense twin of :class:`tiers.partitions.PartitionedIndex`.
+
+    >>> from scoring.embeddings import HashingEmbedder
+    >>> from tiers.storage import Storage
+    >>> store = Storage(None)
+    >>> cache = EmbeddingCache(store, HashingEmbedder(64))
+    >>> dense = PartitionedVectors(store, lambda user: [("f1", "allergic to peanuts"), ("f2", "I love jazz")],
+    ...                            cache, NumpyVectorIndex(), "facts")
+    >>> [key for key, _ in dense.search("ada", cache.query_vector("peanut allergy"), 1)]
+    ['f1']
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Sequence
+
+import numpy as np
+
+from tiers.numpy_index import NumpyVectorIndex
+from tiers.storage import Storage
+from unified_memory.errors import invalid, wrong_type
+from unified_memory.protocols import Embedder, VectorIndex
+
+__all__ = ["content_hash", "EmbeddingCache", "NumpyVectorIndex", "PartitionedVectors"]
+
+Loader = Callable[[str], Iterable[tuple[str, str]]]
+_CHUNK = 500  # hashes per SELECT ... IN (...)
+_SCAN_FROM = 5000  # from this many distinct texts, read the user's cached vectors in one scan
+
+
+def content_hash(text: str) -> str:
+    """The sha256 hex digest of a text's UTF-8 bytes (the embedding cache key).
+
+    >>> content_hash("hi")[:16]
+    '8f434346648f6b96'
+    """
+    if not isinstance(text, str):
+        raise wrong_type("text", "str", text)
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+class EmbeddingCache:
+    """Embeds texts through the ``embeddings`` table: cached vectors are read back,
+    only the missing distinct texts are embedded (one batched call) and stored.
+
+    Counters: ``embedded`` (texts sent to the embedder), ``cache_hits`` (distinct
+    texts found in the table), ``embed_calls`` (calls of the embedder).
+
+    >>> from scoring.embeddings import HashingEmbedder
+    >>> from tiers.storage import Storage
+    >>> cache = EmbeddingCache(Storage(None), HashingEmbedder(32))
+    >>> cache.vectors("ada", ["hi", "hi", "bye"]).shape, cache.embedded
+    ((3, 32), 2)
+    >>> _ = cache.vectors("ada", ["bye"]); cache.embedded, cache.cache_hits
+    (2, 1)
+    """
+
+    def __init__(self, storage: Storage, embedder: Embedder, *, query_cache_size: int = 256) -> None:
+        self.storage = storage
+        self.embedder = embedder
+        self.embedded = 0
+        self.cache_hits = 0
+        self.embed_calls = 0
+        self._queries: OrderedDict[str, np.ndarray] = OrderedDict()
+        self._query_cache_size = query_cache_size
+        self._lock = threading.Lock()
+
+    @property
+    def model(self) -> str:
+        """The embedder's name: the cache key's model part."""
+        return self.embedder.name
+
+    def _embed(self, texts: list[str], dim: int) -> np.ndarray:
+        vectors = np.ascontiguousarray(self.embedder.embed(texts), dtype=np.float32)
+        if vectors.shape != (len(texts), dim):
+            raise invalid("embedder", f"returned shape {vectors.shape}, expected {(len(texts), dim)}")
+        with self._lock:
+            self.embed_calls += 1
+            self.embedded += len(texts)
+        return vectors
+
+    def _read(self, user_id: str, hashes: list[str], dim: int) -> dict[str, bytes]:
+        found: dict[str, bytes] = {}
+        select = "SELECT content_hash, dim, vector FROM embeddings WHERE user_id = ? AND model = ?"
+        with self.storage.lock:
+            if len(hashes) >= _SCAN_FROM:  # one range scan beats many random lookups
+                wanted = set(hashes)
+                batches: Iterable = [(row for row in self.storage.execute(select, [user_id, self.model])
+                                      if row[0] in wanted)]
+            else:  # sorted keys: neighbouring lookups share pages
+                ordered = sorted(hashes)
+                batches = (self.storage.execute(
+                    f"{select} AND content_hash IN ({','.join('?' * len(chunk))})",
+                    [user_id, self.model, *chunk]).fetchall()
+                    for chunk in (ordered[i:i + _CHUNK] for i in range(0, len(ordered), _CHUNK)))
+            for rows in batches:
+                for key, stored_dim, blob in rows:
+                    if stored_dim == dim and len(blob) == 4 * dim:  # else: stale, re-embed
+                        found[key] = bytes(blob)
+        return found
+
+    def vectors(self, user_id: str, texts: Sequence[str]) -> np.ndarray:
+        """Vectors of ``texts`` in order, shape ``(len(texts), dim)``, float32."""
+        if isinstance(texts, str):
+            raise wrong_type("texts", "a sequence of str", texts)
+        texts = list(texts)
+        dim = self.embedder.dim
+        hashes = [content_hash(text) for text in texts]
+        text_of = dict(zip(hashes, texts, strict=True))
+        found = self._read(user_id, list(text_of), dim)
+        with self._lock:
+            self.cache_hits += len(found)
+        missing = [key for key in text_of if key not in found]
+        if missing:
+            new = self._embed([text_of[key] for key in missing], dim)
+            rows = sorted((user_id, self.model, key, dim, new[i].tobytes()) for i, key in enumerate(missing))
+            with self.storage.atomic():
+                self.storage.executemany(
+                    "INSERT OR REPLACE INTO embeddings(user_id, model, content_hash, dim, vector) "
+                    "VALUES (?, ?, ?, ?, ?)", rows)
+            found.update((row[2], row[4]) for row in rows)
+        data = bytearray(b"".join([found[key] for key in hashes]))
+        return np.frombuffer(data, dtype=np.float32).reshape(len(texts), dim)
+
+    def query_vector(self, text: str) -> np.ndarray:
+        """The vector of a query, shape ``(dim,)``: embedded directly (not stored),
+        with the last ``query_cache_size`` queries remembered in memory."""
+        if not isinstance(text, str):
+            raise wrong_type("query", "str", text)
+        with self._lock:
+            hit = self._queries.get(text)
+            if hit is not None:
+                self._queries.move_to_end(text)
+                return hit
+        vector = self._embed([text], self.embedder.dim)[0]
+        vector.setflags(write=False)
+        with self._lock:
+            self._queries[text] = vector
+            while len(self._queries) > self._query_cache_size:
+                self._queries.popitem(last=False)
+        return vector
+
+    def delete_user(self, user_id: str) -> int:
+        """Forget every cached vector of a user (all models); returns how many."""
+        with self.storage.atomic():
+            return self.storage.execute("DELETE FROM embeddings WHERE user_id = ?", [user_id]).rowcount
+
+    def prune(self, user_id: str, keep: Iterable[str]) -> int:
+        """Delete this model's cached vectors of a user except those of the texts in
+        ``keep``; returns how many were deleted."""
+        live = {content_hash(text) for text in keep}
+        with self.storage.atomic():
+            stored = [row[0] for row in self.storage.execute(
+                "SELECT content_hash FROM embeddings WHERE user_id = ? AND model = ?", [user_id, self.model])]
+            dead = [(user_id, self.model, key) for key in stored if key not in live]
+            self.storage.executemany(
+                "DELETE FROM embeddings WHERE user_id = ? AND model = ? AND content_hash = ?", dead)
+        return len(dead)
+
+
+
+class PartitionedVectors:
+    """Dense partitions of one tier (``kind``: "facts", "messages", "entities"), one per
+    user (``"<kind>/<user_id>"``), derived from the store by ``loader(user_id)``.
+
+    Each document is held in the index under ``"<id>|<fingerprint of model and
+    text>"``, so the index's own ids tell what it holds: :meth:`ensure` compares them
+    with the store and repairs the difference (deletes stale entries, embeds —
+    through the cache — and adds missing ones). It runs once per process and user,
+    and again after another connection commits (``PRAGMA data_version``). A
+    non-persistent index is thus filled on first use; a persistent one is only
+    repaired where it drifted. Searches return plain ids, best first.
+
+    >>> from scoring.embeddings import HashingEmbedder
+    >>> from tiers.storage import Storage
+    >>> store = Storage(None)
+    >>> cache = EmbeddingCache(store, HashingEmbedder(64))
+    >>> dense = PartitionedVectors(store, lambda user: [], cache, NumpyVectorIndex(), "facts")
+    >>> dense.ensure("ada"); dense.add("ada", [("f1", "my sister lives in Lisbon")])
+    >>> dense.search("ada", cache.query_vector("Lisbon"), 5)[0][0], dense.search("bob", cache.query_vector("Lisbon"), 5)
+    ('f1', [])
+    """
+
+    def __init__(self, storage: Storage, loader: Loader, cache: EmbeddingCache, index: VectorIndex,
+                 kind: str) -> None:
+        if not isinstance(kind, str) or not kind or "/" in kind:
+            raise invalid("kind", f"must be a non-empty str without '/', got {kind!r}")
+        self.storage = storage
+        self.cache = cache
+        self.index = index
+        self.kind = kind
+        self._loader = loader
+        self._keys: dict[str, dict[str, str]] = {}  # user -> id -> index key, for synced users
+        self._data_version = storage.data_version()
+
+    def partition(self, user_id: str) -> str:
+        """The index partition of a user: ``"<kind>/<user_id>"``."""
+        return f"{self.kind}/{user_id}"
+
+    def _key(self, item_id: str, text: str) -> str:
+        digest = hashlib.blake2b(f"{self.cache.model}\x00{text}".encode("utf-8", "surrogatepass"),
+                                 digest_size=8).hexdigest()
+        return f"{item_id}|{digest}"
+
+    def _sync(self) -> None:
+        version = self.storage.data_version()
+        if version != self._data_version:  # another connection committed
+            self._keys.clear()
+            self._data_version = version
+
+    def _put(self, user_id: str, keys: dict[str, str], items: dict[str, str]) -> None:
+        """Upsert ``items`` (id -> text) not already held under the same key."""
+        fresh = {item_id: self._key(item_id, text) for item_id, text in items.items()}
+        fresh = {item_id: key for item_id, key in fresh.items() if keys.get(item_id) != key}
+        if not fresh:
+            return
+        name = self.partition(user_id)
+        stale = [keys[item_id] for item_id in fresh if item_id in keys]
+        if stale:
+            self.index.delete(name, stale)
+        vectors = self.cache.vectors(user_id, [items[item_id] for item_id in fresh])
+        self.index.upsert(name, list(fresh.values()), vectors)
+        keys.update(fresh)
+
+    def ensure(self, user_id: str) -> None:
+        """Bring the user's partition in step with the store, if not done since the
+        last commit by another connection."""
+        with self.storage.lock:
+            self._sync()
+            if user_id in self._keys:
+                return
+            docs = dict(self._loader(user_id))
+            want = {item_id: self._key(item_id, text) for item_id, text in docs.items()}
+            name = self.partition(user_id)
+            have = self.index.ids(name)
+            stale = have - set(want.values())
+            if stale:
+                self.index.delete(name, sorted(stale))
+            keys = {item_id: key for item_id, key in want.items() if key in have}
+            self._put(user_id, keys, docs)
+            self._keys[user_id] = keys
+
+    def _loaded(self, user_id: str) -> dict[str, str] | None:
+        self._sync()
+        keys = self._keys.get(user_id)
+        if keys is None and self.index.persistent:  # keep a persistent index exact
+            self.ensure(user_id)
+            keys = self._keys[user_id]
+        return keys
+
+    def add(self, user_id: str, items: Iterable[tuple[str, str]]) -> None:
+        """Index new or changed documents (a non-persistent partition not built yet
+        is left alone: it is built from the store on first use)."""
+        with self.storage.lock:
+            keys = self._loaded(user_id)
+            if keys is not None:
+                self._put(user_id, keys, dict(items))
+
+    def remove(self, user_id: str, ids: Iterable[str]) -> None:
+        """Drop documents from the user's partition."""
+        with self.storage.lock:
+            keys = self._loaded(user_id)
+            if keys is not None:
+                stale = [keys.pop(item_id) for item_id in ids if item_id in keys]
+                if stale:
+                    self.index.delete(self.partition(user_id), stale)
+
+    def search(self, user_id: str, vector: object, limit: int) -> list[tuple[str, float]]:
+        """The user's ``limit`` documents most similar to ``vector``: ``[(id, cosine)]``."""
+        self.ensure(user_id)
+        hits = self.index.search(self.partition(user_id), vector, limit)
+        return [(key.rpartition("|")[0], score) for key, score in hits]
+
+    def rebuild(self, user_id: str) -> None:
+        """Drop the user's partition and rebuild it from the store (vectors from the cache)."""
+        with self.storage.lock:
+            self.index.drop(self.partition(user_id))
+            self._keys.pop(user_id, None)
+            self.ensure(user_id)
+
+    def rebuild_all(self, user_ids: Iterable[str]) -> None:
+        """:meth:`rebuild` each of these users."""
+        for user_id in user_ids:
+            self.rebuild(user_id)
+
+    def drop(self, user_id: str) -> None:
+        """Delete the user's partition from the index (the embedding cache is kept)."""
+        with self.storage.lock:
+            self.index.drop(self.partition(user_id))
+            self._keys.pop(user_id, None)
+
+    def invalidate(self, user_id: str | None = None) -> None:
+        """Forget what is known to be in step, so the next use re-checks against the store."""
+        with self.storage.lock:
+            if user_id is None:
+                self._keys.clear()
+            else:
+                self._keys.pop(user_id, None)
