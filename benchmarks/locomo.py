@@ -23,6 +23,7 @@ path and never copied into the repository.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import platform
@@ -143,6 +144,7 @@ def run_memory(samples: list[Sample], retrieval: str, sessions: str) -> Scores:
     for sample_id, turns, questions in samples:
         start = time.perf_counter()
         mem = build_memory(sample_id, turns, retrieval, sessions)
+        mem.recall("hello", limit=1)  # warm-up: derived indexes (e.g. in-memory vectors) build on first use
         scores.ingest_seconds += time.perf_counter() - start
         with mem:
             for q in questions:
@@ -298,16 +300,21 @@ def table(results: dict[str, dict]) -> str:
 
 
 def library_version() -> str:
-    """The repository's commit, marked when the working tree has uncommitted changes."""
-    def git(*cmd: str) -> str:
-        return subprocess.run(["git", *cmd], cwd=Path(__file__).parent, capture_output=True, text=True).stdout.strip()
+    """The repository's commit (marked when the tree has uncommitted changes) and a hash of the
+    library's sources, so a report says which code it measured."""
+    root = Path(__file__).resolve().parents[1]
+    sources = sorted(p for package in ("unified_memory", "tiers", "scoring") for p in (root / package).rglob("*.py"))
+    digest = hashlib.sha256(b"".join(p.read_bytes() for p in sources)).hexdigest()[:10]
     try:
-        return (git("rev-parse", "--short", "HEAD") or "unknown") + (" + uncommitted changes" if git("status", "--porcelain") else "")
+        git = [subprocess.run(["git", *cmd], cwd=root, capture_output=True, text=True).stdout.strip()
+               for cmd in (["rev-parse", "--short", "HEAD"], ["status", "--porcelain", "unified_memory", "tiers", "scoring"])]
     except OSError:
-        return "unknown"
+        git = ["unknown", ""]
+    return f"git {git[0] or 'unknown'}{' + uncommitted changes' if git[1] else ''}, sources {digest}"
 
 
-def report(args: argparse.Namespace, results: dict[str, dict], skipped: dict[str, str]) -> tuple[str, bool]:
+def report(args: argparse.Namespace, results: dict[str, dict], skipped: dict[str, str],
+           version: str) -> tuple[str, bool]:
     """The markdown report (command, date, machine, table, notes) and whether a context overflowed."""
     largest = max((s.get("max_context_tokens", 0) for s in results.values()), default=0)
     counts = next(iter(results.values()))["questions"] if results else {}
@@ -317,13 +324,15 @@ def report(args: argparse.Namespace, results: dict[str, dict], skipped: dict[str
              f"Baselines index each turn as {doc}; RRF reuses the MiniLM embeddings of the dense row, "
              "so its ingest time excludes encoding."]
     notes += [f"Skipped {n}: {why}" for n, why in skipped.items()]
+    if library_version() != version:
+        notes.append(f"WARNING: the library changed during the run (now {library_version()}).")
     text = "\n\n".join([
         "# LoCoMo retrieval benchmark",
         f"Command: `python {' '.join([Path(sys.argv[0]).as_posix(), *sys.argv[1:]])}`",
         f"Machine: {platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}, "
-        f"{datetime.now().date().isoformat()}; library at git {library_version()}",
+        f"{datetime.now().date().isoformat()}; library at {version}",
         "Turn-level evidence recall (fraction of a question's evidence turns among the top-k hits), "
-        "mean over questions; ingest = building the memory or index for all conversations; "
+        "mean over questions; ingest = building the memory (and one warm-up recall) or index for all conversations; "
         "p50/p95 = one query (recall(limit=10) for UnifiedMemory, a top-20 ranking for baselines).",
         table(results), "\n".join(f"- {n}" for n in notes)]) + "\n"
     return text, largest > CONTEXT_TOKENS
@@ -344,6 +353,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", type=Path, default=None, help="also write the numbers as JSON here")
     args = parser.parse_args(argv)
 
+    version = library_version()
     samples = []
     for sample in json.loads(args.path.read_text(encoding="utf-8"))[: args.conversations]:
         turns = load_turns(sample)
@@ -368,7 +378,7 @@ def main(argv: list[str] | None = None) -> int:
         results[name] = summary(run_baseline(name, samples, encoder, dates=not args.no_dates))
         print(f"{name}: R@10 {results[name]['recall']['R@10']['overall']:.3f}", file=sys.stderr)
 
-    text, overflow = report(args, results, skipped)
+    text, overflow = report(args, results, skipped, version)
     print(text)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(text, encoding="utf-8")

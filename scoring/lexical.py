@@ -13,9 +13,12 @@ Scoring, with ``N`` live documents, ``df`` the live documents holding the term,
                  idf(t) · tf·(k1+1) / (tf + k1·(1 - b + b·dl/avgdl))
 
 A repeated query word counts once. ``relevance`` divides the score by the
-query's upper bound ``Σ idf(t)·(k1+1)`` over the query terms present in at least
-one live document (the limit of the score as tf grows), so it lies in [0, 1]; a
-single-term match with tf = 1 in a document of average length gets 1/(k1+1).
+query's upper bound ``Σ idf(t)·(k1+1)`` (the limit of the score as tf grows) over
+all distinct query terms, where a term that no live document holds counts with
+the idf of a term in no document. So relevance lies in [0, 1] and says how much
+of the query a document answers: a document matching only a query's common word
+(a speaker's name, say) stays low, in every index. A one-term query matched with
+tf = 1 in a document of average length gets 1/(k1+1).
 
 Layout: documents get append-only integer *slots* (a re-added key gets a new
 one). Postings live in a *sealed* segment (per-term slices of slot and tf
@@ -302,9 +305,13 @@ class LexicalIndex:
         slot_parts: list[np.ndarray] = []
         weight_parts: list[np.ndarray] = []
         bound = 0.0
+        # A query term no live document holds still counts in the bound, at the idf of a
+        # term in no document: matching only the common words of a query is weak evidence.
+        absent_bound = math.log(1.0 + (n_live + 0.5) / 0.5) * (k1 + 1.0)
         for term in dict.fromkeys(self._analyzer(query)):
             tid = self._vocab.get(term)
             if tid is None:
+                bound += absent_bound
                 continue
             slots, tfs = self._postings(tid)
             alive = self._alive[slots]
@@ -312,6 +319,7 @@ class LexicalIndex:
                 slots, tfs = slots[alive], tfs[alive]
             df = len(slots)
             if not df:
+                bound += absent_bound
                 continue
             idf = math.log(1.0 + (n_live - df + 0.5) / (df + 0.5))
             tf = tfs.astype(np.float64)

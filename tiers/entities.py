@@ -108,7 +108,8 @@ class EntityGraph:
         return f"{text}: {'; '.join(lines)}" if lines else text
 
     @staticmethod
-    def index_text(entity: Entity, relations: Sequence[tuple[str, str, str, bool]]) -> str:
+    def index_text(entity: Entity, relations: Sequence[tuple[str, str, str, bool]], *,
+                   selves: frozenset[str] | set[str] = frozenset()) -> str:
         """What the lexical index sees of an entity: name, type, attributes, and its
         relations without repeating its own name (so a fact stating the same thing is
         not outranked by the entity for sheer repetition).
@@ -119,7 +120,10 @@ class EntityGraph:
         'Maria person lives in Lisbon'
         """
         parts = [entity.name, entity.type, *(f"{k} {v}" for k, v in sorted(entity.attributes.items()))]
-        parts += [f"{p} {o}" if is_subject else f"{s} {p}" for s, p, o, is_subject in relations]
+        for subject, predicate, obj, is_subject in relations:
+            other = obj if is_subject else subject
+            named = "" if other.casefold() in selves else other
+            parts.append(f"{predicate} {named}".strip() if is_subject else f"{named} {predicate}".strip())
         return " ".join(dict.fromkeys(parts))
 
     def _refresh(self, user_id: str, entity_ids: Iterable[str]) -> None:
@@ -129,14 +133,25 @@ class EntityGraph:
         if not ids:
             return
         marks = ",".join("?" * len(ids))
-        rows = [r for r in self.storage.query(f"SELECT {_ENTITY_COLUMNS} FROM entities WHERE id IN ({marks})", ids)
-                if r["norm_name"] != USER_ENTITY]
+        rows = self.storage.query(f"SELECT {_ENTITY_COLUMNS} FROM entities WHERE id IN ({marks})", ids)
         relations = self._relations([r["id"] for r in rows])
         entities = {r["id"]: _to_entity(r) for r in rows}
-        docs = {i: self.index_text(entities[i], relations[i]) for i in entities}
+        selves = self._selves(user_id)
+        # The user (and speakers, "relation: self") are in nearly every relation: indexing
+        # them, or their names in others' documents, would make every query naming them match.
+        docs = {i: None if e.name.casefold() in selves else self.index_text(e, relations[i], selves=selves)
+                for i, e in entities.items()}
         self.storage.executemany("UPDATE entities SET description = ?, doc = ? WHERE id = ?",
                                  [[self.describe(entities[i], relations[i]), docs[i], i] for i in entities])
-        self.index.add(user_id, list(docs.items()))
+        self.index.remove(user_id, [i for i, doc in docs.items() if doc is None])
+        self.index.add(user_id, [(i, doc) for i, doc in docs.items() if doc is not None])
+
+    def _selves(self, user_id: str) -> set[str]:
+        """Case-folded names of the user entity and of speakers ("relation: self")."""
+        rows = self.storage.execute(
+            "SELECT name FROM entities WHERE user_id = ? AND (norm_name = ? OR "
+            "json_extract(attributes, '$.relation') = 'self')", [user_id, USER_ENTITY]).fetchall()
+        return {row[0].casefold() for row in rows} | {USER_ENTITY}
 
     def _load_documents(self, user_id: str) -> Iterable[tuple[str, str]]:
         rows = self.storage.execute(

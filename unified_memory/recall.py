@@ -55,7 +55,7 @@ def _relevance(candidate: Candidate, mode: str, ranking: RankingConfig) -> tuple
 
 def _hit(tier: str, item_id: str, text: str, candidate: Candidate, *, mode: str, importance: float,
          stamp: float | None, now: float, ranking: RankingConfig, superseded: bool = False,
-         metadata: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
+         metadata: dict[str, Any], extra: dict[str, Any], source: str | None = None) -> dict[str, Any]:
     """The fields of one :class:`RecallHit` (built only for the hits that are kept)."""
     relevance, parts = _relevance(candidate, mode, ranking)
     fresh = recency(age_seconds=now - stamp, half_life_days=ranking.recency_half_life_days) if stamp else 0.0
@@ -67,7 +67,7 @@ def _hit(tier: str, item_id: str, text: str, candidate: Candidate, *, mode: str,
                  superseded_penalty=ranking.superseded_penalty)
     components: dict[str, Any] = {**fused.components(), **parts, **extra}
     return {"id": item_id, "tier": tier, "text": text, "score": round(fused.score, 9), "components": components,
-            "metadata": metadata, "created_at": utc_from_timestamp(stamp)}
+            "metadata": metadata, "created_at": utc_from_timestamp(stamp), "_source": source or item_id}
 
 
 def federated_recall(
@@ -99,6 +99,7 @@ def federated_recall(
         for candidate, fact in facts.search(scope, query, want, now=now, **search):
             hits.append(_hit(
                 "long_term", fact.id, fact.text, candidate, mode=mode, importance=fact.importance,
+                source=fact.source_message_ids[0] if fact.source_message_ids else fact.id,
                 stamp=fact.updated_at.timestamp(), now=now, ranking=ranking, superseded=fact.status == "superseded",
                 metadata=fact.metadata, extra={"status": fact.status, "category": fact.category,
                                                "valid_to": fact.valid_to.isoformat() if fact.valid_to else None}))
@@ -132,4 +133,17 @@ def federated_recall(
                 ranking=ranking, metadata=message.metadata,
                 extra={"role": message.role, "speaker": message.name, "session_id": message.session_id}))
     hits.sort(key=lambda h: (-h["score"], TIER_ORDER[h["tier"]], h["id"]))
-    return [RecallHit(**fields) for fields in hits[:limit]]
+    return [RecallHit(**fields) for fields in _one_per_source(hits)[:limit]]
+
+
+def _one_per_source(hits: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Diversity: facts promoted from one turn say what the turn says, so only the best
+    of a turn and the facts derived from it is kept (the others would crowd the top-k)."""
+    seen: set[str] = set()
+    kept = []
+    for hit in hits:
+        source = hit.pop("_source")
+        if source not in seen:
+            seen.add(source)
+            kept.append(hit)
+    return kept

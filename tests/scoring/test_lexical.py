@@ -23,6 +23,7 @@ def bm25_reference(docs, query, k1=1.2, b=0.75, analyzer=analyze):
     for term in dict.fromkeys(analyzer(query)):
         df = sum(term in t for t in terms.values())
         if df == 0:
+            bound += math.log(1 + (n + 0.5) / 0.5) * (k1 + 1)
             continue
         idf = math.log(1 + (n - df + 0.5) / (df + 0.5))
         bound += idf * (k1 + 1)
