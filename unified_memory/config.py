@@ -41,9 +41,9 @@ class RankingConfig(_Config):
     recency_weight: float = Field(default=0.15, ge=0.0)
     recency_half_life_days: float = Field(default=30.0, gt=0.0)
     superseded_penalty: float = Field(default=0.5, ge=0.0, le=1.0)
-    lexical_weight: float = Field(default=0.5, ge=0.0, le=1.0,
+    lexical_weight: float = Field(default=0.75, ge=0.0, le=1.0,
                                   description="Hybrid retrieval: relevance = w·lexical + (1-w)·dense.")
-    dense_floor: float = Field(default=0.2, ge=-1.0, lt=1.0,
+    dense_floor: float = Field(default=0.3, ge=-1.0, lt=1.0,
                                description="Cosine similarity at or below which dense relevance is 0.")
     dense_ceiling: float = Field(default=0.8, gt=-1.0, le=1.0,
                                  description="Cosine similarity at or above which dense relevance is 1.")
