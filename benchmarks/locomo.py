@@ -324,8 +324,11 @@ def report(args: argparse.Namespace, results: dict[str, dict], skipped: dict[str
              f"Baselines index each turn as {doc}; RRF reuses the MiniLM embeddings of the dense row, "
              "so its ingest time excludes encoding."]
     notes += [f"Skipped {n}: {why}" for n, why in skipped.items()]
-    if library_version() != version:
-        notes.append(f"WARNING: the library changed during the run (now {library_version()}).")
+    now = library_version()
+    if now.split("sources ")[-1] != version.split("sources ")[-1]:
+        notes.append(f"WARNING: the library's sources changed during the run (now {now}).")
+    elif now != version:
+        notes.append(f"The same sources were committed during the run: {now}.")
     text = "\n\n".join([
         "# LoCoMo retrieval benchmark",
         f"Command: `python {' '.join([Path(sys.argv[0]).as_posix(), *sys.argv[1:]])}`",

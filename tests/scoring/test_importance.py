@@ -5,7 +5,6 @@ from __future__ import annotations
 import doctest
 import math
 import re
-import time
 
 import pytest
 from hypothesis import given, settings
@@ -257,15 +256,6 @@ def test_any_text_scores_a_float_in_unit_interval(text):
 def test_any_mix_of_real_phrases_scores_in_unit_interval(parts):
     value = score_importance(" ".join(parts))
     assert 0.0 <= value <= 1.0
-
-
-def test_fast_enough_for_every_message():
-    texts = [f"{t} {i}" for i, t in enumerate((POSITIVE + NEGATIVE) * 40)]
-    start = time.perf_counter()
-    for text in texts:
-        score_importance(text)
-    rate = len(texts) / (time.perf_counter() - start)
-    assert rate > 5000, f"{rate:.0f} texts/s"  # ~25k/s on a quiet machine; loose bound for busy CI
 
 
 def test_docstring_examples_run():
