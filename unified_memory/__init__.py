@@ -21,7 +21,7 @@ from __future__ import annotations
 from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
-from unified_memory.config import ContextConfig, EvictionConfig, MemoryConfig, RankingConfig
+from unified_memory.config import ContextConfig, EvictionConfig, MemoryConfig, RankingConfig, VectorConfig
 from unified_memory.errors import (
     ClosedError,
     ConfigError,
@@ -62,16 +62,17 @@ _LAZY = {
     "ImportanceScorer": "unified_memory.protocols",
     "LLM": "unified_memory.protocols",
     "TokenCounter": "unified_memory.protocols",
+    "VectorIndex": "unified_memory.protocols",
 }
 
 __all__ = [
-    "UnifiedMemory", "MemoryConfig", "RankingConfig", "EvictionConfig", "ContextConfig",
+    "UnifiedMemory", "MemoryConfig", "RankingConfig", "EvictionConfig", "ContextConfig", "VectorConfig",
     "Message", "Fact", "Entity", "Triple", "Episode", "RecallHit", "ContextBlock", "SectionUsage", "MemoryStats",
     "ExtractedFact", "ExtractedEntity", "ExtractedTriple", "Extraction",
     "UnifiedMemoryError", "MemoryValueError", "MemoryTypeError", "ConfigError", "NotFoundError",
     "StorageError", "ClosedError", "DependencyError",
     "RuleExtractor", "HeuristicImportanceScorer", "score_importance", "assess_importance", "make_token_counter",
-    "Embedder", "Extractor", "ImportanceScorer", "LLM", "TokenCounter",
+    "Embedder", "Extractor", "ImportanceScorer", "LLM", "TokenCounter", "VectorIndex",
     "__version__",
 ]
 
@@ -79,7 +80,7 @@ if TYPE_CHECKING:
     from scoring.importance import HeuristicImportanceScorer, assess_importance, score_importance
     from unified_memory.extraction import RuleExtractor
     from unified_memory.memory import UnifiedMemory
-    from unified_memory.protocols import LLM, Embedder, Extractor, ImportanceScorer, TokenCounter
+    from unified_memory.protocols import LLM, Embedder, Extractor, ImportanceScorer, TokenCounter, VectorIndex
     from unified_memory.tokens import make_token_counter
 
 
