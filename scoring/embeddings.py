@@ -28,6 +28,7 @@ from typing import Any
 
 import numpy as np
 
+from scoring.checks import check_int, check_str_list
 from scoring.text import analyze
 from unified_memory.errors import DependencyError, invalid, wrong_type
 
@@ -42,14 +43,9 @@ INSTALL_HINT = ('install the embeddings extra: pip install torch==2.13.0 && '
                 'pip install "unified-memory[embeddings]"')
 
 
-def _texts(texts: Sequence[str]) -> list[str]:
-    if isinstance(texts, str | bytes):
-        raise wrong_type("texts", "a sequence of str", texts)
-    texts = list(texts)
-    for text in texts:
-        if not isinstance(text, str):
-            raise wrong_type("texts[]", "str", text)
-    return texts
+def _check_name(name: str | None) -> None:
+    if name is not None and (not isinstance(name, str) or not name):
+        raise invalid("name", f"must be a non-empty str, got {name!r}")
 
 
 def _have(module: str) -> bool:
@@ -102,12 +98,8 @@ class SentenceTransformerEmbedder:
                  batch_size: int = 64, name: str | None = None) -> None:
         if model is not None and not isinstance(model, str | os.PathLike):
             raise wrong_type("model", "str, path or None", model)
-        if isinstance(batch_size, bool) or not isinstance(batch_size, int):
-            raise wrong_type("batch_size", "int", batch_size)
-        if batch_size < 1:
-            raise invalid("batch_size", f"must be at least 1, got {batch_size}")
-        if name is not None and (not isinstance(name, str) or not name):
-            raise invalid("name", f"must be a non-empty str, got {name!r}")
+        check_int("batch_size", batch_size, minimum=1)
+        _check_name(name)
         self._model_arg = model
         self._device = device
         self.batch_size = batch_size
@@ -176,7 +168,7 @@ class SentenceTransformerEmbedder:
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         """Encode texts (in batches of ``batch_size``) to float32 L2-normalised rows."""
-        texts = _texts(texts)
+        texts = check_str_list("texts", texts)
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
         model = self._load()
@@ -219,12 +211,8 @@ class HashingEmbedder:
     """
 
     def __init__(self, dim: int = 256, *, name: str | None = None) -> None:
-        if isinstance(dim, bool) or not isinstance(dim, int):
-            raise wrong_type("dim", "int", dim)
-        if dim < 2:
-            raise invalid("dim", f"must be at least 2, got {dim}")
-        if name is not None and (not isinstance(name, str) or not name):
-            raise invalid("name", f"must be a non-empty str, got {name!r}")
+        check_int("dim", dim, minimum=2)
+        _check_name(name)
         self._dim = dim
         self._name = name or f"hashing-{dim}"
 
@@ -240,7 +228,7 @@ class HashingEmbedder:
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         """Embed texts to float32 L2-normalised rows of shape ``(len(texts), dim)``."""
-        texts = _texts(texts)
+        texts = check_str_list("texts", texts)
         out = np.zeros((len(texts), self._dim), dtype=np.float32)
         for row, text in enumerate(texts):
             vector = out[row]

@@ -17,7 +17,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from unified_memory.errors import invalid, wrong_type
+from scoring.checks import check_str_list
+from unified_memory.errors import invalid
 
 __all__ = ["NumpyVectorIndex"]
 
@@ -70,7 +71,7 @@ class NumpyVectorIndex:
 
     def upsert(self, partition: str, ids: Sequence[str], vectors: object) -> None:
         """Add vectors, replacing those of ids already present (they keep their rank in ties)."""
-        ids = _check_ids(ids)
+        ids = check_str_list("ids", ids)
         vectors = np.asarray(vectors, dtype=np.float32)
         if vectors.ndim != 2 or len(vectors) != len(ids):
             raise invalid("vectors", f"expected shape ({len(ids)}, dim), got {vectors.shape}")
@@ -95,7 +96,7 @@ class NumpyVectorIndex:
 
     def delete(self, partition: str, ids: Sequence[str]) -> None:
         """Remove ids (unknown ids are ignored)."""
-        ids = _check_ids(ids)
+        ids = check_str_list("ids", ids)
         with self._lock:
             part = self._parts.get(partition)
             if part is None:
@@ -150,13 +151,3 @@ class NumpyVectorIndex:
         """Forget every partition."""
         with self._lock:
             self._parts.clear()
-
-
-def _check_ids(ids: Sequence[str]) -> list[str]:
-    if isinstance(ids, str):
-        raise wrong_type("ids", "a sequence of str", ids)
-    ids = list(ids)
-    for key in ids:
-        if not isinstance(key, str):
-            raise wrong_type("ids[]", "str", key)
-    return ids
