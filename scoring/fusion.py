@@ -20,9 +20,10 @@ query asks about.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
-__all__ = ["FusedScore", "fuse", "dense_relevance", "hybrid_relevance"]
+__all__ = ["FusedScore", "fuse", "dense_relevance", "hybrid_relevance", "lexical_scale"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,3 +101,25 @@ def hybrid_relevance(lexical: float, dense: float, *, lexical_weight: float) -> 
     0.75
     """
     return lexical_weight * lexical + (1.0 - lexical_weight) * dense
+
+
+def lexical_scale(matches: Iterable[tuple[float, float]], *, floor: float) -> float:
+    """What a tier's BM25 scores for one query are divided by to give lexical relevance:
+    the best score among ``matches`` (``(score, relevance)`` pairs, relevance = score over
+    the query's upper bound), but at least ``floor`` times that upper bound.
+
+    Dividing by the best score calibrates each query (BM25 magnitudes vary a lot with
+    the query's words); the floor keeps a tier whose best match is weak from claiming
+    full relevance. 0.0 when nothing matched.
+
+    >>> lexical_scale([(4.0, 0.5), (2.0, 0.25)], floor=0.25)
+    4.0
+    >>> lexical_scale([(1.0, 0.1)], floor=0.25)
+    2.5
+    """
+    best, bound = 0.0, 0.0
+    for score, relevance in matches:
+        best = max(best, score)
+        if relevance > 0:
+            bound = max(bound, score / relevance)
+    return max(best, floor * bound)

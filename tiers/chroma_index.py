@@ -210,6 +210,21 @@ class ChromaVectorIndex:
         pairs = [(key, min(1.0, max(-1.0, 1.0 - float(d)))) for key, d in zip(result["ids"][0], result["distances"][0], strict=True)]
         return sorted(pairs, key=lambda pair: (-pair[1], pair[0]))
 
+    def similarity(self, partition: str, vector: Any, ids: Sequence[str]) -> dict[str, float]:
+        """Cosine similarity of ``vector`` to each of ``ids`` held in the partition (others are left out)."""
+        self._name(partition)
+        keys = list(dict.fromkeys(self._check_ids(ids)))
+        query = np.asarray(vector, dtype=np.float32).reshape(-1)
+        if not keys:
+            return {}
+        found = self._call(partition, False, lambda col: col.get(ids=keys, include=["embeddings"]))
+        if found is None or not len(found["ids"]):
+            return {}
+        matrix = np.asarray(found["embeddings"], dtype=np.float32)
+        if matrix.shape[1] != query.shape[0]:
+            raise invalid("vector", f"expected {matrix.shape[1]} dimensions, got {query.shape[0]}")
+        return {key: float(score) for key, score in zip(found["ids"], matrix @ query, strict=True)}
+
     def ids(self, partition: str) -> set[str]:
         """Every id in the partition (empty for a missing partition)."""
         found: set[str] = set()

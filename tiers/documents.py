@@ -13,7 +13,7 @@ filter (user, agent, time, metadata), widening the search until enough pass.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
@@ -37,6 +37,8 @@ class DensePartitions(Protocol):
 
     def search(self, user_id: str, vector: Any, limit: int) -> list[tuple[str, float]]: ...
 
+    def similarity(self, user_id: str, vector: Any, ids: Iterable[str]) -> dict[str, float]: ...
+
 
 @dataclass(frozen=True, slots=True)
 class Candidate:
@@ -50,12 +52,17 @@ class Candidate:
 
 
 class DocumentIndex:
-    """Lexical (always) and dense (once attached) partitions of one tier."""
+    """Lexical (always) and dense (once attached) partitions of one tier.
 
-    def __init__(self, storage: Storage, loader: Loader, *, kind: str, k1: float = 1.2, b: float = 0.75) -> None:
+    ``parts``, when given, splits a document into texts that the dense index
+    embeds one by one and sums (see :mod:`tiers.neighbors`)."""
+
+    def __init__(self, storage: Storage, loader: Loader, *, kind: str, k1: float = 1.2, b: float = 0.75,
+                 parts: Callable[[str], list[str]] | None = None) -> None:
         self.storage = storage
         self.loader = loader
         self.kind = kind
+        self.parts = parts  # how the dense index splits a document into separately embedded texts
         self.lexical = PartitionedIndex(storage, loader, k1=k1, b=b)
         self.dense: DensePartitions | None = None
 
@@ -116,12 +123,23 @@ class DocumentIndex:
             if not short:
                 break
             size *= 4
+        dense_of = dict(kept_dense)
+        if use_dense and kept_lexical:  # lexical hits beyond the nearest neighbours: score them too
+            missing = [m.key for m in kept_lexical if m.key not in dense_of]
+            if missing:
+                dense_of.update(self.dense.similarity(user_id, vector, missing))  # type: ignore[union-attr]
+        lexical_of = {m.key: m for m in kept_lexical}
+        if use_lexical and kept_dense:  # nearest neighbours beyond the lexical top: their BM25 too
+            missing = {item_id for item_id, _ in kept_dense if item_id not in lexical_of}
+            if missing and len(lexical) == size:  # else every lexical match was already returned
+                for match in self.lexical.search(user_id, query, len(missing), keys_allowed=missing.__contains__):
+                    lexical_of[match.key] = match
         by_id: dict[str, Candidate] = {}
         for match in kept_lexical:
-            by_id[match.key] = Candidate(match.key, rows[match.key], match, None)
+            by_id[match.key] = Candidate(match.key, rows[match.key], match, dense_of.get(match.key))
         for item_id, similarity in kept_dense:
-            known = by_id.get(item_id)
-            by_id[item_id] = Candidate(item_id, rows[item_id], known.lexical if known else None, similarity)
+            if item_id not in by_id:
+                by_id[item_id] = Candidate(item_id, rows[item_id], lexical_of.get(item_id), similarity)
         return list(by_id.values())
 
     def _rows(self, ids: list[str], table: str, columns: str, filter_sql: str,

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tiers.documents import Candidate, DocumentIndex, SearchMode
+from tiers.neighbors import ConversationTurn, neighbor_documents, split_parts
 from tiers.storage import NO_SCOPE, Scope, Storage, dumps, loads, new_id, recall_filter
 from unified_memory.types import Episode, Message, utc_from_timestamp
 
@@ -80,19 +81,51 @@ def _to_episode(row: dict[str, Any], in_window: bool) -> Episode:
     )
 
 
-class EpisodicLog:
-    """The ``messages`` table and its per-user lexical index."""
+_TURN_COLUMNS = "id, agent_id, session_id, created_at, name, content"
 
-    def __init__(self, storage: Storage, *, k1: float = 1.2, b: float = 0.75) -> None:
+
+def _turn(row: Sequence[Any]) -> ConversationTurn:
+    return ConversationTurn(row[0], (row[1], row[2]), row[3], index_text(row[4], row[5]))
+
+
+class EpisodicLog:
+    """The ``messages`` table and its per-user index; a message is searched by its
+    text with ``neighbor_turns`` turns around it (see :mod:`tiers.neighbors`)."""
+
+    def __init__(self, storage: Storage, *, k1: float = 1.2, b: float = 0.75, neighbor_turns: int = 2,
+                 neighbor_gap_seconds: float = 7200.0) -> None:
         self.storage = storage
-        self.index = DocumentIndex(storage, self._load_documents, kind="messages", k1=k1, b=b)
+        self.neighbor_turns = neighbor_turns
+        self.neighbor_gap = neighbor_gap_seconds
+        self.index = DocumentIndex(storage, self._load_documents, kind="messages", k1=k1, b=b,
+                                   parts=split_parts)
 
     def _load_documents(self, user_id: str) -> Iterable[tuple[str, str]]:
         rows = self.storage.execute(
-            "SELECT id, name, content FROM messages WHERE user_id = ? AND content IS NOT NULL "
+            f"SELECT {_TURN_COLUMNS} FROM messages WHERE user_id = ? AND content IS NOT NULL "
             "AND content != '' ORDER BY seq", [user_id]
         ).fetchall()
-        return [(row[0], index_text(row[1], row[2])) for row in rows]
+        return neighbor_documents([_turn(row) for row in rows], width=self.neighbor_turns,
+                                  max_gap=self.neighbor_gap)
+
+    def _documents_after_append(self, scope: Scope, logged: Sequence[LoggedMessage]) -> list[tuple[str, str]]:
+        """Documents of the new messages and of the earlier turns that gained them as neighbours."""
+        new = [m for m in logged if m.message.content]
+        if not new:
+            return []
+        width = self.neighbor_turns
+        earlier: list[ConversationTurn] = []
+        if width:
+            rows = self.storage.execute(
+                f"SELECT {_TURN_COLUMNS} FROM messages WHERE user_id = ? AND agent_id = ? AND session_id = ? "
+                "AND content IS NOT NULL AND content != '' AND seq < ? ORDER BY seq DESC LIMIT ?",
+                [scope.user_id, scope.agent_id, scope.session_id, logged[0].seq, 2 * width]).fetchall()
+            earlier = [_turn(row) for row in reversed(rows)]
+        conversation = (scope.agent_id, scope.session_id)
+        turns = earlier + [ConversationTurn(m.id, conversation, m.message.created_at.timestamp(),
+                                            index_text(m.message.name, m.message.content)) for m in new]
+        targets = {t.id for t in earlier[-width:]} | {m.id for m in new} if width else {m.id for m in new}
+        return neighbor_documents(turns, width=width, max_gap=self.neighbor_gap, targets=targets)
 
     def append(
         self, scope: Scope, messages: Sequence[Message], *, now: float, importances: Sequence[float]
@@ -116,8 +149,7 @@ class EpisodicLog:
                 "agent_id": scope.agent_id or None, "session_id": scope.session_id or None,
             })
             logged.append(LoggedMessage(int(cursor.lastrowid), message_id, stored))
-        self.index.add(scope.user_id, [(m.id, index_text(m.message.name, m.message.content))
-                                       for m in logged if m.message.content])
+        self.index.add(scope.user_id, self._documents_after_append(scope, logged))
         return logged
 
     def search(self, scope: Scope, query: str, want: int, *, since: float | None = None,

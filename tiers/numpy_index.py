@@ -136,6 +136,27 @@ class NumpyVectorIndex:
             best = rows[np.lexsort((part.order[rows], -scores[rows]))][:limit]
             return [(part.ids[row], float(scores[row])) for row in best]
 
+    def similarity(self, partition: str, vector: object, ids: Sequence[str]) -> dict[str, float]:
+        """Cosine similarity of ``vector`` to each of ``ids`` held in the partition (others are left out).
+
+        >>> index = NumpyVectorIndex(); index.upsert("p", ["a"], np.array([[1.0, 0.0]]))
+        >>> index.similarity("p", np.array([0.6, 0.8]), ["a", "zz"])
+        {'a': 0.6000000238418579}
+        """
+        ids = check_str_list("ids", ids)
+        vector = np.asarray(vector, dtype=np.float32).reshape(-1)
+        with self._lock:
+            part = self._parts.get(partition)
+            if part is None:
+                return {}
+            rows = [(key, part.rows[key]) for key in ids if key in part.rows]
+            if not rows:
+                return {}
+            if vector.shape[0] != part.matrix.shape[1]:
+                raise invalid("vector", f"expected {part.matrix.shape[1]} dimensions, got {vector.shape[0]}")
+            scores = part.matrix[[row for _, row in rows]] @ vector
+            return {key: float(score) for (key, _), score in zip(rows, scores, strict=True)}
+
     def ids(self, partition: str) -> set[str]:
         """The ids held in a partition."""
         with self._lock:

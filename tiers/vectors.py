@@ -192,7 +192,7 @@ class PartitionedVectors:
     """
 
     def __init__(self, storage: Storage, loader: Loader, cache: EmbeddingCache, index: VectorIndex,
-                 kind: str) -> None:
+                 kind: str, *, parts: Callable[[str], list[str]] | None = None) -> None:
         if not isinstance(kind, str) or not kind or "/" in kind:
             raise invalid("kind", f"must be a non-empty str without '/', got {kind!r}")
         self.storage = storage
@@ -200,6 +200,7 @@ class PartitionedVectors:
         self.index = index
         self.kind = kind
         self._loader = loader
+        self._parts = parts
         self._keys: dict[str, dict[str, str]] = {}  # user -> id -> index key, for synced users
         self._data_version = storage.data_version()
 
@@ -228,9 +229,24 @@ class PartitionedVectors:
         stale = [keys[item_id] for item_id in fresh if item_id in keys]
         if stale:
             self.index.delete(name, stale)
-        vectors = self.cache.vectors(user_id, [items[item_id] for item_id in fresh])
+        vectors = self._vectors(user_id, [items[item_id] for item_id in fresh])
         self.index.upsert(name, list(fresh.values()), vectors)
         keys.update(fresh)
+
+    def _vectors(self, user_id: str, documents: list[str]) -> np.ndarray:
+        """One vector per document: its embedding, or with ``parts`` the normalised sum
+        of its parts' embeddings (each distinct part embedded once, through the cache)."""
+        if self._parts is None:
+            return self.cache.vectors(user_id, documents)
+        split = [self._parts(document) for document in documents]
+        distinct = list(dict.fromkeys(part for parts in split for part in parts))
+        position = {part: i for i, part in enumerate(distinct)}
+        embedded = self.cache.vectors(user_id, distinct)
+        sums = np.zeros((len(documents), embedded.shape[1]), dtype=np.float32)
+        for row, parts in enumerate(split):
+            sums[row] = embedded[[position[part] for part in parts]].sum(axis=0)
+        norms = np.linalg.norm(sums, axis=1, keepdims=True)
+        return sums / np.where(norms > 0, norms, 1.0)
 
     def ensure(self, user_id: str) -> None:
         """Bring the user's partition in step with the store, if not done since the
@@ -280,6 +296,17 @@ class PartitionedVectors:
         self.ensure(user_id)
         hits = self.index.search(self.partition(user_id), vector, limit)
         return [(key.rpartition("|")[0], score) for key, score in hits]
+
+    def similarity(self, user_id: str, vector: object, ids: Iterable[str]) -> dict[str, float]:
+        """Cosine similarity of ``vector`` to each of these documents of the user (those indexed)."""
+        self.ensure(user_id)
+        with self.storage.lock:
+            keys = self._keys.get(user_id, {})
+            wanted = {keys[item_id]: item_id for item_id in ids if item_id in keys}
+        if not wanted:
+            return {}
+        found = self.index.similarity(self.partition(user_id), vector, list(wanted))
+        return {wanted[key]: score for key, score in found.items()}
 
     def rebuild(self, user_id: str) -> None:
         """Drop the user's partition and rebuild it from the store (vectors from the cache)."""

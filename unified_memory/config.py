@@ -41,11 +41,11 @@ class RankingConfig(_Config):
     recency_weight: float = Field(default=0.15, ge=0.0)
     recency_half_life_days: float = Field(default=30.0, gt=0.0)
     superseded_penalty: float = Field(default=0.5, ge=0.0, le=1.0)
-    lexical_weight: float = Field(default=0.75, ge=0.0, le=1.0,
+    lexical_weight: float = Field(default=0.5, ge=0.0, le=1.0,
                                   description="Hybrid retrieval: relevance = w·lexical + (1-w)·dense.")
-    dense_floor: float = Field(default=0.3, ge=-1.0, lt=1.0,
+    dense_floor: float = Field(default=0.1, ge=-1.0, lt=1.0,
                                description="Cosine similarity at or below which dense relevance is 0.")
-    dense_ceiling: float = Field(default=0.8, gt=-1.0, le=1.0,
+    dense_ceiling: float = Field(default=0.7, gt=-1.0, le=1.0,
                                  description="Cosine similarity at or above which dense relevance is 1.")
     entity_name_boost: float = Field(default=1.5, ge=1.0,
                                      description="Multiplies a hit on a typed entity (not a bare thing) whose whole name is in the query.")
@@ -54,6 +54,24 @@ class RankingConfig(_Config):
     )
     bm25_k1: float = Field(default=1.2, gt=0.0)
     bm25_b: float = Field(default=0.75, ge=0.0, le=1.0)
+    neighbor_turns: int = Field(default=2, ge=0, le=10,
+                                description="A message is searched with this many turns before and after it.")
+    neighbor_gap_minutes: float = Field(default=120.0, gt=0.0,
+                                        description="A longer pause between two turns starts a new conversation.")
+    neighbor_match_weight: float = Field(
+        default=0.75, ge=0.0, le=1.0,
+        description="Multiplies the lexical relevance of a message whose own text has none of the "
+                    "query's words (it matched through its neighbours).")
+    temporal_weight: float = Field(
+        default=0.5, ge=0.0, le=1.0,
+        description="When the query names a time (\"last week\", \"in May 2023\"), a fact or message "
+                    "from outside it keeps 1 - temporal_weight of its score.")
+    temporal_tolerance_days: float = Field(
+        default=3.0, ge=0.0, description="Items this many days outside the named time count as outside it.")
+    lexical_norm_floor: float = Field(
+        default=0.25, gt=0.0, le=1.0,
+        description="Lexical relevance = BM25 / max(best BM25 of the tier for this query, "
+                    "lexical_norm_floor × the query's upper bound).")
 
     @model_validator(mode="after")
     def _known_tiers(self) -> RankingConfig:

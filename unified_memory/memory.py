@@ -129,7 +129,8 @@ class UnifiedMemory:
         count_tokens = token_counter or make_token_counter(cfg.token_counter, cfg.tiktoken_encoding)
         storage = Storage(path)
         k1, b = cfg.ranking.bm25_k1, cfg.ranking.bm25_b
-        log = EpisodicLog(storage, k1=k1, b=b)
+        log = EpisodicLog(storage, k1=k1, b=b, neighbor_turns=cfg.ranking.neighbor_turns,
+                          neighbor_gap_seconds=60.0 * cfg.ranking.neighbor_gap_minutes)
         facts = LongTermFacts(storage, k1=k1, b=b)
         graph = EntityGraph(storage, k1=k1, b=min(b, ENTITY_LENGTH_NORMALISATION))
         chosen_extractor = extractor or RuleExtractor(scorer)

@@ -15,15 +15,16 @@ asking conversation's window are ``short_term`` hits, other logged messages
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from scoring.decay import recency
-from scoring.fusion import dense_relevance, fuse, hybrid_relevance
+from scoring.fusion import dense_relevance, fuse, hybrid_relevance, lexical_scale
+from scoring.temporal import TimeWindow, temporal_cue, time_affinity
 from scoring.text import analyze
 from tiers.documents import Candidate
 from tiers.entities import EntityGraph, entity_importance
-from tiers.episodic import EpisodicLog
+from tiers.episodic import EpisodicLog, index_text
 from tiers.long_term import LongTermFacts
 from tiers.short_term import ShortTermWindow
 from tiers.storage import Scope
@@ -35,10 +36,18 @@ __all__ = ["federated_recall", "TIER_ORDER"]
 TIER_ORDER = {tier: position for position, tier in enumerate(("long_term", "entity", "short_term", "episodic"))}
 
 
-def _relevance(candidate: Candidate, mode: str, ranking: RankingConfig) -> tuple[float, dict[str, Any]]:
-    """One candidate's relevance in [0, 1] from its lexical and dense scores, with the parts."""
+def _scale(candidates: Iterable[Candidate], ranking: RankingConfig) -> float:
+    """The divisor of one tier's BM25 scores for this query (see :func:`scoring.fusion.lexical_scale`)."""
+    return lexical_scale(((c.lexical.score, c.lexical.relevance) for c in candidates if c.lexical),
+                         floor=ranking.lexical_norm_floor)
+
+
+def _relevance(candidate: Candidate, scale: float, mode: str, ranking: RankingConfig,
+               weight: float = 1.0) -> tuple[float, dict[str, Any]]:
+    """One candidate's relevance in [0, 1] from its lexical and dense scores, with the parts;
+    ``weight`` multiplies the lexical part."""
     match = candidate.lexical
-    lexical = match.relevance if match is not None else 0.0
+    lexical = weight * match.score / scale if match is not None and scale > 0 else 0.0
     parts: dict[str, Any] = {"bm25": round(match.score, 6) if match else 0.0,
                              "matched": " ".join(match.matched_terms) if match else ""}
     if mode == "lexical":
@@ -53,11 +62,12 @@ def _relevance(candidate: Candidate, mode: str, ranking: RankingConfig) -> tuple
     return hybrid_relevance(lexical, dense, lexical_weight=ranking.lexical_weight), parts
 
 
-def _hit(tier: str, item_id: str, text: str, candidate: Candidate, *, mode: str, importance: float,
+def _hit(tier: str, item_id: str, text: str, candidate: Candidate, *, scale: float, mode: str, importance: float,
          stamp: float | None, now: float, ranking: RankingConfig, superseded: bool = False,
-         metadata: dict[str, Any], extra: dict[str, Any], source: str | None = None) -> dict[str, Any]:
+         metadata: dict[str, Any], extra: dict[str, Any], source: str | None = None,
+         lexical_weight: float = 1.0) -> dict[str, Any]:
     """The fields of one :class:`RecallHit` (built only for the hits that are kept)."""
-    relevance, parts = _relevance(candidate, mode, ranking)
+    relevance, parts = _relevance(candidate, scale, mode, ranking, lexical_weight)
     fresh = recency(age_seconds=now - stamp, half_life_days=ranking.recency_half_life_days) if stamp else 0.0
     # BM25 sums can differ in the last bits between an index built incrementally and one
     # rebuilt from the store; rounding keeps scores (and so ties) stable across reopening.
@@ -96,22 +106,26 @@ def federated_recall(
     search = {"since": since, "where": where, "vector": vector, "mode": mode}
     hits: list[dict[str, Any]] = []
     if "long_term" in tiers:
-        for candidate, fact in facts.search(scope, query, want, now=now, **search):
+        found_facts = facts.search(scope, query, want, now=now, **search)
+        scale = _scale((c for c, _ in found_facts), ranking)
+        for candidate, fact in found_facts:
             hits.append(_hit(
-                "long_term", fact.id, fact.text, candidate, mode=mode, importance=fact.importance,
+                "long_term", fact.id, fact.text, candidate, scale=scale, mode=mode, importance=fact.importance,
                 source=fact.source_message_ids[0] if fact.source_message_ids else fact.id,
                 stamp=fact.updated_at.timestamp(), now=now, ranking=ranking, superseded=fact.status == "superseded",
                 metadata=fact.metadata, extra={"status": fact.status, "category": fact.category,
                                                "valid_to": fact.valid_to.isoformat() if fact.valid_to else None}))
     if "entity" in tiers:
-        for candidate, entity, description in graph.search(scope, query, want, **search):
+        found_entities = graph.search(scope, query, want, **search)
+        scale = _scale((c for c, _, _ in found_entities), ranking)
+        for candidate, entity, description in found_entities:
             # A query naming a person, place or organisation asks about it; a bare "thing"
             # (an attribute value such as "peanuts") gets no boost over the fact it came from.
             name_terms = set(analyze(entity.name)) if entity.type != "thing" else set()
             matched = set(candidate.lexical.matched_terms) if candidate.lexical else set()
             named = bool(name_terms) and name_terms <= matched
             hit = _hit(
-                "entity", entity.id, description, candidate, mode=mode,
+                "entity", entity.id, description, candidate, scale=scale, mode=mode,
                 importance=entity_importance(entity.mention_count), stamp=entity.last_seen.timestamp(), now=now,
                 ranking=ranking, metadata=entity.metadata,
                 extra={"entity": entity.name, "type": entity.type, "mentions": entity.mention_count,
@@ -122,18 +136,39 @@ def federated_recall(
     if "short_term" in tiers or "episodic" in tiers:
         found = log.search(scope, query, want, **search)
         window_seqs = window.contains(scope, [logged.seq for _, logged in found])
+        scale = _scale((c for c, _ in found), ranking)
+        query_terms = set(analyze(query))
         for candidate, logged in found:
             tier = "short_term" if logged.seq in window_seqs else "episodic"
             if tier not in tiers:
                 continue
             message = logged.message
+            # A message is indexed with its neighbour turns (tiers.neighbors): one whose own
+            # words miss the query matched through them, which is weaker evidence.
+            own_match = bool(query_terms & set(analyze(index_text(message.name, message.content))))
             hits.append(_hit(
-                tier, logged.id, message.text(), candidate, mode=mode, importance=float(candidate.row["importance"]),
+                tier, logged.id, message.text(), candidate, scale=scale, mode=mode, importance=float(candidate.row["importance"]),
                 stamp=message.created_at.timestamp() if message.created_at else None, now=now,
                 ranking=ranking, metadata=message.metadata,
-                extra={"role": message.role, "speaker": message.name, "session_id": message.session_id}))
+                lexical_weight=1.0 if own_match else ranking.neighbor_match_weight,
+                extra={"role": message.role, "speaker": message.name, "session_id": message.session_id,
+                       "own_match": own_match}))
+    window_named = temporal_cue(query, now=now).window
+    if window_named is not None and ranking.temporal_weight > 0:
+        for hit in hits:
+            _weigh_time(hit, window_named, ranking)
     hits.sort(key=lambda h: (-h["score"], TIER_ORDER[h["tier"]], h["id"]))
     return [RecallHit(**fields) for fields in _one_per_source(hits)[:limit]]
+
+
+def _weigh_time(hit: dict[str, Any], window: TimeWindow, ranking: RankingConfig) -> None:
+    """The query names a time: facts and messages from outside it lose up to
+    ``temporal_weight`` of their score (entities describe no single moment)."""
+    if hit["tier"] == "entity" or hit["created_at"] is None:
+        return
+    affinity = time_affinity(hit["created_at"].timestamp(), window, tolerance_days=ranking.temporal_tolerance_days)
+    hit["score"] = round(hit["score"] * (1.0 - ranking.temporal_weight * (1.0 - affinity)), 9)
+    hit["components"].update(time_window=window.phrase, time_match=round(affinity, 6))
 
 
 def _one_per_source(hits: list[dict[str, Any]]) -> list[dict[str, Any]]:

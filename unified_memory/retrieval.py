@@ -124,6 +124,7 @@ def setup_dense(
     cache = EmbeddingCache(storage, embedder)
     partitions = {}
     for documents in indexes:
-        partitions[documents.kind] = PartitionedVectors(storage, documents.loader, cache, index, documents.kind)
+        partitions[documents.kind] = PartitionedVectors(storage, documents.loader, cache, index, documents.kind,
+                                                          parts=documents.parts)
         documents.attach_dense(partitions[documents.kind])
     return mode, Dense(embedder, index, cache, partitions)

@@ -150,6 +150,17 @@ def test_upsert_search_delete_ids_drop(index):
     assert index.search("facts/ada", vectors[0], 3) == []
 
 
+def test_similarity_scores_the_ids_asked_for(index):
+    vectors = unit(5, dim=8, seed=3)
+    index.upsert("facts/ada", ["a", "b", "c", "d", "e"], vectors)
+    scores = index.similarity("facts/ada", vectors[0], ["b", "e", "nope"])
+    assert set(scores) == {"b", "e"}
+    for key, row in (("b", 1), ("e", 4)):
+        assert scores[key] == pytest.approx(float(vectors[row] @ vectors[0]), abs=1e-5)
+    assert index.similarity("facts/bob", vectors[0], ["a"]) == {}
+    assert index.similarity("facts/ada", vectors[0], []) == {}
+
+
 def test_missing_and_empty_partitions(index):
     query = unit(1, dim=8)[0]
     assert index.search("facts/nobody", query, 5) == []

@@ -7,8 +7,8 @@ ADA = Scope("ada", session_id="s1")
 DAY = 86400.0
 
 
-def log_with(*texts, scope=ADA, now=0.0):
-    log = EpisodicLog(Storage(None))
+def log_with(*texts, scope=ADA, now=0.0, neighbor_turns=0):
+    log = EpisodicLog(Storage(None), neighbor_turns=neighbor_turns)
     with log.storage.atomic():
         logged = log.append(scope, [Message(role="user", content=t, name="Ada", metadata={"n": i})
                                     for i, t in enumerate(texts)], now=now, importances=[0.5] * len(texts))
@@ -31,6 +31,16 @@ def test_search_includes_speaker_name_and_filters():
         "Pottery class today"]
     assert log.search(ADA, "pottery", 5, where={"n": 0}) == []
     assert log.search(Scope("bob"), "pottery", 5) == []
+
+
+def test_a_reply_is_found_through_the_turn_before_it():
+    log, _ = log_with("Did you finish the pottery class?", "Yes, it was wonderful", "Unrelated chat",
+                      neighbor_turns=1)
+    found = [m.message.content for _, m in log.search(ADA, "pottery", 5)]
+    assert found[0] == "Did you finish the pottery class?"
+    assert "Yes, it was wonderful" in found
+    plain, _ = log_with("Did you finish the pottery class?", "Yes, it was wonderful")
+    assert [m.message.content for _, m in plain.search(ADA, "pottery", 5)] == ["Did you finish the pottery class?"]
 
 
 def test_explicit_message_time_wins_over_now():

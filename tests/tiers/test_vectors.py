@@ -399,3 +399,51 @@ def test_rebuild_invalidate_and_drop():
 def test_kind_is_validated():
     with pytest.raises(MemoryValueError, match="kind"):
         make(Storage(None), kind="facts/x")
+
+
+def test_parts_are_embedded_once_each_and_summed():
+    from tiers.neighbors import PART_SEP, split_parts
+
+    store, emb = Storage(None), FakeEmbedder(16)
+    cache = EmbeddingCache(store, emb)
+    doc = PART_SEP.join(["loved it", "loved it", "did you like Paris"])
+    dense = PartitionedVectors(store, lambda user: [("m1", doc)], cache, NumpyVectorIndex(), "messages",
+                               parts=split_parts)
+    dense.ensure("ada")
+    assert cache.embedded == 2  # two distinct parts
+    parts = cache.vectors("ada", ["loved it", "did you like Paris"])
+    expected = 2 * parts[0] + parts[1]
+    expected /= np.linalg.norm(expected)
+    [(key, cosine)] = dense.search("ada", expected, 1)
+    assert key == "m1" and cosine == pytest.approx(1.0, abs=1e-5)
+
+
+def test_numpy_similarity_matches_search_scores():
+    index = NumpyVectorIndex()
+    rng = np.random.default_rng(1)
+    vectors = rng.normal(size=(6, 8)).astype(np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    index.upsert("p", [f"k{i}" for i in range(6)], vectors)
+    searched = dict(index.search("p", vectors[0], 6))
+    assert index.similarity("p", vectors[0], ["k5", "k2", "missing"]) == pytest.approx(
+        {"k5": searched["k5"], "k2": searched["k2"]})
+    assert index.similarity("other", vectors[0], ["k1"]) == {}
+
+
+def test_lexical_hits_beyond_the_nearest_neighbours_get_their_dense_score():
+    from tiers.documents import DocumentIndex
+
+    store, emb = Storage(None), FakeEmbedder(16)
+    docs = [(f"d{i}", f"filler words number {i}") for i in range(40)] + [("target", "zebra stripes")]
+    index = DocumentIndex(store, lambda user: docs, kind="facts")
+    cache = EmbeddingCache(store, emb)
+    index.attach_dense(PartitionedVectors(store, index.loader, cache, NumpyVectorIndex(), "facts"))
+    store.execute("CREATE TABLE notes (id TEXT, user_id TEXT)")
+    store.execute("CREATE UNIQUE INDEX notes_id ON notes(id)")
+    store.executemany("INSERT INTO notes VALUES (?, 'ada')", [[key] for key, _ in docs])
+    found = index.search("ada", "zebra", 1, table="notes", columns="id", filter_sql="user_id = ?",
+                         filter_params=["ada"], vector=cache.query_vector("filler words number 3"), mode="hybrid")
+    target = next(c for c in found if c.id == "target")
+    assert target.lexical is not None and target.dense is not None
+    assert target.dense == pytest.approx(float(cache.query_vector("filler words number 3") @ cache.vectors(
+        "ada", ["zebra stripes"])[0]), abs=1e-5)

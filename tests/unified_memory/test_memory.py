@@ -148,9 +148,12 @@ def test_recall_is_federated_and_explains_scores(clock):
         assert {"long_term", "entity", "short_term"} <= tiers
         # the aged-out turn is represented by the fact promoted from it (one hit per source turn)...
         assert "My sister Maria lives in Lisbon" in {h.text for h in hits if h.tier == "long_term"}
-        assert "episodic" not in tiers
+        assert "My sister Maria lives in Lisbon" not in {h.text for h in hits if h.tier == "episodic"}
         # ...and is still there when asked for by tier
-        assert [h.text for h in mem.recall("Lisbon", tiers="episodic")] == ["My sister Maria lives in Lisbon"]
+        episodic = mem.recall("Lisbon", tiers="episodic")
+        assert episodic[0].text == "My sister Maria lives in Lisbon" and episodic[0].components["own_match"]
+        # the reply after it is found through its neighbour, and says so
+        assert all(not h.components["own_match"] for h in episodic[1:])
         for hit in hits:
             assert isinstance(hit, RecallHit)
             assert {"relevance", "importance", "recency", "tier_weight", "bm25"} <= set(hit.components)

@@ -1,0 +1,57 @@
+"""Ranking behaviour of federated recall on small fixtures: neighbours, time cues, calibration."""
+
+from datetime import UTC, datetime, timedelta
+
+from unified_memory import UnifiedMemory
+
+NOW = datetime(2023, 6, 15, 12, 0, tzinfo=UTC)
+
+
+def at(days_ago: float) -> datetime:
+    return NOW - timedelta(days=days_ago)
+
+
+def memory(**overrides):
+    return UnifiedMemory(clock=NOW.timestamp, **overrides)
+
+
+def test_a_time_named_in_the_query_favours_items_from_then():
+    with memory() as mem:
+        mem.add_message("user", "I went hiking in the Alps", when=at(40))
+        mem.add_message("user", "I went hiking near Lisbon", when=at(9))  # last week (Mon 5 - Sun 11 June)
+        plain = mem.recall("where did I go hiking", tiers=("short_term", "episodic"))
+        timed = mem.recall("where did I go hiking last week", tiers=("short_term", "episodic"))
+    assert timed[0].text == "I went hiking near Lisbon"
+    assert timed[0].components["time_window"] == "last week" and timed[0].components["time_match"] == 1.0
+    outside = next(h for h in timed if h.text == "I went hiking in the Alps")
+    assert outside.components["time_match"] == 0.0
+    before = next(h for h in plain if h.text == "I went hiking in the Alps")
+    assert outside.score < before.score
+    assert "time_window" not in plain[0].components
+
+
+def test_temporal_weight_zero_turns_time_cues_off():
+    with memory(ranking={"temporal_weight": 0.0}) as mem:
+        mem.add_message("user", "I went hiking in the Alps", when=at(40))
+        [hit] = mem.recall("hiking in the Alps last week", tiers=("short_term", "episodic"))
+    assert "time_window" not in hit.components
+
+
+def test_best_match_of_a_tier_gets_full_lexical_relevance_unless_it_is_weak():
+    with memory() as mem:
+        mem.remember("My sister Maria lives in Lisbon")
+        strong = mem.recall("Maria Lisbon", tiers="long_term")[0]
+        weak = mem.recall("Maria zebra quantum violin Lisbon harbour", tiers="long_term")[0]
+    assert strong.components["relevance"] == 1.0
+    assert weak.components["relevance"] < 1.0
+
+
+def test_reply_is_recalled_through_its_question_but_ranks_below_it():
+    with memory(short_term_limit=2) as mem:
+        mem.add_message("user", "Did you go to the pottery workshop?", name="Ada", when=at(3))
+        mem.add_message("assistant", "Yes, it was the best afternoon!", name="Bot", when=at(3))
+        mem.add_message("user", "Cooking tonight", when=at(1))
+        hits = mem.recall("pottery workshop", tiers=("short_term", "episodic"))
+    texts = [h.text for h in hits]
+    assert texts[:2] == ["Did you go to the pottery workshop?", "Yes, it was the best afternoon!"]
+    assert hits[0].components["own_match"] and not hits[1].components["own_match"]
