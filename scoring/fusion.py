@@ -20,10 +20,10 @@ query asks about.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-__all__ = ["FusedScore", "fuse", "dense_relevance", "hybrid_relevance", "lexical_scale"]
+__all__ = ["FusedScore", "fuse", "dense_relevance", "hybrid_relevance", "lexical_scale", "diversify"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,3 +123,31 @@ def lexical_scale(matches: Iterable[tuple[float, float]], *, floor: float) -> fl
         if relevance > 0:
             bound = max(bound, score / relevance)
     return max(best, floor * bound)
+
+
+def diversify(scores: Sequence[float], terms: Sequence[frozenset[str]], *, limit: int,
+              diversity: float) -> list[tuple[int, float]]:
+    """Maximal marginal relevance: pick ``limit`` items greedily, each time the one with the
+    best ``score × (1 - diversity × redundancy)``, where redundancy is its largest Jaccard
+    overlap of ``terms`` with an item already picked. Returns ``(index, adjusted score)``
+    in pick order; ``diversity=0`` keeps the order of ``scores`` (ties: lower index).
+
+    >>> same, other = frozenset({"peanut", "allergi"}), frozenset({"lisbon"})
+    >>> [i for i, _ in diversify([0.9, 0.85, 0.5], [same, same, other], limit=2, diversity=0.5)]
+    [0, 2]
+    """
+    if not 0.0 <= diversity <= 1.0:
+        raise ValueError(f"diversity: must be in [0, 1], got {diversity!r}")
+    remaining = list(range(len(scores)))
+    redundancy = [0.0] * len(scores)
+    picked: list[tuple[int, float]] = []
+    while remaining and len(picked) < limit:
+        best = max(remaining, key=lambda i: (scores[i] * (1.0 - diversity * redundancy[i]), -i))
+        picked.append((best, scores[best] * (1.0 - diversity * redundancy[best])))
+        remaining.remove(best)
+        chosen = terms[best]
+        for i in remaining:
+            union = len(terms[i] | chosen)
+            if union:
+                redundancy[i] = max(redundancy[i], len(terms[i] & chosen) / union)
+    return picked

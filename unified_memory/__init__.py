@@ -60,6 +60,7 @@ _LAZY = {
     "Embedder": "unified_memory.protocols",
     "Extractor": "unified_memory.protocols",
     "ImportanceScorer": "unified_memory.protocols",
+    "Reranker": "unified_memory.protocols",
     "LLM": "unified_memory.protocols",
     "TokenCounter": "unified_memory.protocols",
     "VectorIndex": "unified_memory.protocols",
@@ -72,7 +73,7 @@ __all__ = [
     "UnifiedMemoryError", "MemoryValueError", "MemoryTypeError", "ConfigError", "NotFoundError",
     "StorageError", "ClosedError", "DependencyError",
     "RuleExtractor", "HeuristicImportanceScorer", "score_importance", "assess_importance", "make_token_counter",
-    "Embedder", "Extractor", "ImportanceScorer", "LLM", "TokenCounter", "VectorIndex",
+    "Embedder", "Extractor", "ImportanceScorer", "LLM", "Reranker", "TokenCounter", "VectorIndex",
     "__version__",
 ]
 
@@ -80,7 +81,15 @@ if TYPE_CHECKING:
     from scoring.importance import HeuristicImportanceScorer, assess_importance, score_importance
     from unified_memory.extraction import RuleExtractor
     from unified_memory.memory import UnifiedMemory
-    from unified_memory.protocols import LLM, Embedder, Extractor, ImportanceScorer, TokenCounter, VectorIndex
+    from unified_memory.protocols import (
+        LLM,
+        Embedder,
+        Extractor,
+        ImportanceScorer,
+        Reranker,
+        TokenCounter,
+        VectorIndex,
+    )
     from unified_memory.tokens import make_token_counter
 
 

@@ -68,6 +68,11 @@ class RankingConfig(_Config):
                     "from outside it keeps 1 - temporal_weight of its score.")
     temporal_tolerance_days: float = Field(
         default=3.0, ge=0.0, description="Items this many days outside the named time count as outside it.")
+    diversity: float = Field(
+        default=0.3, ge=0.0, le=1.0,
+        description="Maximal marginal relevance: a hit whose words overlap a better one's by a "
+                    "Jaccard fraction J keeps 1 - diversity·J of its score (0 turns it off).")
+    rerank_depth: int = Field(default=30, ge=1, description="How many of the best hits a reranker re-scores.")
     lexical_norm_floor: float = Field(
         default=0.25, gt=0.0, le=1.0,
         description="Lexical relevance = BM25 / max(best BM25 of the tier for this query, "
@@ -112,7 +117,10 @@ class ContextConfig(_Config):
         default_factory=lambda: {"facts": 0.35, "entities": 0.15,
                                  "episodes": 0.2, "conversation": 0.3}
     )
-    recall_limit: int = Field(default=40, ge=1)
+    recall_limit: int = Field(default=80, ge=1)
+    allocation: Literal["score", "shares"] = Field(
+        default="score", description="With a query: fill the recalled sections by score across them "
+                                     "(score), or each within its share (shares).")
     header: str = "memory"
 
     @model_validator(mode="after")

@@ -26,7 +26,12 @@ tool calls shows ``[tool call: name, ...]``). An item is capped at
 ``max_item_chars`` characters, cut with ``"…"``. Hits with empty text, empty
 messages and repeated hit ids are skipped.
 
-**Budget.** ``max_tokens`` minus the ``<memory>`` frame is shared between the
+**Budget.** With a query and ``config.allocation == "score"`` (the default), the
+recalled sections (facts, entities, episodes) share one budget, filled greedily by
+recall score across them, so the best memories get in whatever their tier; the
+conversation keeps its water-filled share (below) against them, and what it leaves
+unused goes to them (their ``SectionUsage.budget`` is what each used). Otherwise
+``max_tokens`` minus the ``<memory>`` frame is shared between the
 non-empty sections by ``config.shares`` (a section's header is paid from its own
 share). Shares are water-filled: a section whose whole content needs less than
 its share takes only what it needs and the rest is re-shared among the others,
@@ -172,6 +177,56 @@ def _water_fill(available: int, demand: dict[str, int], weights: dict[str, float
     return budgets
 
 
+def _allocate_by_shares(candidates: dict[str, list[_Item]], headers: dict[str, int], demand: dict[str, int],
+                        available: int, config: ContextConfig, count: Callable[[str], int],
+                        ) -> tuple[dict[str, list[_Item]], dict[str, int], dict[str, int]]:
+    """Each section filled by rank within its water-filled share, then the waterfall."""
+    budgets = _water_fill(available, demand, {n: config.shares.get(n, 0.0) for n in candidates})
+    chosen: dict[str, list[_Item]] = {}
+    used: dict[str, int] = {}
+    for n in candidates:
+        chosen[n], used[n] = _fill(candidates[n], headers[n], budgets[n], count, n == "conversation")
+    for n in candidates:  # waterfall: room left unused goes to sections that left items out
+        spare = available - sum(used.values())
+        if used[n] < demand[n] and used[n] + spare > budgets[n]:
+            budgets[n] = used[n] + spare
+            chosen[n], used[n] = _fill(candidates[n], headers[n], budgets[n], count, n == "conversation")
+    return chosen, used, budgets
+
+
+def _allocate_by_score(candidates: dict[str, list[_Item]], headers: dict[str, int], demand: dict[str, int],
+                       available: int, ranked: list[str], config: ContextConfig, count: Callable[[str], int],
+                       ) -> tuple[dict[str, list[_Item]], dict[str, int], dict[str, int]]:
+    """The recalled sections share one budget, filled by recall score across them (so the
+    best memories get in whichever section they belong to); the conversation keeps its share."""
+    group = {"recalled": sum(demand[n] for n in ranked)}
+    weights = {"recalled": sum(config.shares.get(n, 0.0) for n in ranked)}
+    if "conversation" in candidates:
+        group["conversation"] = demand["conversation"]
+        weights["conversation"] = config.shares.get("conversation", 0.0)
+    shares = _water_fill(available, group, weights)
+    chosen: dict[str, list[_Item]] = {n: [] for n in candidates}
+    used: dict[str, int] = dict.fromkeys(candidates, 0)
+    budgets: dict[str, int] = {}
+    if "conversation" in candidates:
+        budgets["conversation"] = shares["conversation"]
+        chosen["conversation"], used["conversation"] = _fill(
+            candidates["conversation"], headers["conversation"], shares["conversation"], count, True)
+    room = available - used.get("conversation", 0)  # the conversation's unused share is not lost
+    merged = sorted(((item, n, rank) for n in ranked for rank, item in enumerate(candidates[n])),
+                    key=lambda entry: (-entry[0].hit.score, ranked.index(entry[1]), entry[2]))  # type: ignore[union-attr]
+    spent = 0
+    for item, n, _ in merged:
+        cost = item.cost + (0 if chosen[n] else headers[n])
+        if spent + cost <= room:
+            chosen[n].append(item)
+            used[n] += cost
+            spent += cost
+    for n in ranked:
+        budgets[n] = used[n]
+    return chosen, used, budgets
+
+
 def _render(tag: str, order: Sequence[str], chosen: Mapping[str, list[_Item]]) -> str:
     lines = [f"<{tag}>"]
     for name in order:
@@ -238,17 +293,12 @@ def assemble(*, query: str | None, max_tokens: int, sections: Mapping[str, Seque
     headers = {n: count_tokens(f"## {_TITLES[n]}\n") for n in candidates}
     demand = {n: headers[n] + sum(i.cost for i in candidates[n]) for n in candidates}
     available = max(max_tokens - count_tokens(f"<{tag}>\n</{tag}>"), 0)
-    budgets = _water_fill(available, demand, {n: config.shares.get(n, 0.0) for n in candidates})
-    chosen: dict[str, list[_Item]] = {}
-    used: dict[str, int] = {}
-    for n in candidates:
-        chosen[n], used[n] = _fill(candidates[n], headers[n], budgets[n], count_tokens, n == "conversation")
-    for n in candidates:  # waterfall: room left unused goes to sections that left items out
-        spare = available - sum(used.values())
-        if used[n] < demand[n] and used[n] + spare > budgets[n]:
-            budgets[n] = used[n] + spare
-            chosen[n], used[n] = _fill(candidates[n], headers[n], budgets[n], count_tokens,
-                                       n == "conversation")
+    ranked = [n for n in candidates if n != "conversation"]
+    if query and query.strip() and config.allocation == "score" and len(ranked) > 1:
+        chosen, used, budgets = _allocate_by_score(candidates, headers, demand, available, ranked, config,
+                                                   count_tokens)
+    else:
+        chosen, used, budgets = _allocate_by_shares(candidates, headers, demand, available, config, count_tokens)
     text = _render(tag, order, chosen)
     tokens = count_tokens(text)
     while tokens > max_tokens and any(chosen.values()):

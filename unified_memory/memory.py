@@ -29,8 +29,9 @@ from unified_memory.context import assemble
 from unified_memory.errors import invalid, wrong_type
 from unified_memory.extraction import RuleExtractor
 from unified_memory.promotion import Promoter, PromotionReport, Proposal
-from unified_memory.protocols import Embedder, Extractor, VectorIndex
+from unified_memory.protocols import Embedder, Extractor, Reranker, VectorIndex
 from unified_memory.recall import federated_recall
+from unified_memory.rerank import rerank
 from unified_memory.retrieval import Dense, setup_dense
 from unified_memory.tokens import make_token_counter
 from unified_memory.types import (
@@ -76,6 +77,7 @@ class _Backend:
     clock: Callable[[], float]
     mode: str
     dense: Dense | None
+    reranker: Reranker | None
 
 
 class UnifiedMemory:
@@ -107,6 +109,7 @@ class UnifiedMemory:
         clock: Callable[[], float] | None = None,
         embedder: Embedder | None = None,
         vector_index: VectorIndex | None = None,
+        reranker: Reranker | None = None,
         **overrides: Any,
     ) -> None:
         scope = Scope(check_scope_id("user_id", user_id),
@@ -125,6 +128,8 @@ class UnifiedMemory:
             raise wrong_type("embedder", "Embedder (name, dim, embed(texts))", embedder)
         if vector_index is not None and not callable(getattr(vector_index, "search", None)):
             raise wrong_type("vector_index", "VectorIndex", vector_index)
+        if reranker is not None and not callable(getattr(reranker, "rerank", None)):
+            raise wrong_type("reranker", "object with a rerank(query, texts) method", reranker)
         scorer = importance_scorer or HeuristicImportanceScorer()
         count_tokens = token_counter or make_token_counter(cfg.token_counter, cfg.tiktoken_encoding)
         storage = Storage(path)
@@ -147,7 +152,7 @@ class UnifiedMemory:
             promoter=Promoter(log, facts, graph, extractor=chosen_extractor, scorer=scorer,
                               threshold=cfg.importance_threshold, roles=cfg.promote_roles),
             extractor=chosen_extractor, scorer=scorer, count_tokens=count_tokens, clock=clock or time.time,
-            mode=mode, dense=dense,
+            mode=mode, dense=dense, reranker=reranker,
         )
         self._scope = scope
         if dense is not None and dense.index.persistent:
@@ -498,10 +503,14 @@ class UnifiedMemory:
         backend = self._backend
         now = backend.clock()
         vector = backend.dense.query_vector(query) if backend.dense is not None else None
-        hits = federated_recall(query=query, scope=self._scope, limit=limit, tiers=chosen, since=since,
+        depth = backend.config.ranking.rerank_depth if backend.reranker is not None else 0
+        hits = federated_recall(query=query, scope=self._scope, limit=max(limit, depth), tiers=chosen, since=since,
                                 where=dict(where) if where else None, now=now, ranking=backend.config.ranking,
                                 facts=backend.facts, graph=backend.graph, log=backend.log, window=backend.window,
                                 mode=backend.mode, vector=vector)
+        if backend.reranker is not None:
+            hits = rerank(backend.reranker, query, hits, depth=depth)
+        hits = hits[:limit]
         touched = [h.id for h in hits if h.tier == "long_term"]
         if touched:
             with self._write():

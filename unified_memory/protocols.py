@@ -16,7 +16,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from unified_memory.types import Extraction, Message
 
-__all__ = ["TokenCounter", "ImportanceScorer", "Extractor", "Embedder", "VectorIndex", "LLM"]
+__all__ = ["TokenCounter", "ImportanceScorer", "Extractor", "Embedder", "VectorIndex", "Reranker", "LLM"]
 
 
 @runtime_checkable
@@ -91,6 +91,14 @@ class VectorIndex(Protocol):
     def drop(self, partition: str) -> None: ...
 
     def close(self) -> None: ...
+
+
+@runtime_checkable
+class Reranker(Protocol):
+    """Re-scores the best recall hits for a query (e.g. a cross-encoder): one score per
+    text, higher is better. See :mod:`unified_memory.rerank`."""
+
+    def rerank(self, query: str, texts: Sequence[str]) -> Sequence[float]: ...
 
 
 @runtime_checkable

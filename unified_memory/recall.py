@@ -19,7 +19,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from scoring.decay import recency
-from scoring.fusion import dense_relevance, fuse, hybrid_relevance, lexical_scale
+from scoring.fusion import dense_relevance, diversify, fuse, hybrid_relevance, lexical_scale
 from scoring.temporal import TimeWindow, temporal_cue, time_affinity
 from scoring.text import analyze
 from tiers.documents import Candidate
@@ -158,7 +158,25 @@ def federated_recall(
         for hit in hits:
             _weigh_time(hit, window_named, ranking)
     hits.sort(key=lambda h: (-h["score"], TIER_ORDER[h["tier"]], h["id"]))
-    return [RecallHit(**fields) for fields in _one_per_source(hits)[:limit]]
+    return [RecallHit(**fields) for fields in _diverse(_one_per_source(hits), limit, ranking.diversity)]
+
+
+def _diverse(hits: list[dict[str, Any]], limit: int, diversity: float) -> list[dict[str, Any]]:
+    """The top ``limit`` after maximal marginal relevance over the best ``3 × limit``:
+    near-duplicate texts do not crowd the top (see :func:`scoring.fusion.diversify`)."""
+    if diversity <= 0 or len(hits) <= 1:
+        return hits[:limit]
+    pool = hits[:3 * limit]
+    picked = diversify([h["score"] for h in pool], [frozenset(analyze(h["text"])) for h in pool], limit=limit,
+                       diversity=diversity)
+    out = []
+    for index, adjusted in picked:
+        hit = pool[index]
+        if adjusted != hit["score"]:
+            hit["components"]["redundancy_penalty"] = round(1.0 - adjusted / hit["score"], 6) if hit["score"] else 0.0
+            hit["score"] = round(adjusted, 9)
+        out.append(hit)
+    return out
 
 
 def _weigh_time(hit: dict[str, Any], window: TimeWindow, ranking: RankingConfig) -> None:

@@ -3,7 +3,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tiers.episodic import EpisodicLog
-from tiers.neighbors import OWN_WEIGHT, PART_SEP, ConversationTurn, neighbor_documents, split_parts
+from tiers.neighbors import OWN_WEIGHT, ConversationTurn, neighbor_documents, split_parts
 from tiers.storage import Scope, Storage
 from unified_memory.types import Message
 
