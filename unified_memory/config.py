@@ -68,6 +68,10 @@ class RankingConfig(_Config):
                     "from outside it keeps 1 - temporal_weight of its score.")
     temporal_tolerance_days: float = Field(
         default=3.0, ge=0.0, description="Items this many days outside the named time count as outside it.")
+    hop_decay: float = Field(
+        default=0.6, ge=0.0, le=1.0,
+        description="An entity linked by a relation to an entity the query names is recalled "
+                    "at this fraction of that entity's score (0 turns graph hops off).")
     diversity: float = Field(
         default=0.3, ge=0.0, le=1.0,
         description="Maximal marginal relevance: a hit whose words overlap a better one's by a "

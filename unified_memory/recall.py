@@ -121,9 +121,10 @@ def federated_recall(
         for candidate, entity, description in found_entities:
             # A query naming a person, place or organisation asks about it; a bare "thing"
             # (an attribute value such as "peanuts") gets no boost over the fact it came from.
-            name_terms = set(analyze(entity.name)) if entity.type != "thing" else set()
+            name_terms = set(analyze(entity.name))
             matched = set(candidate.lexical.matched_terms) if candidate.lexical else set()
-            named = bool(name_terms) and name_terms <= matched
+            mentioned = bool(name_terms) and name_terms <= matched
+            named = mentioned and entity.type != "thing"
             hit = _hit(
                 "entity", entity.id, description, candidate, scale=scale, mode=mode,
                 importance=entity_importance(entity.mention_count), stamp=entity.last_seen.timestamp(), now=now,
@@ -132,7 +133,10 @@ def federated_recall(
                        "name_match": named})
             if named:  # the query names this entity: stronger evidence than a word in its relations
                 hit["score"] = round(hit["score"] * ranking.entity_name_boost, 9)
+            hit["_mentioned"] = mentioned
             hits.append(hit)
+        if ranking.hop_decay > 0:
+            hits.extend(_hops(hits, graph, scope, since=since, where=where, decay=ranking.hop_decay))
     if "short_term" in tiers or "episodic" in tiers:
         found = log.search(scope, query, want, **search)
         window_seqs = window.contains(scope, [logged.seq for _, logged in found])
@@ -179,6 +183,41 @@ def _diverse(hits: list[dict[str, Any]], limit: int, diversity: float) -> list[d
     return out
 
 
+def _hops(hits: list[dict[str, Any]], graph: EntityGraph, scope: Scope, *, since: float | None,
+          where: dict[str, Any] | None, decay: float, sources: int = 3, depth: int = 2) -> list[dict[str, Any]]:
+    """Graph hops for multi-hop questions: entities up to ``depth`` relations away from the
+    (up to ``sources``) best entities the query names, at ``decay ** hops`` times their score.
+    An entity's own document already holds its relations, so the second hop is the one that
+    reaches what no document of a named entity mentions ("where does the owner of Biscuit
+    work?": Biscuit → Maria → Acme Corp)."""
+    named = sorted((h for h in hits if h.get("_mentioned")),
+                   key=lambda h: -h["score"])[:sources]
+    have = {h["id"] for h in hits if h["tier"] == "entity"}
+    reached = {h["id"]: h for h in named}  # entity id -> the named hit it was reached from
+    frontier, factor, out = list(reached), 1.0, []
+    for _ in range(depth):
+        if not frontier:
+            break
+        factor *= decay
+        following = []
+        for origin, predicate, entity, description in graph.linked(scope, frontier, since=since, where=where):
+            if entity.id in reached:
+                continue
+            source = reached[entity.id] = reached[origin]
+            following.append(entity.id)
+            if entity.id in have:
+                continue
+            have.add(entity.id)
+            out.append({"id": entity.id, "tier": "entity", "text": description,
+                        "score": round(source["score"] * factor, 9),
+                        "components": {**source["components"], "name_match": False, "entity": entity.name,
+                                       "type": entity.type, "mentions": entity.mention_count,
+                                       "hop_from": source["components"]["entity"], "via": predicate},
+                        "metadata": entity.metadata, "created_at": entity.last_seen, "_source": entity.id})
+        frontier = following
+    return out
+
+
 def _weigh_time(hit: dict[str, Any], window: TimeWindow, ranking: RankingConfig) -> None:
     """The query names a time: facts and messages from outside it lose up to
     ``temporal_weight`` of their score (entities describe no single moment)."""
@@ -196,6 +235,7 @@ def _one_per_source(hits: list[dict[str, Any]]) -> list[dict[str, Any]]:
     kept = []
     for hit in hits:
         source = hit.pop("_source")
+        hit.pop("_mentioned", None)
         if source not in seen:
             seen.add(source)
             kept.append(hit)

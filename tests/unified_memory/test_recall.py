@@ -55,3 +55,25 @@ def test_reply_is_recalled_through_its_question_but_ranks_below_it():
     texts = [h.text for h in hits]
     assert texts[:2] == ["Did you go to the pottery workshop?", "Yes, it was the best afternoon!"]
     assert hits[0].components["own_match"] and not hits[1].components["own_match"]
+
+
+def test_graph_hops_reach_what_no_named_entity_mentions():
+    with memory() as mem:
+        mem.add_triple("Biscuit", "owned_by", "Maria")
+        mem.add_triple("Maria", "member_of", "Chess Club")
+        mem.add_triple("Rex", "owned_by", "Tom")
+        hits = mem.recall("tell me about Biscuit", tiers="entity")
+        hop = next(h for h in hits if h.text.startswith("Chess Club"))
+        assert hop.components["hop_from"] == "Biscuit" and hop.components["via"] == "member_of"
+        assert hop.score < hits[0].score
+        assert not any(h.text.startswith(("Rex", "Tom")) for h in hits)
+        mem.config.ranking.hop_decay = 0.0
+        assert not any(h.text.startswith("Chess Club") for h in mem.recall("tell me about Biscuit", tiers="entity"))
+
+
+def test_graph_hops_stay_inside_the_user():
+    with memory() as mem:
+        mem.add_triple("Biscuit", "owned_by", "Maria")
+        bob = mem.scoped(user_id="bob")
+        bob.add_triple("Maria", "member_of", "Secret Society")
+        assert not any("Secret" in h.text for h in mem.recall("tell me about Biscuit"))
