@@ -35,8 +35,8 @@ import snowballstemmer
 
 from unified_memory.errors import wrong_type
 
-__all__ = ["STOPWORDS", "NEGATIONS", "DOC_BREAK", "analyze", "normalize_key", "tokenize_words", "stem",
-           "raw_tokens", "raw_token_stream", "token_terms"]
+__all__ = ["STOPWORDS", "NEGATIONS", "DOC_BREAK", "analyze", "term_set", "normalize_key", "tokenize_words",
+           "stem", "raw_tokens", "raw_token_stream", "token_terms"]
 
 #: Words that negate; kept by :func:`normalize_key`, dropped by :func:`analyze`.
 NEGATIONS: frozenset[str] = frozenset({"not", "no", "never", "nothing", "none", "neither", "nor"})
@@ -202,6 +202,16 @@ def analyze(text: str) -> list[str]:
     for token in raw_tokens(text):
         out += token_terms(token)
     return out
+
+
+@lru_cache(maxsize=1 << 14)
+def term_set(text: str) -> frozenset[str]:
+    """The distinct terms of ``text`` (remembered: recall compares the same texts often).
+
+    >>> sorted(term_set("cats and more cats"))
+    ['cat']
+    """
+    return frozenset(analyze(text))
 
 
 def normalize_key(text: str) -> str:

@@ -19,10 +19,11 @@ and per-user dense partitions kept in step with the store.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 
 import numpy as np
 
@@ -201,6 +202,8 @@ class PartitionedVectors:
         self.kind = kind
         self._loader = loader
         self._parts = parts
+        self._deferring = 0
+        self._pending: dict[str, dict[str, str]] = {}  # user -> id -> document, while deferring
         self._keys: dict[str, dict[str, str]] = {}  # user -> id -> index key, for synced users
         self._data_version = storage.data_version()
 
@@ -276,15 +279,53 @@ class PartitionedVectors:
 
     def add(self, user_id: str, items: Iterable[tuple[str, str]]) -> None:
         """Index new or changed documents (a non-persistent partition not built yet
-        is left alone: it is built from the store on first use)."""
+        is left alone: it is built from the store on first use). While deferring
+        (:meth:`defer`), documents wait and are embedded together at the end."""
         with self.storage.lock:
             keys = self._loaded(user_id)
-            if keys is not None:
+            if keys is None:
+                return
+            if self._deferring:
+                self._pending.setdefault(user_id, {}).update(items)
+            else:
                 self._put(user_id, keys, dict(items))
+
+    @contextlib.contextmanager
+    def defer(self) -> Iterator[None]:
+        """Hold documents added inside the block and embed them in one batch when it
+        ends (one write that touches many entities embeds once, not once per entity);
+        if the block raises, they are dropped and the user's partition is re-checked
+        against the store on next use."""
+        with self.storage.lock:
+            self._deferring += 1
+            try:
+                yield
+            except BaseException:
+                for user_id in self._pending:
+                    self._keys.pop(user_id, None)
+                self._pending.clear()
+                raise
+            finally:
+                self._deferring -= 1
+            if not self._deferring:
+                self._flush()
+
+    def _flush(self, user_id: str | None = None) -> None:
+        users = [user_id] if user_id is not None else list(self._pending)
+        for user in users:
+            items = self._pending.pop(user, None)
+            keys = self._keys.get(user)
+            if items and keys is not None:
+                self._put(user, keys, items)
 
     def remove(self, user_id: str, ids: Iterable[str]) -> None:
         """Drop documents from the user's partition."""
         with self.storage.lock:
+            ids = list(ids)
+            pending = self._pending.get(user_id)
+            if pending:
+                for item_id in ids:
+                    pending.pop(item_id, None)
             keys = self._loaded(user_id)
             if keys is not None:
                 stale = [keys.pop(item_id) for item_id in ids if item_id in keys]
@@ -294,12 +335,18 @@ class PartitionedVectors:
     def search(self, user_id: str, vector: object, limit: int) -> list[tuple[str, float]]:
         """The user's ``limit`` documents most similar to ``vector``: ``[(id, cosine)]``."""
         self.ensure(user_id)
+        if user_id in self._pending:  # a search inside a deferred write sees its documents
+            with self.storage.lock:
+                self._flush(user_id)
         hits = self.index.search(self.partition(user_id), vector, limit)
         return [(key.rpartition("|")[0], score) for key, score in hits]
 
     def similarity(self, user_id: str, vector: object, ids: Iterable[str]) -> dict[str, float]:
         """Cosine similarity of ``vector`` to each of these documents of the user (those indexed)."""
         self.ensure(user_id)
+        if user_id in self._pending:
+            with self.storage.lock:
+                self._flush(user_id)
         with self.storage.lock:
             keys = self._keys.get(user_id, {})
             wanted = {keys[item_id]: item_id for item_id in ids if item_id in keys}
@@ -313,6 +360,7 @@ class PartitionedVectors:
         with self.storage.lock:
             self.index.drop(self.partition(user_id))
             self._keys.pop(user_id, None)
+            self._pending.pop(user_id, None)
             self.ensure(user_id)
 
     def rebuild_all(self, user_ids: Iterable[str]) -> None:
@@ -325,11 +373,14 @@ class PartitionedVectors:
         with self.storage.lock:
             self.index.drop(self.partition(user_id))
             self._keys.pop(user_id, None)
+            self._pending.pop(user_id, None)
 
     def invalidate(self, user_id: str | None = None) -> None:
         """Forget what is known to be in step, so the next use re-checks against the store."""
         with self.storage.lock:
             if user_id is None:
                 self._keys.clear()
+                self._pending.clear()
             else:
                 self._keys.pop(user_id, None)
+                self._pending.pop(user_id, None)

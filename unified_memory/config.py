@@ -68,6 +68,10 @@ class RankingConfig(_Config):
                     "from outside it keeps 1 - temporal_weight of its score.")
     temporal_tolerance_days: float = Field(
         default=3.0, ge=0.0, description="Items this many days outside the named time count as outside it.")
+    speaker_boost: float = Field(
+        default=0.5, ge=0.0,
+        description="A message whose speaker the query names (\"what did Maria say about ...\") "
+                    "scores 1 + speaker_boost times higher.")
     hop_decay: float = Field(
         default=0.6, ge=0.0, le=1.0,
         description="An entity linked by a relation to an entity the query names is recalled "

@@ -259,7 +259,10 @@ class UnifiedMemory:
         """One transaction; on failure the user's indexes are rebuilt from the store."""
         backend = self._backend
         try:
-            with backend.storage.atomic():
+            # Vectors are embedded at the end of the transaction, in one batch per tier
+            # (inside it: an embedder failure rolls the write back like any other).
+            with backend.storage.atomic(), \
+                    backend.dense.defer() if backend.dense is not None else contextlib.nullcontext():
                 yield
         except BaseException:
             for index in (backend.log.index, backend.facts.index, backend.graph.index):

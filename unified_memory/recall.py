@@ -1,10 +1,22 @@
 """Federated recall: ask every tier, make the scores comparable, keep the best.
 
-Each tier returns lexical candidates with ``relevance`` in [0, 1] (BM25 over the
-query's upper bound, see :mod:`scoring.lexical`); :func:`scoring.fusion.fuse`
-weighs in importance, recency, the tier and supersession. Messages in the
-asking conversation's window are ``short_term`` hits, other logged messages
-``episodic`` ones, so one message is never reported twice.
+1. Each tier returns candidates from its lexical (BM25) and, in hybrid mode, dense
+   index; every candidate gets both scores. A message is indexed together with
+   its neighbour turns (:mod:`tiers.neighbors`); one whose own words miss the
+   query keeps ``neighbor_match_weight`` of its lexical part.
+2. Lexical relevance is BM25 over the tier's best score for the query (at least
+   ``lexical_norm_floor`` × the query's upper bound, :func:`scoring.fusion.lexical_scale`),
+   blended with dense relevance (``lexical_weight``).
+3. :func:`scoring.fusion.fuse` weighs in importance, recency, the tier and
+   supersession; an entity the query names is boosted, and entities up to two
+   relations from it are recalled at ``hop_decay`` per hop (graph hops).
+4. A time named in the query ("last week", "in May 2023", :mod:`scoring.temporal`)
+   lowers items from outside it by up to ``temporal_weight``.
+5. One hit per source turn, then maximal marginal relevance (``diversity``).
+
+Messages in the asking conversation's window are ``short_term`` hits, other
+logged messages ``episodic`` ones, so one message is never reported twice.
+Every hit's ``components`` say how its score was made.
 
     >>> from unified_memory import UnifiedMemory
     >>> with UnifiedMemory() as mem:
@@ -21,7 +33,7 @@ from typing import Any
 from scoring.decay import recency
 from scoring.fusion import dense_relevance, diversify, fuse, hybrid_relevance, lexical_scale
 from scoring.temporal import TimeWindow, temporal_cue, time_affinity
-from scoring.text import analyze
+from scoring.text import analyze, term_set
 from tiers.documents import Candidate
 from tiers.entities import EntityGraph, entity_importance
 from tiers.episodic import EpisodicLog, index_text
@@ -121,7 +133,7 @@ def federated_recall(
         for candidate, entity, description in found_entities:
             # A query naming a person, place or organisation asks about it; a bare "thing"
             # (an attribute value such as "peanuts") gets no boost over the fact it came from.
-            name_terms = set(analyze(entity.name))
+            name_terms = term_set(entity.name)
             matched = set(candidate.lexical.matched_terms) if candidate.lexical else set()
             mentioned = bool(name_terms) and name_terms <= matched
             named = mentioned and entity.type != "thing"
@@ -149,14 +161,19 @@ def federated_recall(
             message = logged.message
             # A message is indexed with its neighbour turns (tiers.neighbors): one whose own
             # words miss the query matched through them, which is weaker evidence.
-            own_match = bool(query_terms & set(analyze(index_text(message.name, message.content))))
-            hits.append(_hit(
+            own_match = bool(query_terms & term_set(index_text(message.name, message.content)))
+            speaker_terms = term_set(message.name) if message.name else frozenset()
+            spoken_by_named = bool(speaker_terms) and speaker_terms <= query_terms
+            hit = _hit(
                 tier, logged.id, message.text(), candidate, scale=scale, mode=mode, importance=float(candidate.row["importance"]),
                 stamp=message.created_at.timestamp() if message.created_at else None, now=now,
                 ranking=ranking, metadata=message.metadata,
                 lexical_weight=1.0 if own_match else ranking.neighbor_match_weight,
                 extra={"role": message.role, "speaker": message.name, "session_id": message.session_id,
-                       "own_match": own_match}))
+                       "own_match": own_match, "speaker_match": spoken_by_named})
+            if spoken_by_named:  # a question about a person: what they said is the likeliest evidence
+                hit["score"] = round(hit["score"] * (1.0 + ranking.speaker_boost), 9)
+            hits.append(hit)
     window_named = temporal_cue(query, now=now).window
     if window_named is not None and ranking.temporal_weight > 0:
         for hit in hits:
@@ -171,7 +188,7 @@ def _diverse(hits: list[dict[str, Any]], limit: int, diversity: float) -> list[d
     if diversity <= 0 or len(hits) <= 1:
         return hits[:limit]
     pool = hits[:3 * limit]
-    picked = diversify([h["score"] for h in pool], [frozenset(analyze(h["text"])) for h in pool], limit=limit,
+    picked = diversify([h["score"] for h in pool], [term_set(h["text"]) for h in pool], limit=limit,
                        diversity=diversity)
     out = []
     for index, adjusted in picked:

@@ -12,7 +12,9 @@ default, or chromadb (embedded beside the SQLite file, or a server).
 
 from __future__ import annotations
 
+import contextlib
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from threading import Lock
@@ -74,6 +76,15 @@ class Dense:
         for partitions in self.partitions.values():
             partitions.rebuild_all(user_ids)
         return len(user_ids) * len(self.partitions)
+
+    @contextlib.contextmanager
+    def defer(self) -> Iterator[None]:
+        """Embed what a write adds in one batch per tier when the write ends (see
+        :meth:`tiers.vectors.PartitionedVectors.defer`)."""
+        with contextlib.ExitStack() as stack:
+            for partitions in self.partitions.values():
+                stack.enter_context(partitions.defer())
+            yield
 
     def close(self) -> None:
         self.index.close()

@@ -77,3 +77,17 @@ def test_graph_hops_stay_inside_the_user():
         bob = mem.scoped(user_id="bob")
         bob.add_triple("Maria", "member_of", "Secret Society")
         assert not any("Secret" in h.text for h in mem.recall("tell me about Biscuit"))
+
+
+def test_messages_of_the_speaker_the_query_names_rank_first():
+    with memory() as mem:
+        mem.add_message("user", "I started a pottery class", name="Maria", when=at(30))
+        mem.add_message("user", "Cooking is fun", name="Maria", when=at(29.9))
+        mem.add_message("user", "I started a pottery class too", name="Tom", when=at(20))
+        mem.add_message("user", "Nice weather", name="Tom", when=at(19.9))
+        hits = mem.recall("what class did Maria start?", tiers=("short_term", "episodic"))
+        assert hits[0].components["speaker"] == "Maria" and hits[0].components["speaker_match"]
+        tom = next(h for h in hits if h.text == "I started a pottery class too")
+        assert not tom.components["speaker_match"]
+        mem.config.ranking.speaker_boost = 0.0
+        assert mem.recall("what class did Maria start?", tiers=("short_term", "episodic"))[0].score < hits[0].score

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from unified_memory import DependencyError, UnifiedMemory
+from unified_memory import DependencyError, MemoryValueError, UnifiedMemory
 from unified_memory.config import VectorConfig
 from unified_memory.testing import FakeEmbedder
 
@@ -99,3 +99,40 @@ def test_chroma_in_memory_needs_a_location():
 
     with pytest.raises(ConfigError, match="vectors.chroma_path"):
         UnifiedMemory(retrieval="embedding", embedder=FakeEmbedder(), vectors=VectorConfig(backend="chroma"))
+
+
+@pytest.mark.parametrize("backend", ["numpy", "chroma"])
+def test_a_bulk_write_embeds_once_per_tier_even_with_a_built_index(backend, tmp_path):
+    pytest.importorskip("chromadb") if backend == "chroma" else None
+    emb = FakeEmbedder(32)
+    path = tmp_path / "mem.db"
+    with UnifiedMemory(path, retrieval="hybrid", embedder=emb, vectors=VectorConfig(backend=backend)) as mem:
+        mem.recall("warm up")  # every partition is built and kept in step from now on
+        emb.reset()
+        cities = ["Lisbon", "Porto", "Bergen", "Turin", "Dakar", "Leeds", "Rome", "Oslo"]
+        hobbies = ["kayaking", "pottery", "chess", "jazz", "climbing"]
+        names = ["Ana", "Ben", "Carla", "Dev", "Eli", "Fay", "Gus", "Hana"]
+        mem.remember_many([f"My neighbour {names[i % 8]} just moved to {cities[(i * 3) % 8]} and loves "
+                           f"{hobbies[i % 5]}" for i in range(40)]
+                          + [f"I met Person{i} at the Museum{i} in Lisbon" for i in range(40)])
+        assert len(mem.entities()) > 10
+        assert emb.calls <= 3  # facts and entities: one batch each, not one call per entity
+        assert len(emb.texts) == len(set(emb.texts))  # nothing embedded twice
+        emb.reset()
+        mem.add_messages([{"role": "user", "content": f"Turn {i} about gardening"} for i in range(30)])
+        assert emb.calls <= 3
+        hit = mem.recall("Person7 Museum7", tiers="long_term")[0]
+        assert hit.text == "I met Person7 at the Museum7 in Lisbon" and hit.components["dense"] > 0
+
+
+def test_a_failed_write_leaves_no_vectors_behind():
+    emb = FakeEmbedder(32)
+    with UnifiedMemory(retrieval="hybrid", embedder=emb) as mem:
+        mem.remember("I keep bees")
+        mem.recall("bees")
+        with pytest.raises(MemoryValueError):
+            mem.remember_many(["I grow tomatoes", "   "])  # the second item is refused: nothing is written
+        assert [h.text for h in mem.recall("tomatoes", tiers="long_term")
+                if "tomatoes" in h.text] == []
+        mem.remember("I grow tomatoes")
+        assert mem.recall("tomatoes", tiers="long_term")[0].text == "I grow tomatoes"
