@@ -126,11 +126,13 @@ def lexical_scale(matches: Iterable[tuple[float, float]], *, floor: float) -> fl
 
 
 def diversify(scores: Sequence[float], terms: Sequence[frozenset[str]], *, limit: int,
-              diversity: float) -> list[tuple[int, float]]:
-    """Maximal marginal relevance: pick ``limit`` items greedily, each time the one with the
-    best ``score × (1 - diversity × redundancy)``, where redundancy is its largest Jaccard
-    overlap of ``terms`` with an item already picked. Returns ``(index, adjusted score)``
-    in pick order; ``diversity=0`` keeps the order of ``scores`` (ties: lower index).
+              diversity: float, overlap: float = 0.5) -> list[tuple[int, float]]:
+    """Maximal marginal relevance against near-duplicates: pick ``limit`` items greedily,
+    each time the one with the best ``score × (1 - diversity × redundancy)``. Redundancy
+    is 0 up to a Jaccard overlap of ``terms`` of ``overlap`` with an item already picked
+    and rises linearly to 1 at identical terms, so items on the same topic are left
+    alone and only restatements are pushed down. Returns ``(index, adjusted score)`` in
+    pick order; ``diversity=0`` keeps the order of ``scores`` (ties: lower index).
 
     >>> same, other = frozenset({"peanut", "allergi"}), frozenset({"lisbon"})
     >>> [i for i, _ in diversify([0.9, 0.85, 0.5], [same, same, other], limit=2, diversity=0.5)]
@@ -138,6 +140,8 @@ def diversify(scores: Sequence[float], terms: Sequence[frozenset[str]], *, limit
     """
     if not 0.0 <= diversity <= 1.0:
         raise ValueError(f"diversity: must be in [0, 1], got {diversity!r}")
+    if not 0.0 <= overlap < 1.0:
+        raise ValueError(f"overlap: must be in [0, 1), got {overlap!r}")
     remaining = list(range(len(scores)))
     redundancy = [0.0] * len(scores)
     picked: list[tuple[int, float]] = []
@@ -149,5 +153,6 @@ def diversify(scores: Sequence[float], terms: Sequence[frozenset[str]], *, limit
         for i in remaining:
             union = len(terms[i] | chosen)
             if union:
-                redundancy[i] = max(redundancy[i], len(terms[i] & chosen) / union)
+                jaccard = len(terms[i] & chosen) / union
+                redundancy[i] = max(redundancy[i], max(0.0, jaccard - overlap) / (1.0 - overlap))
     return picked

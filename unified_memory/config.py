@@ -77,9 +77,10 @@ class RankingConfig(_Config):
         description="An entity linked by a relation to an entity the query names is recalled "
                     "at this fraction of that entity's score (0 turns graph hops off).")
     diversity: float = Field(
-        default=0.3, ge=0.0, le=1.0,
-        description="Maximal marginal relevance: a hit whose words overlap a better one's by a "
-                    "Jaccard fraction J keeps 1 - diversity·J of its score (0 turns it off).")
+        default=0.5, ge=0.0, le=1.0,
+        description="Maximal marginal relevance against restatements: a hit whose words overlap a "
+                    "better one's by a Jaccard fraction J > 0.5 keeps 1 - diversity·(J-0.5)/0.5 of its "
+                    "score (0 turns it off).")
     rerank_depth: int = Field(default=30, ge=1, description="How many of the best hits a reranker re-scores.")
     lexical_norm_floor: float = Field(
         default=0.25, gt=0.0, le=1.0,
