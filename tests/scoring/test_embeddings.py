@@ -210,3 +210,17 @@ def test_real_model_vectors_are_normalised_float32_and_match_the_model(real_mode
     assert np.allclose(vectors, direct, atol=1e-5)
     assert np.allclose(emb.embed(texts[:1])[0], vectors[0], atol=1e-5)  # batch-independent
     assert emb.embed([]).shape == (0, 384)
+
+
+@pytest.mark.embeddings
+def test_a_query_embedded_directly_equals_the_batch_encoding():
+    pytest.importorskip("sentence_transformers")
+    emb = SentenceTransformerEmbedder()
+    texts = ["which food must I avoid?", "I'm allergic to peanuts", "My sister Maria lives in Lisbon"]
+    reference = emb.model.encode(texts, normalize_embeddings=True)
+    one_by_one = np.vstack([emb.embed([text]) for text in texts])  # the short path (a query)
+    many = emb.embed(texts * 4)  # more than a few texts: encode() in batches
+    assert one_by_one.dtype == np.float32
+    np.testing.assert_allclose(one_by_one, reference, atol=1e-5)
+    np.testing.assert_allclose(many[:3], reference, atol=1e-5)
+    np.testing.assert_allclose(np.linalg.norm(one_by_one, axis=1), 1.0, atol=1e-5)
