@@ -46,12 +46,10 @@ average before / after: on a shared 2-CPU machine other jobs slow every row, the
 from __future__ import annotations
 
 import argparse
-import hashlib
 import os
 import platform
 import random
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -63,6 +61,8 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")  # the MiniLM model is bundled; nev
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+
+from _report import library_version, publish, sources_digest  # noqa: E402
 
 from unified_memory import UnifiedMemory  # noqa: E402
 from unified_memory.retrieval import shared_default_embedder  # noqa: E402
@@ -273,22 +273,6 @@ def table(model: dict, rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
-def git_state() -> str:
-    def git(*cmd: str) -> str:
-        try:
-            return subprocess.run(["git", *cmd], cwd=ROOT, capture_output=True, text=True).stdout.strip()
-        except OSError:
-            return ""
-    sha = git("rev-parse", "--short", "HEAD") or "unknown"
-    dirty = git("status", "--porcelain", "--untracked-files=no")
-    return f"git {sha}{'-dirty' if dirty else ''}"
-
-
-def sources_digest() -> str:
-    files = sorted(p for pkg in ("unified_memory", "tiers", "scoring") for p in (ROOT / pkg).rglob("*.py"))
-    return hashlib.sha256(b"".join(p.read_bytes() for p in files)).hexdigest()[:10]
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--texts", type=int, default=2000)
@@ -303,7 +287,7 @@ def main(argv: list[str] | None = None) -> int:
 
     if args.threads:
         torch.set_num_threads(args.threads)
-    version, digest = git_state(), sources_digest()
+    version, digest = library_version(), sources_digest()
     texts = synthetic_texts(args.texts)
     words = [len(t.split()) for t in texts]
     inner = shared_default_embedder()
@@ -374,12 +358,10 @@ def main(argv: list[str] | None = None) -> int:
         f"Command: `python {' '.join([Path(sys.argv[0]).as_posix(), *sys.argv[1:]])}`",
         f"Machine: {platform.platform()}, {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, "
         f"Python {platform.python_version()}, torch {torch.__version__} ({torch.get_num_threads()} threads), "
-        f"{time.strftime('%Y-%m-%d')}; library at {version}, sources {digest}",
+        f"{time.strftime('%Y-%m-%d')}; library at {version}",
         f"Target: bulk writes embed at >= {TARGET:.0%} of the model's own batch throughput (batch_size={BATCH}).",
         table(model_row, rows), "\n".join(f"- {n}" for n in notes)]) + "\n"
-    print(text)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(text, encoding="utf-8")
+    publish(text, args.out)
     return 0
 
 

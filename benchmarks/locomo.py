@@ -23,12 +23,10 @@ path and never copied into the repository.
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import os
 import platform
 import re
-import subprocess
 import sys
 import time
 from collections import defaultdict
@@ -43,6 +41,8 @@ from sklearn.feature_extraction.text import TfidfVectorizer
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # the MiniLM model is bundled; never reach the network
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from _report import library_version, publish  # noqa: E402
 
 from scoring.lexical import LexicalIndex  # noqa: E402
 from scoring.text import STOPWORDS, tokenize_words  # noqa: E402
@@ -299,20 +299,6 @@ def table(results: dict[str, dict]) -> str:
     return "\n".join(lines)
 
 
-def library_version() -> str:
-    """The repository's commit (marked when the tree has uncommitted changes) and a hash of the
-    library's sources, so a report says which code it measured."""
-    root = Path(__file__).resolve().parents[1]
-    sources = sorted(p for package in ("unified_memory", "tiers", "scoring") for p in (root / package).rglob("*.py"))
-    digest = hashlib.sha256(b"".join(p.read_bytes() for p in sources)).hexdigest()[:10]
-    try:
-        git = [subprocess.run(["git", *cmd], cwd=root, capture_output=True, text=True).stdout.strip()
-               for cmd in (["rev-parse", "--short", "HEAD"], ["status", "--porcelain", "unified_memory", "tiers", "scoring"])]
-    except OSError:
-        git = ["unknown", ""]
-    return f"git {git[0] or 'unknown'}{' + uncommitted changes' if git[1] else ''}, sources {digest}"
-
-
 def report(args: argparse.Namespace, results: dict[str, dict], skipped: dict[str, str],
            version: str) -> tuple[str, bool]:
     """The markdown report (command, date, machine, table, notes) and whether a context overflowed."""
@@ -382,9 +368,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{name}: R@10 {results[name]['recall']['R@10']['overall']:.3f}", file=sys.stderr)
 
     text, overflow = report(args, results, skipped, version)
-    print(text)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(text, encoding="utf-8")
+    publish(text, args.out)
     if args.json:
         args.json.write_text(json.dumps({"command": sys.argv, "results": results, "skipped": skipped},
                                         indent=2) + "\n", encoding="utf-8")

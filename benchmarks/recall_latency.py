@@ -44,7 +44,8 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")  # the MiniLM model is bundled; nev
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from locomo import Turn, library_version, load_turns  # noqa: E402
+from _report import library_version, publish  # noqa: E402
+from locomo import Turn, load_turns  # noqa: E402
 
 from unified_memory import UnifiedMemory  # noqa: E402
 
@@ -264,9 +265,7 @@ def main(argv: list[str] | None = None) -> int:
         f"{datetime.now().date().isoformat()}; library at {version}",
         f"Target: recall p50 <= {TARGET_MS:g} ms on a 600-turn conversation, query embedding included.",
         table(rows), "\n".join(f"- {n}" for n in notes)]) + "\n"
-    print(text)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(text, encoding="utf-8")
+    publish(text, args.out)
     return 0
 
 
