@@ -48,3 +48,17 @@ def lexical_by_default(request, monkeypatch):
         import unified_memory.retrieval
 
         monkeypatch.setattr(unified_memory.retrieval, "embeddings_available", lambda: False)
+
+
+@pytest.fixture(autouse=True, scope="session")
+def model_cache_in_a_temporary_folder(tmp_path_factory):
+    """Exported models (scoring.onnx_query) go to a folder of this test session, not ~/.cache."""
+    import os
+
+    previous = os.environ.get("UNIFIED_MEMORY_CACHE")
+    os.environ["UNIFIED_MEMORY_CACHE"] = str(tmp_path_factory.mktemp("model-cache"))
+    yield
+    if previous is None:
+        os.environ.pop("UNIFIED_MEMORY_CACHE", None)
+    else:
+        os.environ["UNIFIED_MEMORY_CACHE"] = previous
