@@ -52,6 +52,14 @@ __version__ = "0.1.0"
 
 _LAZY = {
     "UnifiedMemory": "unified_memory.memory",
+    "remember": "unified_memory.agent",
+    "register_store": "unified_memory.agent",
+    "get_store": "unified_memory.agent",
+    "MemoryTool": "unified_memory.tools",
+    "memory_tools": "unified_memory.tools",
+    "remember_tool": "unified_memory.tools",
+    "recall_tool": "unified_memory.tools",
+    "run_tool_call": "unified_memory.tools",
     "RuleExtractor": "unified_memory.extraction",
     "HeuristicImportanceScorer": "scoring.importance",
     "score_importance": "scoring.importance",
@@ -67,7 +75,8 @@ _LAZY = {
 }
 
 __all__ = [
-    "UnifiedMemory", "MemoryConfig", "RankingConfig", "EvictionConfig", "ContextConfig", "VectorConfig",
+    "UnifiedMemory", "remember", "register_store", "get_store",
+    "MemoryTool", "memory_tools", "remember_tool", "recall_tool", "run_tool_call", "MemoryConfig", "RankingConfig", "EvictionConfig", "ContextConfig", "VectorConfig",
     "Message", "Fact", "Entity", "Triple", "Episode", "RecallHit", "ContextBlock", "SectionUsage", "MemoryStats",
     "ExtractedFact", "ExtractedEntity", "ExtractedTriple", "Extraction",
     "UnifiedMemoryError", "MemoryValueError", "MemoryTypeError", "ConfigError", "NotFoundError",
@@ -79,8 +88,10 @@ __all__ = [
 
 if TYPE_CHECKING:
     from scoring.importance import HeuristicImportanceScorer, assess_importance, score_importance
+    from unified_memory.agent import get_store, register_store, remember
     from unified_memory.extraction import RuleExtractor
     from unified_memory.memory import UnifiedMemory
+    from unified_memory.tools import MemoryTool, memory_tools, recall_tool, remember_tool, run_tool_call
     from unified_memory.protocols import (
         LLM,
         Embedder,

@@ -293,13 +293,19 @@ class UnifiedMemory:
         return self._ingest([message])[0]
 
     def add_turn(self, user: str, assistant: str | None = None, *, when: Any = None,
-                 metadata: Mapping[str, Any] | None = None) -> list[str]:
+                 metadata: Mapping[str, Any] | None = None, extract: bool = False) -> list[str]:
         """Log a user message and, optionally, the assistant's reply (one transaction).
 
+        ``extract=True`` extracts facts, entities and triples from the turn now, instead
+        of when it leaves the short-term window (what ``@remember(extract=True)`` does).
+
         >>> with UnifiedMemory() as mem:
-        ...     len(mem.add_turn("Hi, I'm Ada", "Hello Ada!"))
-        2
+        ...     _ = mem.add_turn("Hi, I'm Ada", "Hello Ada!", extract=True)
+        ...     [f.text for f in mem.facts()]
+        ["I'm Ada"]
         """
+        if not isinstance(extract, bool):
+            raise wrong_type("extract", "bool", extract)
         stamp = parse_when("when", when)
         meta = check_metadata("metadata", metadata)
         messages = [to_message("user", {"role": "user", "content": check_text("user", user), "metadata": meta},
@@ -307,7 +313,7 @@ class UnifiedMemory:
         if assistant is not None:
             messages.append(to_message("assistant", {"role": "assistant", "content": check_text(
                 "assistant", assistant, allow_empty=True), "metadata": meta}, when=stamp))
-        return self._ingest(messages)
+        return self._ingest(messages, extract=extract)
 
     def add_messages(self, messages: Iterable[Message | Mapping[str, Any]]) -> list[str]:
         """Log many messages (Message objects or OpenAI-style dicts) in one transaction.
@@ -321,15 +327,20 @@ class UnifiedMemory:
         checked = [to_message(f"messages[{i}]", m) for i, m in enumerate(messages)]
         return self._ingest(checked) if checked else []
 
-    def _ingest(self, messages: Sequence[Message]) -> list[str]:
+    def _ingest(self, messages: Sequence[Message], *, extract: bool = False) -> list[str]:
         backend = self._backend
         now = backend.clock()
         importances = [backend.scorer(m.content) if m.role == "user" and m.content else 0.0 for m in messages]
         tokens = message_token_counts(messages, backend.count_tokens)
         with self._write():
             logged = backend.log.append(self._scope, messages, now=now, importances=importances)
+            if extract:
+                report = backend.promoter.promote(self._scope, logged, now=now, source="turn")
+                protect = [*report.facts_created, *report.facts_reinforced]
+            else:
+                protect = []
             backend.window.extend(self._scope, logged, token_counts=tokens)
-            self._maintain(now, promote=backend.config.auto_promote)
+            self._maintain(now, promote=backend.config.auto_promote, protect=protect)
         return [m.id for m in logged]
 
     def _maintain(self, now: float, *, promote: bool, protect: Iterable[str] = ()) -> PromotionReport:
@@ -538,12 +549,13 @@ class UnifiedMemory:
         return self._backend.clock() - float(days) * 86400
 
     def context(self, query: str | None = None, *, max_tokens: int | None = None,
-                include_conversation: bool = True) -> ContextBlock:
+                include_conversation: bool = True, limit: int | None = None) -> ContextBlock:
         """A token-budgeted memory block for the next LLM call (see :mod:`unified_memory.context`).
 
         With a query, the block holds the facts, entities and past episodes relevant
         to it; without one, the most important facts and most mentioned entities.
-        ``tokens <= max_tokens`` always (``context_max_tokens`` by default).
+        ``tokens <= max_tokens`` always (``context_max_tokens`` by default); ``limit``
+        caps how many memories it may hold (``context.recall_limit`` by default).
 
         >>> with UnifiedMemory() as mem:
         ...     _ = mem.remember("I'm allergic to peanuts")
@@ -555,7 +567,7 @@ class UnifiedMemory:
         if query is not None:
             check_text("query", query, allow_empty=True)
         backend = self._backend
-        limit = self.config.context.recall_limit
+        limit = check_limit("limit", limit) if limit is not None else self.config.context.recall_limit
         sections: dict[str, list[RecallHit]] = {"facts": [], "entities": [], "episodes": []}
         if query and query.strip():
             tiers = ("long_term", "entity", "episodic") + (() if include_conversation else ("short_term",))

@@ -30,7 +30,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from tiers.entities import EntityGraph
-from tiers.episodic import EpisodicLog
+from tiers.episodic import EpisodicLog, LoggedMessage
 from tiers.long_term import FactInput, LongTermFacts
 from tiers.storage import Scope
 from tiers.window import split_interactions
@@ -106,18 +106,23 @@ class Promoter:
 
     def run(self, scope: Scope, *, now: float) -> PromotionReport:
         """Promote every message of ``scope`` that left the window and was not promoted yet."""
-        due = self.log.due_for_promotion(scope)
-        report = PromotionReport(messages=len(due))
-        if not due:
+        return self.promote(scope, self.log.due_for_promotion(scope), now=now, source="promotion")
+
+    def promote(self, scope: Scope, logged: Sequence[LoggedMessage], *, now: float,
+                source: str) -> PromotionReport:
+        """Extract from these logged messages (those of a promoted role) and store what is
+        found; mark them promoted so leaving the window later does not extract them again."""
+        report = PromotionReport(messages=len(logged))
+        if not logged:
             return report
         proposals = [
             Proposal(self.extractor.extract(message, context=interaction[:position]), message=message)
-            for interaction in split_interactions([m.message for m in due])
+            for interaction in split_interactions([m.message for m in logged])
             for position, message in enumerate(interaction)
             if message.role in self.roles and message.content
         ]
-        self.store(scope, proposals, now=now, report=report, source="promotion")
-        self.log.mark_promoted([m.seq for m in due])
+        self.store(scope, proposals, now=now, report=report, source=source)
+        self.log.mark_promoted([m.seq for m in logged])
         return report
 
     def store(self, scope: Scope, proposals: Sequence[Proposal], *, now: float, report: PromotionReport,
