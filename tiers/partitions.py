@@ -77,8 +77,10 @@ class PartitionedIndex:
         *,
         keys_allowed: Callable[[str], bool] | None = None,
     ) -> list[LexicalMatch]:
-        """Search the user's documents only."""
-        return self.get(user_id).search(query, limit, keys_allowed=keys_allowed)
+        """Search the user's documents only (under the store's lock: a write from another
+        thread may be growing the same index)."""
+        with self._storage.lock:
+            return self.get(user_id).search(query, limit, keys_allowed=keys_allowed)
 
     def invalidate(self, user_id: str | None = None) -> None:
         """Forget one user's index (or all), so it is rebuilt from the store on next use."""

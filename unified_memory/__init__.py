@@ -26,6 +26,7 @@ from unified_memory.errors import (
     ClosedError,
     ConfigError,
     DependencyError,
+    LLMError,
     MemoryTypeError,
     MemoryValueError,
     NotFoundError,
@@ -55,6 +56,10 @@ _LAZY = {
     "remember": "unified_memory.agent",
     "register_store": "unified_memory.agent",
     "get_store": "unified_memory.agent",
+    "MemoryEvent": "unified_memory.events",
+    "LLMExtractor": "unified_memory.llm_extraction",
+    "OpenAICompatibleLLM": "unified_memory.llm",
+    "as_llm": "unified_memory.llm",
     "MemoryTool": "unified_memory.tools",
     "memory_tools": "unified_memory.tools",
     "remember_tool": "unified_memory.tools",
@@ -76,11 +81,13 @@ _LAZY = {
 
 __all__ = [
     "UnifiedMemory", "remember", "register_store", "get_store",
-    "MemoryTool", "memory_tools", "remember_tool", "recall_tool", "run_tool_call", "MemoryConfig", "RankingConfig", "EvictionConfig", "ContextConfig", "VectorConfig",
+    "MemoryEvent", "MemoryTool", "memory_tools", "remember_tool", "recall_tool", "run_tool_call",
+    "LLMExtractor", "OpenAICompatibleLLM", "as_llm",
+    "MemoryConfig", "RankingConfig", "EvictionConfig", "ContextConfig", "VectorConfig",
     "Message", "Fact", "Entity", "Triple", "Episode", "RecallHit", "ContextBlock", "SectionUsage", "MemoryStats",
     "ExtractedFact", "ExtractedEntity", "ExtractedTriple", "Extraction",
     "UnifiedMemoryError", "MemoryValueError", "MemoryTypeError", "ConfigError", "NotFoundError",
-    "StorageError", "ClosedError", "DependencyError",
+    "StorageError", "ClosedError", "DependencyError", "LLMError",
     "RuleExtractor", "HeuristicImportanceScorer", "score_importance", "assess_importance", "make_token_counter",
     "Embedder", "Extractor", "ImportanceScorer", "LLM", "Reranker", "TokenCounter", "VectorIndex",
     "__version__",
@@ -89,9 +96,11 @@ __all__ = [
 if TYPE_CHECKING:
     from scoring.importance import HeuristicImportanceScorer, assess_importance, score_importance
     from unified_memory.agent import get_store, register_store, remember
+    from unified_memory.events import MemoryEvent
     from unified_memory.extraction import RuleExtractor
+    from unified_memory.llm import OpenAICompatibleLLM, as_llm
+    from unified_memory.llm_extraction import LLMExtractor
     from unified_memory.memory import UnifiedMemory
-    from unified_memory.tools import MemoryTool, memory_tools, recall_tool, remember_tool, run_tool_call
     from unified_memory.protocols import (
         LLM,
         Embedder,
@@ -102,6 +111,7 @@ if TYPE_CHECKING:
         VectorIndex,
     )
     from unified_memory.tokens import make_token_counter
+    from unified_memory.tools import MemoryTool, memory_tools, recall_tool, remember_tool, run_tool_call
 
 
 def __getattr__(name: str) -> Any:

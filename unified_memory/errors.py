@@ -37,6 +37,7 @@ __all__ = [
     "StorageError",
     "ClosedError",
     "DependencyError",
+    "LLMError",
 ]
 
 
@@ -99,3 +100,15 @@ def wrong_type(field: str, expected: str, value: object) -> MemoryTypeError:
     'text: expected str, got int'
     """
     return MemoryTypeError(f"{field}: expected {expected}, got {type(value).__name__}", field=field)
+
+
+class LLMError(UnifiedMemoryError):
+    """A chat model call failed (the endpoint refused, timed out, or answered nothing usable).
+
+    Not caused by the caller's input, so it is neither a ``ValueError`` nor a ``TypeError``;
+    the underlying error is chained as ``__cause__``. ``field`` is ``"llm"``.
+
+    >>> err = LLMError("llm: the endpoint answered HTTP 500", field="llm")
+    >>> isinstance(err, UnifiedMemoryError), err.field
+    (True, 'llm')
+    """

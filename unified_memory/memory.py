@@ -24,9 +24,11 @@ from tiers.long_term import EvictionWeights, LongTermFacts
 from tiers.short_term import ShortTermWindow
 from tiers.storage import SCHEMA_VERSION, Scope, Storage
 from tiers.window import message_token_counts
+from unified_memory.async_api import AsyncMethods
 from unified_memory.config import MemoryConfig
 from unified_memory.context import assemble
 from unified_memory.errors import invalid, wrong_type
+from unified_memory.events import EventBus, MemoryEvent
 from unified_memory.extraction import RuleExtractor
 from unified_memory.promotion import Promoter, PromotionReport, Proposal
 from unified_memory.protocols import Embedder, Extractor, Reranker, VectorIndex
@@ -46,6 +48,7 @@ from unified_memory.types import (
     Message,
     RecallHit,
     Triple,
+    utc_from_timestamp,
 )
 from unified_memory.validation import (
     check_limit,
@@ -78,9 +81,10 @@ class _Backend:
     mode: str
     dense: Dense | None
     reranker: Reranker | None
+    events: EventBus
 
 
-class UnifiedMemory:
+class UnifiedMemory(AsyncMethods):
     """Tiered long-term memory for one user (and optionally one agent and session).
 
     ``path=None`` keeps everything in memory; a path is one durable SQLite file,
@@ -152,7 +156,7 @@ class UnifiedMemory:
             promoter=Promoter(log, facts, graph, extractor=chosen_extractor, scorer=scorer,
                               threshold=cfg.importance_threshold, roles=cfg.promote_roles),
             extractor=chosen_extractor, scorer=scorer, count_tokens=count_tokens, clock=clock or time.time,
-            mode=mode, dense=dense, reranker=reranker,
+            mode=mode, dense=dense, reranker=reranker, events=EventBus(),
         )
         self._scope = scope
         if dense is not None and dense.index.persistent:
@@ -264,10 +268,32 @@ class UnifiedMemory:
             with backend.storage.atomic(), \
                     backend.dense.defer() if backend.dense is not None else contextlib.nullcontext():
                 yield
-        except BaseException:
+        except BaseException as exc:
             for index in (backend.log.index, backend.facts.index, backend.graph.index):
                 index.invalidate(self._scope.user_id)
+            backend.events.fail(exc)
             raise
+        backend.events.deliver()
+
+    def _event(self, kind: str, stage: str, **counts: int) -> None:
+        """Report what this write did (delivered when it commits, see :mod:`unified_memory.events`)."""
+        scope = self._scope
+        self._backend.events.hold(MemoryEvent(kind, stage, scope.user_id, scope.agent_id or None,  # type: ignore[arg-type]
+                                              scope.session_id or None, counts,
+                                              utc_from_timestamp(self._backend.clock())))
+
+    def on_event(self, hook: Callable[[MemoryEvent], None], *, kinds: Iterable[str] | None = None,
+                 ) -> Callable[[], None]:
+        """Call ``hook(event)`` for what the memory does — trim, promote, evict, reset
+        (see :mod:`unified_memory.events`); returns a function that unsubscribes.
+
+        >>> with UnifiedMemory() as mem:
+        ...     seen = []
+        ...     stop = mem.on_event(seen.append, kinds=["reset"])
+        ...     mem.clear(); stop(); [(e.kind, e.stage) for e in seen]
+        [('reset', 'completed')]
+        """
+        return self._backend.events.subscribe(hook, kinds=kinds)
 
     def count_tokens(self, text: str) -> int:
         """Tokens in ``text`` by the configured counter (chars/4 unless tiktoken is usable offline).
@@ -339,7 +365,9 @@ class UnifiedMemory:
                 protect = [*report.facts_created, *report.facts_reinforced]
             else:
                 protect = []
-            backend.window.extend(self._scope, logged, token_counts=tokens)
+            trimmed = backend.window.extend(self._scope, logged, token_counts=tokens)
+            if trimmed:
+                self._event("trim", "completed", messages=len(trimmed))
             self._maintain(now, promote=backend.config.auto_promote, protect=protect)
         return [m.id for m in logged]
 
@@ -347,14 +375,24 @@ class UnifiedMemory:
         """Promotion (when asked), then TTL expiry, the long-term limit and episodic
         retention, which apply after every write (call inside a transaction)."""
         backend, cfg = self._backend, self._backend.config
-        report = backend.promoter.run(self._scope, now=now) if promote else PromotionReport()
+        report = PromotionReport()
+        if promote and backend.log.due_for_promotion(self._scope):
+            self._event("promote", "started")
+            report = backend.promoter.run(self._scope, now=now)
+            self._event("promote", "completed", messages=report.messages, facts_created=len(report.facts_created),
+                        facts_reinforced=len(report.facts_reinforced),
+                        facts_superseded=len(report.facts_superseded), entities=report.entities,
+                        triples=report.triples)
         backend.facts.expire(self._scope, now=now)
         if cfg.long_term_limit is not None:
             e = cfg.eviction
-            backend.facts.evict(self._scope, limit=cfg.long_term_limit, now=now,
-                                protect={*protect, *report.facts_created, *report.facts_reinforced},
-                                weights=EvictionWeights(e.importance_weight, e.recency_weight, e.use_weight,
-                                                        e.recency_half_life_days, e.use_saturation))
+            evicted = backend.facts.evict(self._scope, limit=cfg.long_term_limit, now=now,
+                                          protect={*protect, *report.facts_created, *report.facts_reinforced},
+                                          weights=EvictionWeights(e.importance_weight, e.recency_weight,
+                                                                  e.use_weight, e.recency_half_life_days,
+                                                                  e.use_saturation))
+            if evicted:
+                self._event("evict", "completed", facts=len(evicted))
         if cfg.episodic_retention_days is not None:
             backend.log.prune(self._scope.user_id, older_than=now - cfg.episodic_retention_days * 86400)
         return report
@@ -385,6 +423,8 @@ class UnifiedMemory:
         backend = self._backend
         with self._write():
             held = backend.window.clear(self._scope)
+            if held:
+                self._event("trim", "completed", messages=len(held))
             self._maintain(backend.clock(), promote=backend.config.auto_promote)
         return len(held)
 
@@ -488,10 +528,12 @@ class UnifiedMemory:
         backend = self._backend
         with self._write():
             backend.window.clear(self._scope)
-            backend.log.delete_scope(self._scope)
+            messages = backend.log.delete_scope(self._scope)
+            facts = entities = 0
             if include_long_term:
-                backend.facts.delete_scope(self._scope)
-                backend.graph.delete_scope(self._scope)
+                facts = backend.facts.delete_scope(self._scope)
+                entities = backend.graph.delete_scope(self._scope)
+            self._event("reset", "completed", messages=messages, facts=facts, entities=entities)
 
     # -- reading ----------------------------------------------------------------------------
 

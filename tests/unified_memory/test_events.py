@@ -1,0 +1,85 @@
+"""Event hooks: trim, promote, evict, reset — with counts, after commit, failures reported."""
+
+import doctest
+
+import pytest
+
+import unified_memory.events
+from unified_memory import MemoryValueError, UnifiedMemory
+from unified_memory.extraction import RuleExtractor
+
+
+def test_doctests():
+    assert doctest.testmod(unified_memory.events).failed == 0
+
+
+def record(mem, kinds=None):
+    seen = []
+    mem.on_event(seen.append, kinds=kinds)
+    return seen
+
+
+def test_trim_and_promote_report_counts():
+    with UnifiedMemory(short_term_limit=2) as mem:
+        seen = record(mem)
+        mem.add_turn("My sister Maria lives in Lisbon", "Nice")
+        assert seen == []  # nothing left the window yet
+        mem.add_turn("I keep bees", "Fun")
+        kinds = [(e.kind, e.stage) for e in seen]
+        assert kinds == [("promote", "started"), ("trim", "completed"), ("promote", "completed")]
+        done = seen[-1]
+        assert done.counts["messages"] == 2 and done.counts["facts_created"] >= 1 and done.counts["triples"] >= 1
+        assert done.user_id == "default" and done.at is not None and done.error is None
+
+
+def test_evict_and_reset():
+    with UnifiedMemory(long_term_limit=2) as mem:
+        seen = record(mem, kinds=["evict", "reset"])
+        mem.remember_many(["I live in Lisbon", "I keep bees", "I play chess", "I like jazz"])
+        assert [(e.kind, e.counts) for e in seen] == [("evict", {"facts": 2})]
+        mem.add_turn("hello")
+        mem.clear(include_long_term=True)
+        reset = seen[-1]
+        assert reset.kind == "reset" and reset.counts["messages"] == 1 and reset.counts["facts"] == 4
+
+
+def test_a_rolled_back_write_reports_failed_and_nothing_completed():
+    class Exploding(RuleExtractor):
+        def extract(self, message, *, context=()):
+            raise RuntimeError("extractor down")
+
+    with UnifiedMemory(short_term_limit=1, extractor=Exploding()) as mem:
+        seen = record(mem)
+        mem.add_turn("I live in Lisbon", "Nice")
+        with pytest.raises(RuntimeError):
+            mem.add_turn("I keep bees", "Fun")  # the first turn leaves the window: promotion fails
+        stages = [(e.kind, e.stage) for e in seen]
+        assert ("promote", "started") in stages and ("promote", "failed") in stages
+        assert not any(stage == "completed" for _, stage in stages)
+        failed = next(e for e in seen if e.stage == "failed" and e.kind == "promote")
+        assert "extractor down" in failed.error
+        assert [e.content for e in mem.episodes()] == ["I live in Lisbon", "Nice"]  # the second write rolled back
+
+
+def test_a_raising_hook_never_breaks_the_memory(caplog):
+    with UnifiedMemory(short_term_limit=1) as mem:
+        def broken(event):
+            raise ValueError("hook bug")
+        mem.on_event(broken)
+        mem.add_turn("I live in Lisbon", "Nice")
+        mem.add_turn("I keep bees", "Fun")
+        assert mem.stats().messages == 4
+        assert "hook bug" in caplog.text
+
+
+def test_unsubscribe_scopes_and_bad_kinds():
+    with UnifiedMemory(short_term_limit=1) as mem:
+        seen = record(mem, kinds="trim")
+        stop = mem.on_event(seen.append)
+        stop()
+        bob = mem.scoped(user_id="bob")
+        bob.add_turn("hi", "hello")
+        bob.add_turn("bye", "see you")
+        assert [(e.kind, e.user_id) for e in seen] == [("trim", "bob")]
+        with pytest.raises(MemoryValueError, match="kinds"):
+            mem.on_event(print, kinds=["explode"])
