@@ -46,3 +46,17 @@ def usage(access_count: int, *, saturation: int) -> float:
     if access_count <= 0:
         return 0.0
     return min(1.0, math.log1p(access_count) / math.log1p(saturation))
+
+
+def decayed_confidence(confidence: float, *, age_seconds: float, half_life_days: float | None) -> float:
+    """A fact's confidence now: it halves every ``half_life_days`` since the fact was last
+    stated (lauren-ai's decaying MemoryFact); ``None`` means no decay.
+
+    >>> decayed_confidence(0.8, age_seconds=180 * 86400, half_life_days=180)
+    0.4
+    >>> decayed_confidence(0.8, age_seconds=10 ** 9, half_life_days=None)
+    0.8
+    """
+    if half_life_days is None:
+        return confidence
+    return confidence * recency(age_seconds=age_seconds, half_life_days=half_life_days)

@@ -68,6 +68,13 @@ class RankingConfig(_Config):
                     "from outside it keeps 1 - temporal_weight of its score.")
     temporal_tolerance_days: float = Field(
         default=3.0, ge=0.0, description="Items this many days outside the named time count as outside it.")
+    confidence_half_life_days: float | None = Field(
+        default=180.0, gt=0.0,
+        description="A fact's confidence halves every this many days since it was last stated "
+                    "(reinforcing it restores it); None keeps confidence constant.")
+    confidence_weight: float = Field(
+        default=0.3, ge=0.0, le=1.0,
+        description="A fact keeps 1 - confidence_weight·(1 - confidence now) of its score.")
     speaker_boost: float = Field(
         default=0.5, ge=0.0,
         description="A message whose speaker the query names (\"what did Maria say about ...\") "

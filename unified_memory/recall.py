@@ -30,7 +30,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from scoring.decay import recency
+from scoring.decay import decayed_confidence, recency
 from scoring.fusion import dense_relevance, diversify, fuse, hybrid_relevance, lexical_scale
 from scoring.temporal import TimeWindow, temporal_cue, time_affinity
 from scoring.text import analyze, term_set
@@ -121,12 +121,19 @@ def federated_recall(
         found_facts = facts.search(scope, query, want, now=now, **search)
         scale = _scale((c for c, _ in found_facts), ranking)
         for candidate, fact in found_facts:
-            hits.append(_hit(
+            stated = fact.updated_at.timestamp()
+            confidence = decayed_confidence(fact.confidence, age_seconds=max(0.0, now - stated),
+                                            half_life_days=ranking.confidence_half_life_days)
+            hit = _hit(
                 "long_term", fact.id, fact.text, candidate, scale=scale, mode=mode, importance=fact.importance,
                 source=fact.source_message_ids[0] if fact.source_message_ids else fact.id,
-                stamp=fact.updated_at.timestamp(), now=now, ranking=ranking, superseded=fact.status == "superseded",
+                stamp=stated, now=now, ranking=ranking, superseded=fact.status == "superseded",
                 metadata=fact.metadata, extra={"status": fact.status, "category": fact.category,
-                                               "valid_to": fact.valid_to.isoformat() if fact.valid_to else None}))
+                                               "valid_to": fact.valid_to.isoformat() if fact.valid_to else None,
+                                               "confidence": round(confidence, 6)})
+            # Unconfirmed for long, a fact is less sure (reinforcing it restores confidence).
+            hit["score"] = round(hit["score"] * (1.0 - ranking.confidence_weight * (1.0 - confidence)), 9)
+            hits.append(hit)
     if "entity" in tiers:
         found_entities = graph.search(scope, query, want, **search)
         scale = _scale((c for c, _, _ in found_entities), ranking)

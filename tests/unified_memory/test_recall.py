@@ -2,6 +2,8 @@
 
 from datetime import UTC, datetime, timedelta
 
+import pytest
+
 from unified_memory import UnifiedMemory
 
 NOW = datetime(2023, 6, 15, 12, 0, tzinfo=UTC)
@@ -91,3 +93,22 @@ def test_messages_of_the_speaker_the_query_names_rank_first():
         assert not tom.components["speaker_match"]
         mem.config.ranking.speaker_boost = 0.0
         assert mem.recall("what class did Maria start?", tiers=("short_term", "episodic"))[0].score < hits[0].score
+
+
+def test_fact_confidence_decays_unless_reinforced(clock):
+    with UnifiedMemory(clock=clock) as mem:
+        mem.remember("I am allergic to peanuts")
+        fresh = mem.recall("peanuts", tiers="long_term")[0]
+        assert fresh.components["confidence"] == 1.0
+        clock.advance(days=180)
+        old = mem.recall("peanuts", tiers="long_term")[0]
+        assert old.components["confidence"] == pytest.approx(0.5, abs=1e-3)
+        mem.config.ranking.confidence_weight = 0.0
+        unweighted = mem.recall("peanuts", tiers="long_term")[0]
+        assert old.score == pytest.approx(unweighted.score * (1 - 0.3 * 0.5), rel=1e-6)
+        mem.config.ranking.confidence_weight = 0.3
+        mem.remember("I am allergic to peanuts")  # stated again: reinforced
+        assert mem.recall("peanuts", tiers="long_term")[0].components["confidence"] == 1.0
+        mem.config.ranking.confidence_half_life_days = None
+        clock.advance(days=3000)
+        assert mem.recall("peanuts", tiers="long_term")[0].components["confidence"] == 1.0
