@@ -36,6 +36,7 @@ import os
 import threading
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any
 
 from unified_memory.errors import NotFoundError, invalid, wrong_type
@@ -122,21 +123,19 @@ def _output_text(result: Any) -> str | None:
     return str(result)
 
 
+@dataclass(frozen=True)
 class _Binding:
     """What one decorated method needs at each call."""
 
-    def __init__(self, store: Callable[[], UnifiedMemory], *, extract: bool, inject: bool, top_k: int,
-                 max_tokens: int, prompt_attribute: str, raise_errors: bool,
-                 on_error: Callable[[str, BaseException], None] | None, signature: inspect.Signature) -> None:
-        self.store = store
-        self.extract = extract
-        self.inject = inject
-        self.top_k = top_k
-        self.max_tokens = max_tokens
-        self.prompt_attribute = prompt_attribute
-        self.raise_errors = raise_errors
-        self.on_error = on_error
-        self.signature = signature
+    store: Callable[[], UnifiedMemory]
+    extract: bool
+    inject: bool
+    top_k: int
+    max_tokens: int
+    prompt_attribute: str
+    raise_errors: bool
+    on_error: Callable[[str, BaseException], None] | None
+    signature: inspect.Signature
 
     def _failed(self, stage: str, exc: BaseException) -> None:
         _LOG.warning("memory %s failed: %s: %s", stage, type(exc).__name__, exc)
