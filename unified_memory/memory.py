@@ -376,9 +376,10 @@ class UnifiedMemory(AsyncMethods):
         retention, which apply after every write (call inside a transaction)."""
         backend, cfg = self._backend, self._backend.config
         report = PromotionReport()
-        if promote and backend.log.due_for_promotion(self._scope):
+        due = backend.log.due_for_promotion(self._scope) if promote else []
+        if due:
             self._event("promote", "started")
-            report = backend.promoter.run(self._scope, now=now)
+            report = backend.promoter.promote(self._scope, due, now=now, source="promotion")
             self._event("promote", "completed", messages=report.messages, facts_created=len(report.facts_created),
                         facts_reinforced=len(report.facts_reinforced),
                         facts_superseded=len(report.facts_superseded), entities=report.entities,
