@@ -157,6 +157,16 @@ CREATE UNIQUE INDEX IF NOT EXISTS embeddings_key ON embeddings(user_id, model, c
 
 CREATE INDEX IF NOT EXISTS triples_subject ON triples(subject_id, seq);
 CREATE INDEX IF NOT EXISTS triples_object ON triples(object_id, seq);
+-- The running summary of what left each conversation's window (summarize-on-trim).
+CREATE TABLE IF NOT EXISTS summaries (
+    user_id TEXT NOT NULL,
+    agent_id TEXT NOT NULL DEFAULT '',
+    session_id TEXT NOT NULL DEFAULT '',
+    text TEXT NOT NULL,
+    messages INTEGER NOT NULL DEFAULT 0,
+    updated_at REAL NOT NULL,
+    PRIMARY KEY (user_id, agent_id, session_id)
+);
 """
 
 

@@ -58,6 +58,9 @@ _LAZY = {
     "get_store": "unified_memory.agent",
     "MemoryEvent": "unified_memory.events",
     "LLMExtractor": "unified_memory.llm_extraction",
+    "ExtractiveSummarizer": "unified_memory.summary",
+    "LLMSummarizer": "unified_memory.summary",
+    "Summarizer": "unified_memory.protocols",
     "OpenAICompatibleLLM": "unified_memory.llm",
     "as_llm": "unified_memory.llm",
     "MemoryTool": "unified_memory.tools",
@@ -82,7 +85,7 @@ _LAZY = {
 __all__ = [
     "UnifiedMemory", "remember", "register_store", "get_store",
     "MemoryEvent", "MemoryTool", "memory_tools", "remember_tool", "recall_tool", "run_tool_call",
-    "LLMExtractor", "OpenAICompatibleLLM", "as_llm",
+    "LLMExtractor", "OpenAICompatibleLLM", "as_llm", "ExtractiveSummarizer", "LLMSummarizer", "Summarizer",
     "MemoryConfig", "RankingConfig", "EvictionConfig", "ContextConfig", "VectorConfig",
     "Message", "Fact", "Entity", "Triple", "Episode", "RecallHit", "ContextBlock", "SectionUsage", "MemoryStats",
     "ExtractedFact", "ExtractedEntity", "ExtractedTriple", "Extraction",
@@ -107,9 +110,11 @@ if TYPE_CHECKING:
         Extractor,
         ImportanceScorer,
         Reranker,
+        Summarizer,
         TokenCounter,
         VectorIndex,
     )
+    from unified_memory.summary import ExtractiveSummarizer, LLMSummarizer
     from unified_memory.tokens import make_token_counter
     from unified_memory.tools import MemoryTool, memory_tools, recall_tool, remember_tool, run_tool_call
 

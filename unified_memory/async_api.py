@@ -47,7 +47,7 @@ T = TypeVar("T")
 ASYNC_TWINS: dict[str, str] = {name: "a" + name for name in (
     "add_turn", "add_message", "add_messages", "remember", "remember_many", "add_triple",
     "recall", "context", "assemble_context", "consolidate", "end_session", "clear", "reindex",
-    "facts", "entities", "triples", "neighbors", "episodes", "stats",
+    "facts", "entities", "triples", "neighbors", "episodes", "stats", "summary",
 )}
 
 _executors: weakref.WeakKeyDictionary[Any, ThreadPoolExecutor] = weakref.WeakKeyDictionary()
@@ -173,3 +173,7 @@ class AsyncMethods:
     async def astats(self, *args: Any, **kwargs: Any) -> Any:
         """Async :meth:`stats` (runs in a worker thread)."""
         return await self._run(self.stats, *args, **kwargs)  # type: ignore[attr-defined]
+
+    async def asummary(self, *args: Any, **kwargs: Any) -> Any:
+        """Async :meth:`summary` (runs in a worker thread)."""
+        return await self._run(self.summary, *args, **kwargs)  # type: ignore[attr-defined]

@@ -188,6 +188,9 @@ class MemoryConfig(_Config):
     episodic_retention_days: float | None = Field(default=None, gt=0,
                                                   description="Prune promoted log entries older than this.")
     auto_promote: bool = Field(default=True, description="Promote turns as they leave the window.")
+    summarize_on_trim: bool = Field(
+        default=True, description="Fold what leaves the window into the conversation's running summary, "
+                                  "which context() shows before the conversation.")
     promote_roles: tuple[Literal["user", "assistant", "system", "tool"], ...] = ("user",)
     context_max_tokens: int = Field(default=4000, ge=1)
     retrieval: Literal["auto", "lexical", "embedding", "hybrid"] = Field(

@@ -1,8 +1,9 @@
 """Event hooks: what the memory did, with counts — enough to log and to plot.
 
-Kinds: ``trim`` (messages left the short-term window), ``promote`` (extraction
-into facts, entities and triples), ``evict`` (facts over ``long_term_limit``),
-``reset`` (:meth:`~unified_memory.UnifiedMemory.clear`). Work that can fail is
+Kinds: ``trim`` (messages left the short-term window), ``summarise`` (they were
+folded into the running summary), ``promote`` (extraction into facts, entities and
+triples), ``evict`` (facts over ``long_term_limit``), ``reset``
+(:meth:`~unified_memory.UnifiedMemory.clear`); ``compact`` is reserved. Work that can fail is
 reported as ``started`` and then ``completed`` or ``failed``; events of a write
 are delivered once it is committed, so a rolled-back write reports only
 ``failed``. A hook that raises is logged and never breaks the memory.

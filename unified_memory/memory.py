@@ -23,6 +23,7 @@ from tiers.episodic import EpisodicLog
 from tiers.long_term import EvictionWeights, LongTermFacts
 from tiers.short_term import ShortTermWindow
 from tiers.storage import SCHEMA_VERSION, Scope, Storage
+from tiers.summaries import ConversationSummaries
 from tiers.window import message_token_counts
 from unified_memory.async_api import AsyncMethods
 from unified_memory.config import MemoryConfig
@@ -31,10 +32,11 @@ from unified_memory.errors import invalid, wrong_type
 from unified_memory.events import EventBus, MemoryEvent
 from unified_memory.extraction import RuleExtractor
 from unified_memory.promotion import Promoter, PromotionReport, Proposal
-from unified_memory.protocols import Embedder, Extractor, Reranker, VectorIndex
+from unified_memory.protocols import Embedder, Extractor, Reranker, Summarizer, VectorIndex
 from unified_memory.recall import federated_recall
 from unified_memory.rerank import rerank
 from unified_memory.retrieval import Dense, setup_dense
+from unified_memory.summary import ExtractiveSummarizer
 from unified_memory.tokens import make_token_counter
 from unified_memory.types import (
     TIERS,
@@ -82,6 +84,8 @@ class _Backend:
     dense: Dense | None
     reranker: Reranker | None
     events: EventBus
+    summaries: ConversationSummaries
+    summarizer: Summarizer
 
 
 class UnifiedMemory(AsyncMethods):
@@ -114,6 +118,7 @@ class UnifiedMemory(AsyncMethods):
         embedder: Embedder | None = None,
         vector_index: VectorIndex | None = None,
         reranker: Reranker | None = None,
+        summarizer: Summarizer | None = None,
         **overrides: Any,
     ) -> None:
         scope = Scope(check_scope_id("user_id", user_id),
@@ -134,6 +139,8 @@ class UnifiedMemory(AsyncMethods):
             raise wrong_type("vector_index", "VectorIndex", vector_index)
         if reranker is not None and not callable(getattr(reranker, "rerank", None)):
             raise wrong_type("reranker", "object with a rerank(query, texts) method", reranker)
+        if summarizer is not None and not callable(getattr(summarizer, "summarize", None)):
+            raise wrong_type("summarizer", "object with a summarize(previous, messages) method", summarizer)
         scorer = importance_scorer or HeuristicImportanceScorer()
         count_tokens = token_counter or make_token_counter(cfg.token_counter, cfg.tiktoken_encoding)
         storage = Storage(path)
@@ -157,6 +164,7 @@ class UnifiedMemory(AsyncMethods):
                               threshold=cfg.importance_threshold, roles=cfg.promote_roles),
             extractor=chosen_extractor, scorer=scorer, count_tokens=count_tokens, clock=clock or time.time,
             mode=mode, dense=dense, reranker=reranker, events=EventBus(),
+            summaries=ConversationSummaries(storage), summarizer=summarizer or ExtractiveSummarizer(),
         )
         self._scope = scope
         if dense is not None and dense.index.persistent:
@@ -368,8 +376,35 @@ class UnifiedMemory(AsyncMethods):
             trimmed = backend.window.extend(self._scope, logged, token_counts=tokens)
             if trimmed:
                 self._event("trim", "completed", messages=len(trimmed))
+                self._summarize(trimmed, now)
             self._maintain(now, promote=backend.config.auto_promote, protect=protect)
         return [m.id for m in logged]
+
+    def _summarize(self, trimmed: Sequence[Any], now: float) -> None:
+        """Summarize-on-trim: fold what left the window into the running summary."""
+        backend = self._backend
+        if not backend.config.summarize_on_trim:
+            return
+        self._event("summarise", "started")
+        previous = backend.summaries.get(self._scope)
+        text, count = previous if previous is not None else ("", 0)
+        summary = backend.summarizer.summarize(text, [m.message for m in trimmed])
+        if not isinstance(summary, str):
+            raise wrong_type("summarizer", "a summarize() that returns str", summary)
+        backend.summaries.put(self._scope, summary, messages=count + len(trimmed), now=now)
+        self._event("summarise", "completed", messages=len(trimmed), chars=len(summary))
+
+    def summary(self) -> str:
+        """The running summary of what left this conversation's window ("" before anything did).
+
+        >>> with UnifiedMemory(short_term_limit=2) as mem:
+        ...     _ = mem.add_turn("I'm allergic to peanuts", "Noted")
+        ...     _ = mem.add_turn("What's for dinner?", "Pasta")
+        ...     mem.summary().splitlines()
+        ["user: I'm allergic to peanuts", 'assistant: Noted']
+        """
+        found = self._backend.summaries.get(self._scope)
+        return found[0] if found else ""
 
     def _maintain(self, now: float, *, promote: bool, protect: Iterable[str] = ()) -> PromotionReport:
         """Promotion (when asked), then TTL expiry, the long-term limit and episodic
@@ -426,6 +461,7 @@ class UnifiedMemory(AsyncMethods):
             held = backend.window.clear(self._scope)
             if held:
                 self._event("trim", "completed", messages=len(held))
+                self._summarize(held, backend.clock())
             self._maintain(backend.clock(), promote=backend.config.auto_promote)
         return len(held)
 
@@ -530,6 +566,7 @@ class UnifiedMemory(AsyncMethods):
         with self._write():
             backend.window.clear(self._scope)
             messages = backend.log.delete_scope(self._scope)
+            backend.summaries.delete_scope(self._scope)
             facts = entities = 0
             if include_long_term:
                 facts = backend.facts.delete_scope(self._scope)
@@ -628,6 +665,10 @@ class UnifiedMemory(AsyncMethods):
                           metadata=e.metadata, created_at=e.last_seen)
                 for e in backend.graph.entities(self._scope, limit=limit) if e.name != USER_ENTITY]
         conversation = self.window() if include_conversation else []
+        summary = self.summary() if include_conversation else ""
+        if summary:  # what left the window, condensed, before the window (oldest first)
+            conversation = [Message(role="system", name="summary of earlier turns",
+                                    content=" / ".join(summary.splitlines())), *conversation]
         return assemble(query=query, max_tokens=budget, sections=sections, conversation=conversation,
                         count_tokens=backend.count_tokens, config=self.config.context)
 

@@ -16,7 +16,8 @@ from typing import Any, Protocol, runtime_checkable
 
 from unified_memory.types import Extraction, Message
 
-__all__ = ["TokenCounter", "ImportanceScorer", "Extractor", "Embedder", "VectorIndex", "Reranker", "LLM"]
+__all__ = ["TokenCounter", "ImportanceScorer", "Extractor", "Embedder", "VectorIndex", "Reranker", "Summarizer",
+           "LLM"]
 
 
 @runtime_checkable
@@ -99,6 +100,14 @@ class Reranker(Protocol):
     text, higher is better. See :mod:`unified_memory.rerank`."""
 
     def rerank(self, query: str, texts: Sequence[str]) -> Sequence[float]: ...
+
+
+@runtime_checkable
+class Summarizer(Protocol):
+    """Folds messages that left the short-term window into the conversation's running
+    summary: ``summarize(previous, messages) -> new summary`` (see :mod:`unified_memory.summary`)."""
+
+    def summarize(self, previous: str, messages: Sequence[Message]) -> str: ...
 
 
 @runtime_checkable

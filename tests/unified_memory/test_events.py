@@ -26,7 +26,9 @@ def test_trim_and_promote_report_counts():
         assert seen == []  # nothing left the window yet
         mem.add_turn("I keep bees", "Fun")
         kinds = [(e.kind, e.stage) for e in seen]
-        assert kinds == [("promote", "started"), ("trim", "completed"), ("promote", "completed")]
+        assert kinds == [("summarise", "started"), ("promote", "started"),  # "started" is delivered at once
+                         ("trim", "completed"), ("summarise", "completed"), ("promote", "completed")]
+        assert seen[3].counts == {"messages": 2, "chars": len(mem.summary())}
         done = seen[-1]
         assert done.counts["messages"] == 2 and done.counts["facts_created"] >= 1 and done.counts["triples"] >= 1
         assert done.user_id == "default" and done.at is not None and done.error is None
