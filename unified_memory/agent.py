@@ -136,6 +136,7 @@ class _Binding:
     raise_errors: bool
     on_error: Callable[[str, BaseException], None] | None
     signature: inspect.Signature
+    extractor: Any = None  # an LLMExtractor over ``extraction_model``, or None: the memory's own
 
     def _failed(self, stage: str, exc: BaseException) -> None:
         _LOG.warning("memory %s failed: %s: %s", stage, type(exc).__name__, exc)
@@ -184,7 +185,7 @@ class _Binding:
         if not self.extract or memory is None or text is None:
             return
         try:
-            memory.add_turn(text, _output_text(result), extract=True)
+            memory.add_turn(text, _output_text(result), extract=True, extractor=self.extractor)
         except Exception as exc:  # noqa: BLE001
             self._failed("extract", exc)
 
@@ -215,12 +216,14 @@ def _wrap(function: Callable[..., Any], binding: _Binding) -> Callable[..., Any]
 def remember(store: Any = None, *, extract: bool = True, inject: bool = True, top_k: int = 5,
              method: str | None = None, max_tokens: int = 1000, prompt_attribute: str = "system_prompt",
              raise_errors: bool = False, on_error: Callable[[str, BaseException], None] | None = None,
-             ) -> Callable[[type], type]:
+             extraction_model: Any = None) -> Callable[[type], type]:
     """Class decorator giving an agent long-term memory (see the module docstring).
 
     ``store`` is a :class:`UnifiedMemory`, a path to a ``.db`` file, or a name given to
     :func:`register_store`. Each entry method found (``run``, ``arun``, ``__call__``,
-    ``chat``) is wrapped, or only ``method``.
+    ``chat``) is wrapped, or only ``method``. ``extraction_model`` (an LLM or a
+    ``messages -> str`` callable) extracts the agent's turns with an
+    :class:`~unified_memory.llm_extraction.LLMExtractor` instead of the memory's extractor.
 
     >>> @remember(UnifiedMemory(), top_k=3)
     ... class Agent:
@@ -241,6 +244,11 @@ def remember(store: Any = None, *, extract: bool = True, inject: bool = True, to
             raise invalid(name, f"must be a positive int, got {value!r}")
     if on_error is not None and not callable(on_error):
         raise wrong_type("on_error", "callable", on_error)
+    extractor = None
+    if extraction_model is not None:
+        from unified_memory.llm_extraction import LLMExtractor
+
+        extractor = LLMExtractor(extraction_model)
 
     def decorate(cls: type) -> type:
         if not isinstance(cls, type):
@@ -254,7 +262,7 @@ def remember(store: Any = None, *, extract: bool = True, inject: bool = True, to
             function = getattr(cls, name)
             binding = _Binding(resolve, extract=extract, inject=inject, top_k=top_k, max_tokens=max_tokens,
                                prompt_attribute=prompt_attribute, raise_errors=raise_errors, on_error=on_error,
-                               signature=inspect.signature(function))
+                               signature=inspect.signature(function), extractor=extractor)
             setattr(cls, name, _wrap(function, binding))
         return cls
 

@@ -327,11 +327,13 @@ class UnifiedMemory(AsyncMethods):
         return self._ingest([message])[0]
 
     def add_turn(self, user: str, assistant: str | None = None, *, when: Any = None,
-                 metadata: Mapping[str, Any] | None = None, extract: bool = False) -> list[str]:
+                 metadata: Mapping[str, Any] | None = None, extract: bool = False,
+                 extractor: Extractor | None = None) -> list[str]:
         """Log a user message and, optionally, the assistant's reply (one transaction).
 
         ``extract=True`` extracts facts, entities and triples from the turn now, instead
-        of when it leaves the short-term window (what ``@remember(extract=True)`` does).
+        of when it leaves the short-term window (what ``@remember(extract=True)`` does),
+        with ``extractor`` if given, else the memory's.
 
         >>> with UnifiedMemory() as mem:
         ...     _ = mem.add_turn("Hi, I'm Ada", "Hello Ada!", extract=True)
@@ -340,6 +342,8 @@ class UnifiedMemory(AsyncMethods):
         """
         if not isinstance(extract, bool):
             raise wrong_type("extract", "bool", extract)
+        if extractor is not None and not callable(getattr(extractor, "extract", None)):
+            raise wrong_type("extractor", "object with an extract(message, context=...) method", extractor)
         stamp = parse_when("when", when)
         meta = check_metadata("metadata", metadata)
         messages = [to_message("user", {"role": "user", "content": check_text("user", user), "metadata": meta},
@@ -347,7 +351,7 @@ class UnifiedMemory(AsyncMethods):
         if assistant is not None:
             messages.append(to_message("assistant", {"role": "assistant", "content": check_text(
                 "assistant", assistant, allow_empty=True), "metadata": meta}, when=stamp))
-        return self._ingest(messages, extract=extract)
+        return self._ingest(messages, extract=extract, extractor=extractor)
 
     def add_messages(self, messages: Iterable[Message | Mapping[str, Any]]) -> list[str]:
         """Log many messages (Message objects or OpenAI-style dicts) in one transaction.
@@ -361,7 +365,8 @@ class UnifiedMemory(AsyncMethods):
         checked = [to_message(f"messages[{i}]", m) for i, m in enumerate(messages)]
         return self._ingest(checked) if checked else []
 
-    def _ingest(self, messages: Sequence[Message], *, extract: bool = False) -> list[str]:
+    def _ingest(self, messages: Sequence[Message], *, extract: bool = False,
+                extractor: Extractor | None = None) -> list[str]:
         backend = self._backend
         now = backend.clock()
         importances = [backend.scorer(m.content) if m.role == "user" and m.content else 0.0 for m in messages]
@@ -369,7 +374,7 @@ class UnifiedMemory(AsyncMethods):
         with self._write():
             logged = backend.log.append(self._scope, messages, now=now, importances=importances)
             if extract:
-                report = backend.promoter.promote(self._scope, logged, now=now, source="turn")
+                report = backend.promoter.promote(self._scope, logged, now=now, source="turn", extractor=extractor)
                 protect = [*report.facts_created, *report.facts_reinforced]
             else:
                 protect = []

@@ -109,14 +109,16 @@ class Promoter:
         return self.promote(scope, self.log.due_for_promotion(scope), now=now, source="promotion")
 
     def promote(self, scope: Scope, logged: Sequence[LoggedMessage], *, now: float,
-                source: str) -> PromotionReport:
+                source: str, extractor: Extractor | None = None) -> PromotionReport:
         """Extract from these logged messages (those of a promoted role) and store what is
-        found; mark them promoted so leaving the window later does not extract them again."""
+        found; mark them promoted so leaving the window later does not extract them again.
+        ``extractor`` replaces the memory's own for these messages."""
         report = PromotionReport(messages=len(logged))
         if not logged:
             return report
+        extractor = extractor or self.extractor
         proposals = [
-            Proposal(self.extractor.extract(message, context=interaction[:position]), message=message)
+            Proposal(extractor.extract(message, context=interaction[:position]), message=message)
             for interaction in split_interactions([m.message for m in logged])
             for position, message in enumerate(interaction)
             if message.role in self.roles and message.content

@@ -188,3 +188,24 @@ def test_method_picks_the_entry_point_and_extract_false_records_nothing():
     mem.remember("I keep bees")
     assert "bees" in Agent().answer("do I keep bees?")
     assert mem.episodes() == []
+
+
+def test_extraction_model_extracts_the_agents_turns():
+    import json
+
+    reply = json.dumps({"facts": [{"text": "Ada's sister Maria lives in Lisbon", "importance": 0.9,
+                                   "category": "relationship"}],
+                        "entities": [{"name": "Maria", "type": "person", "attributes": {"relation": "sister"}}],
+                        "triples": [{"subject": "Maria", "predicate": "lives_in", "object": "Lisbon"}]})
+    seen = []
+
+    def model(messages):
+        seen.append(messages)
+        return reply
+
+    mem = UnifiedMemory()
+    Assistant, _ = make_agent(mem, extraction_model=model)
+    Assistant().run("my sister lives in Lisbon, she's called Maria")
+    assert seen  # the model was asked
+    assert [f.text for f in mem.facts()] == ["Ada's sister Maria lives in Lisbon"]
+    assert [(t.subject, t.predicate, t.object) for t in mem.triples()] == [("Maria", "lives_in", "Lisbon")]
