@@ -138,8 +138,11 @@ class _Binding:
     signature: inspect.Signature
     extractor: Any = None  # an LLMExtractor over ``extraction_model``, or None: the memory's own
 
-    def _failed(self, stage: str, exc: BaseException) -> None:
+    def _failed(self, stage: str, exc: BaseException, memory: UnifiedMemory | None = None) -> None:
+        """Log, report to ``on_error`` and to the memory's event hooks (kind ``agent``), raise if asked."""
         _LOG.warning("memory %s failed: %s: %s", stage, type(exc).__name__, exc)
+        if memory is not None:
+            memory.report_failure("agent", f"{stage}: {type(exc).__name__}: {exc}")
         if self.on_error is not None:
             self.on_error(stage, exc)
         if self.raise_errors:
@@ -164,7 +167,7 @@ class _Binding:
             block = memory.context(text, max_tokens=self.max_tokens, include_conversation=False,
                                    limit=self.top_k).text
         except Exception as exc:  # noqa: BLE001
-            self._failed("recall", exc)
+            self._failed("recall", exc, memory)
             block = ""
         name = self.prompt_attribute
         had_own = name in vars(agent)
@@ -187,7 +190,7 @@ class _Binding:
         try:
             memory.add_turn(text, _output_text(result), extract=True, extractor=self.extractor)
         except Exception as exc:  # noqa: BLE001
-            self._failed("extract", exc)
+            self._failed("extract", exc, memory)
 
 
 def _wrap(function: Callable[..., Any], binding: _Binding) -> Callable[..., Any]:

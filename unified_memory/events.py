@@ -3,7 +3,8 @@
 Kinds: ``trim`` (messages left the short-term window), ``summarise`` (they were
 folded into the running summary), ``promote`` (extraction into facts, entities and
 triples), ``evict`` (facts over ``long_term_limit``), ``reset``
-(:meth:`~unified_memory.UnifiedMemory.clear`); ``compact`` is reserved. Work that can fail is
+(:meth:`~unified_memory.UnifiedMemory.clear`), ``agent`` (``@remember`` could not
+recall or record; stage ``failed``); ``compact`` is reserved. Work that can fail is
 reported as ``started`` and then ``completed`` or ``failed``; events of a write
 are delivered once it is committed, so a rolled-back write reports only
 ``failed``. A hook that raises is logged and never breaks the memory.
@@ -31,7 +32,7 @@ from unified_memory.errors import invalid, wrong_type
 
 __all__ = ["MemoryEvent", "EventBus", "EVENT_KINDS"]
 
-EVENT_KINDS = ("trim", "promote", "evict", "reset", "summarise", "compact")
+EVENT_KINDS = ("trim", "promote", "evict", "reset", "summarise", "compact", "agent")
 Stage = Literal["started", "completed", "failed"]
 _LOG = logging.getLogger(__name__)
 

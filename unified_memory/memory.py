@@ -290,6 +290,19 @@ class UnifiedMemory(AsyncMethods):
                                               scope.session_id or None, counts,
                                               utc_from_timestamp(self._backend.clock())))
 
+    def report_failure(self, kind: str, error: str) -> None:
+        """Tell the event hooks that work of ``kind`` failed outside a write (used by ``@remember``).
+
+        >>> with UnifiedMemory() as mem:
+        ...     seen = []
+        ...     _ = mem.on_event(seen.append)
+        ...     mem.report_failure("agent", "recall: timeout"); seen[0].stage, seen[0].error
+        ('failed', 'recall: timeout')
+        """
+        scope = self._scope
+        self._backend.events.emit(MemoryEvent(kind, "failed", scope.user_id, scope.agent_id or None,
+                                              scope.session_id or None, {}, None, error))
+
     def on_event(self, hook: Callable[[MemoryEvent], None], *, kinds: Iterable[str] | None = None,
                  ) -> Callable[[], None]:
         """Call ``hook(event)`` for what the memory does — trim, promote, evict, reset

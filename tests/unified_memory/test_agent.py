@@ -144,11 +144,15 @@ def test_a_registered_store_name_and_a_stacked_decorator():
 def test_a_memory_failure_never_breaks_the_answer(caplog):
     mem = UnifiedMemory()
     seen = []
+    events = []
+    mem.on_event(events.append, kinds=["agent"])
     Assistant, llm = make_agent(mem, on_error=lambda stage, exc: seen.append((stage, type(exc))))
     mem.close()
     assert Assistant().run("hello there") == "Noted: hello there"
     assert ("recall", ClosedError) in seen and ("extract", ClosedError) in seen
     assert "memory recall failed" in caplog.text
+    assert [(e.kind, e.stage, e.error.split(":")[0]) for e in events] == [("agent", "failed", "recall"),
+                                                                          ("agent", "failed", "extract")]
     Strict, _ = make_agent(mem, raise_errors=True)
     with pytest.raises(ClosedError):
         Strict().run("hello there")
@@ -209,3 +213,16 @@ def test_extraction_model_extracts_the_agents_turns():
     assert seen  # the model was asked
     assert [f.text for f in mem.facts()] == ["Ada's sister Maria lives in Lisbon"]
     assert [(t.subject, t.predicate, t.object) for t in mem.triples()] == [("Maria", "lives_in", "Lisbon")]
+
+
+def test_my_name_is_ada_reaches_the_next_prompt_and_survives_a_restart(tmp_path):
+    path = tmp_path / "agent.db"
+    with UnifiedMemory(path) as mem:
+        Assistant, llm = make_agent(mem)
+        Assistant().run("My name is Ada")
+        Assistant().run("What is my name?")
+        assert "My name is Ada" in llm.prompts[-1]
+    with UnifiedMemory(path) as mem:
+        Assistant, llm = make_agent(mem)
+        Assistant().run("Do you remember my name?")
+        assert "My name is Ada" in llm.prompts[-1]

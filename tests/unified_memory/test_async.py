@@ -14,7 +14,7 @@ from unified_memory.errors import ClosedError, MemoryValueError
 
 # Public methods that deliberately have no async twin: cheap, in-memory, lifecycle or
 # registration (``on_event`` subscribes a hook; hooks of async calls run in the worker thread).
-SKIP = {"scoped", "close", "count_tokens", "window", "on_event"}
+SKIP = {"scoped", "close", "count_tokens", "window", "on_event", "report_failure"}
 
 
 def _public_sync_methods() -> list[str]:
