@@ -77,7 +77,7 @@ class AsyncMethods:
         super().__init_subclass__(**kwargs)
         # Give each twin its sync method's signature (for help(), IDEs and inspect).
         for name, twin_name in ASYNC_TWINS.items():
-            sync = cls.__dict__.get(name)
+            sync = inspect.getattr_static(cls, name, None)  # also methods of the other mixins
             twin = AsyncMethods.__dict__.get(twin_name)
             if callable(sync) and twin is not None:
                 twin.__signature__ = inspect.signature(sync)

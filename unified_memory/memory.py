@@ -15,45 +15,34 @@ import os
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 from scoring.importance import HeuristicImportanceScorer
-from tiers.entities import ENTITY_LENGTH_NORMALISATION, USER_ENTITY, EntityGraph
+from tiers.entities import ENTITY_LENGTH_NORMALISATION, EntityGraph
 from tiers.episodic import EpisodicLog
 from tiers.long_term import EvictionWeights, LongTermFacts
 from tiers.short_term import ShortTermWindow
-from tiers.storage import SCHEMA_VERSION, Scope, Storage
+from tiers.storage import Scope, Storage
 from tiers.summaries import ConversationSummaries
 from tiers.window import message_token_counts
 from unified_memory.async_api import AsyncMethods
 from unified_memory.config import MemoryConfig
-from unified_memory.context import assemble
 from unified_memory.errors import invalid, wrong_type
 from unified_memory.events import EventBus, MemoryEvent
 from unified_memory.extraction import RuleExtractor
 from unified_memory.promotion import Promoter, PromotionReport, Proposal
 from unified_memory.protocols import Embedder, Extractor, Reranker, Summarizer, VectorIndex
-from unified_memory.recall import federated_recall
-from unified_memory.rerank import rerank
+from unified_memory.reading import ReadingMethods
 from unified_memory.retrieval import Dense, setup_dense
 from unified_memory.summary import ExtractiveSummarizer
 from unified_memory.tokens import make_token_counter
 from unified_memory.types import (
-    TIERS,
-    ContextBlock,
-    Entity,
-    Episode,
     ExtractedFact,
     ExtractedTriple,
-    Fact,
-    MemoryStats,
     Message,
-    RecallHit,
-    Triple,
     utc_from_timestamp,
 )
 from unified_memory.validation import (
-    check_limit,
     check_metadata,
     check_scope_id,
     check_text,
@@ -88,7 +77,7 @@ class _Backend:
     summarizer: Summarizer
 
 
-class UnifiedMemory(AsyncMethods):
+class UnifiedMemory(ReadingMethods, AsyncMethods):
     """Tiered long-term memory for one user (and optionally one agent and session).
 
     ``path=None`` keeps everything in memory; a path is one durable SQLite file,
@@ -412,18 +401,6 @@ class UnifiedMemory(AsyncMethods):
         backend.summaries.put(self._scope, summary, messages=count + len(trimmed), now=now)
         self._event("summarise", "completed", messages=len(trimmed), chars=len(summary))
 
-    def summary(self) -> str:
-        """The running summary of what left this conversation's window ("" before anything did).
-
-        >>> with UnifiedMemory(short_term_limit=2) as mem:
-        ...     _ = mem.add_turn("I'm allergic to peanuts", "Noted")
-        ...     _ = mem.add_turn("What's for dinner?", "Pasta")
-        ...     mem.summary().splitlines()
-        ["user: I'm allergic to peanuts", 'assistant: Noted']
-        """
-        found = self._backend.summaries.get(self._scope)
-        return found[0] if found else ""
-
     def _maintain(self, now: float, *, promote: bool, protect: Iterable[str] = ()) -> PromotionReport:
         """Promotion (when asked), then TTL expiry, the long-term limit and episodic
         retention, which apply after every write (call inside a transaction)."""
@@ -590,177 +567,3 @@ class UnifiedMemory(AsyncMethods):
                 facts = backend.facts.delete_scope(self._scope)
                 entities = backend.graph.delete_scope(self._scope)
             self._event("reset", "completed", messages=messages, facts=facts, entities=entities)
-
-    # -- reading ----------------------------------------------------------------------------
-
-    def recall(self, query: str, *, limit: int = 10, tiers: Sequence[str] | str | None = None,
-               days: float | None = None, where: Mapping[str, Any] | None = None) -> list[RecallHit]:
-        """Federated recall over the tiers, best first; each hit explains its score.
-
-        ``tiers`` restricts to some of ``short_term``, ``long_term``, ``entity``,
-        ``episodic``; ``days`` to items from the last N days; ``where`` to items whose
-        metadata has these values. Recalled facts have their access reinforced.
-
-        >>> with UnifiedMemory() as mem:
-        ...     _ = mem.remember("My favorite color is green", metadata={"topic": "taste"})
-        ...     [h.text for h in mem.recall("favorite color", where={"topic": "taste"}, tiers="long_term")]
-        ['My favorite color is green']
-        """
-        check_text("query", query)
-        check_limit("limit", limit)
-        chosen = self._check_tiers(tiers)
-        since = self._since(days)
-        if where is not None and not isinstance(where, Mapping):
-            raise wrong_type("where", "dict", where)
-        backend = self._backend
-        now = backend.clock()
-        vector = backend.dense.query_vector(query) if backend.dense is not None else None
-        depth = backend.config.ranking.rerank_depth if backend.reranker is not None else 0
-        hits = federated_recall(query=query, scope=self._scope, limit=max(limit, depth), tiers=chosen, since=since,
-                                where=dict(where) if where else None, now=now, ranking=backend.config.ranking,
-                                facts=backend.facts, graph=backend.graph, log=backend.log, window=backend.window,
-                                mode=backend.mode, vector=vector)
-        if backend.reranker is not None:
-            hits = rerank(backend.reranker, query, hits, depth=depth)
-        hits = hits[:limit]
-        touched = [h.id for h in hits if h.tier == "long_term"]
-        if touched:
-            with self._write():
-                backend.facts.touch(touched, now=now)
-        return hits
-
-    @staticmethod
-    def _check_tiers(tiers: Sequence[str] | str | None) -> tuple[str, ...]:
-        if tiers is None:
-            return TIERS
-        chosen = (tiers,) if isinstance(tiers, str) else tuple(tiers)
-        unknown = [t for t in chosen if t not in TIERS]
-        if unknown or not chosen:
-            raise invalid("tiers", f"choose from {list(TIERS)}, got {list(chosen)!r}")
-        return chosen
-
-    def _since(self, days: float | None) -> float | None:
-        if days is None:
-            return None
-        if isinstance(days, bool) or not isinstance(days, int | float) or not days > 0:
-            raise invalid("days", f"must be a positive number of days, got {days!r}")
-        return self._backend.clock() - float(days) * 86400
-
-    def context(self, query: str | None = None, *, max_tokens: int | None = None,
-                include_conversation: bool = True, limit: int | None = None) -> ContextBlock:
-        """A token-budgeted memory block for the next LLM call (see :mod:`unified_memory.context`).
-
-        With a query, the block holds the facts, entities and past episodes relevant
-        to it; without one, the most important facts and most mentioned entities.
-        ``tokens <= max_tokens`` always (``context_max_tokens`` by default); ``limit``
-        caps how many memories it may hold (``context.recall_limit`` by default).
-
-        >>> with UnifiedMemory() as mem:
-        ...     _ = mem.remember("I'm allergic to peanuts")
-        ...     block = mem.context("what should I avoid eating? peanuts?", max_tokens=200)
-        ...     block.tokens <= 200, "peanuts" in block.text
-        (True, True)
-        """
-        budget = check_limit("max_tokens", max_tokens) if max_tokens is not None else self.config.context_max_tokens
-        if query is not None:
-            check_text("query", query, allow_empty=True)
-        backend = self._backend
-        limit = check_limit("limit", limit) if limit is not None else self.config.context.recall_limit
-        sections: dict[str, list[RecallHit]] = {"facts": [], "entities": [], "episodes": []}
-        if query and query.strip():
-            tiers = ("long_term", "entity", "episodic") + (() if include_conversation else ("short_term",))
-            for hit in self.recall(query, limit=limit, tiers=tiers):
-                sections[{"long_term": "facts", "entity": "entities"}.get(hit.tier, "episodes")].append(hit)
-        else:
-            now = backend.clock()
-            sections["facts"] = [
-                RecallHit(id=f.id, tier="long_term", text=f.text, score=f.importance,
-                          components={"importance": f.importance, "category": f.category},
-                          metadata=f.metadata, created_at=f.updated_at)
-                for f in backend.facts.list(self._scope, limit=limit, order="importance", now=now)]
-            sections["entities"] = [
-                RecallHit(id=e.id, tier="entity", text=EntityGraph.describe(e, []), score=float(e.mention_count), components={"mentions": e.mention_count},
-                          metadata=e.metadata, created_at=e.last_seen)
-                for e in backend.graph.entities(self._scope, limit=limit) if e.name != USER_ENTITY]
-        conversation = self.window() if include_conversation else []
-        summary = self.summary() if include_conversation else ""
-        if summary:  # what left the window, condensed, before the window (oldest first)
-            conversation = [Message(role="system", name="summary of earlier turns",
-                                    content=" / ".join(summary.splitlines())), *conversation]
-        return assemble(query=query, max_tokens=budget, sections=sections, conversation=conversation,
-                        count_tokens=backend.count_tokens, config=self.config.context)
-
-    def assemble_context(self, max_tokens: int = 4000, *, query: str | None = None,
-                         include_conversation: bool = True) -> str:
-        """``context(query, max_tokens=..., include_conversation=...).text`` (selectools' name).
-
-        >>> UnifiedMemory().assemble_context(100)
-        ''
-        """
-        return self.context(query, max_tokens=max_tokens, include_conversation=include_conversation).text
-
-    # -- exploring --------------------------------------------------------------------------
-
-    def window(self) -> list[Message]:
-        """The short-term window of this conversation, oldest first."""
-        return self._backend.window.messages(self._scope)
-
-    def facts(self, *, include_inactive: bool = False, category: str | None = None, limit: int | None = None,
-              order: Literal["time", "importance"] = "time") -> list[Fact]:
-        """This user's long-term facts (active ones unless ``include_inactive``)."""
-        if limit is not None:
-            check_limit("limit", limit)
-        if order not in ("time", "importance"):
-            raise invalid("order", f"must be 'time' or 'importance', got {order!r}")
-        return self._backend.facts.list(self._scope, include_inactive=include_inactive, category=category,
-                                        limit=limit, order=order, now=self._backend.clock())
-
-    def entities(self, *, type: str | None = None, limit: int | None = None) -> list[Entity]:
-        """This user's entities, most mentioned first."""
-        if limit is not None:
-            check_limit("limit", limit)
-        return self._backend.graph.entities(self._scope, type=type, limit=limit)
-
-    def triples(self, entity: str | None = None) -> list[Triple]:
-        """This user's relations, optionally only those touching ``entity``."""
-        if entity is not None:
-            check_text("entity", entity)
-        return self._backend.graph.triples(self._scope, entity=entity)
-
-    def neighbors(self, entity: str, *, depth: int = 1) -> list[Triple]:
-        """Relations within ``depth`` hops of ``entity`` in the graph.
-
-        >>> with UnifiedMemory() as mem:
-        ...     _ = mem.add_triple("user", "has_sister", "Maria"); _ = mem.add_triple("Maria", "lives_in", "Lisbon")
-        ...     len(mem.neighbors("user", depth=1)), len(mem.neighbors("user", depth=2))
-        (1, 2)
-        """
-        return self._backend.graph.neighbors(self._scope, check_text("entity", entity),
-                                             depth=check_limit("depth", depth))
-
-    def episodes(self, *, days: float | None = None, session_id: str | None = None,
-                 limit: int | None = None) -> list[Episode]:
-        """This user's episodic log, oldest first (optionally the last N days, one session, the last ``limit``)."""
-        if limit is not None:
-            check_limit("limit", limit)
-        if session_id is not None:
-            check_scope_id("session_id", session_id)
-        return self._backend.log.list(self._scope, since=self._since(days), session_id=session_id, limit=limit)
-
-    def stats(self) -> MemoryStats:
-        """Counts of what this user's memory holds."""
-        backend, user = self._backend, self._scope.user_id
-        storage = backend.storage
-        messages = storage.execute("SELECT COUNT(*) FROM messages WHERE user_id = ?", [user]).fetchone()[0]
-        pending = storage.execute(
-            "SELECT COUNT(*) FROM messages WHERE user_id = ? AND promoted = 0 AND seq NOT IN "
-            "(SELECT message_seq FROM window)", [user]).fetchone()[0]
-        window = storage.execute(
-            "SELECT COUNT(*), COALESCE(SUM(tokens), 0) FROM window WHERE user_id = ? AND agent_id = ? "
-            "AND session_id = ?", [user, self._scope.agent_id, self._scope.session_id]).fetchone()
-        facts = backend.facts.counts(user)
-        entities, triples = backend.graph.counts(user)
-        return MemoryStats(user_id=user, messages=messages, window_messages=window[0], window_tokens=window[1],
-                           pending_promotion=pending, facts=facts.get("active", 0),
-                           superseded_facts=facts.get("superseded", 0), evicted_facts=facts.get("evicted", 0),
-                           entities=entities, triples=triples, path=self.path, schema_version=SCHEMA_VERSION)
