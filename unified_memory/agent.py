@@ -170,11 +170,15 @@ class _Binding:
             self._failed("recall", exc, memory)
             block = ""
         name = self.prompt_attribute
-        had_own = name in vars(agent)
+        had_own = name in getattr(agent, "__dict__", {})
         original = getattr(agent, name, None)
-        agent.memory_context = block
-        if block:
-            setattr(agent, name, f"{block}\n\n{original}" if original else block)
+        try:
+            agent.memory_context = block
+            if block:
+                setattr(agent, name, f"{block}\n\n{original}" if original else block)
+        except (AttributeError, TypeError) as exc:  # e.g. __slots__ without room for the prompt
+            self._failed("inject", exc, memory)
+            block = ""
         try:
             yield
         finally:

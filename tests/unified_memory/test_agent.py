@@ -226,3 +226,20 @@ def test_my_name_is_ada_reaches_the_next_prompt_and_survives_a_restart(tmp_path)
         Assistant, llm = make_agent(mem)
         Assistant().run("Do you remember my name?")
         assert "My name is Ada" in llm.prompts[-1]
+
+
+def test_an_agent_that_cannot_take_a_prompt_still_answers():
+    mem = UnifiedMemory()
+    mem.remember("I live in Lisbon")
+    seen = []
+
+    @remember(mem, on_error=lambda stage, exc: seen.append(stage))
+    class Slotted:
+        __slots__ = ()
+        system_prompt = "fixed"
+
+        def run(self, message):
+            return self.system_prompt
+
+    assert Slotted().run("where do I live? Lisbon?") == "fixed"
+    assert seen == ["inject"]
