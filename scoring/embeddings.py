@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from scoring.checks import check_int, check_str_list
+from scoring.linalg import unit_rows
 from scoring.onnx_query import onnx_query_encoder
 from scoring.text import analyze
 from unified_memory.errors import DependencyError, invalid, wrong_type
@@ -211,8 +212,7 @@ class SentenceTransformerEmbedder:
                     for key, value in prepare(texts).items()}
         with torch.inference_mode():
             vectors = model(features)["sentence_embedding"].float().cpu().numpy()
-        norms = np.linalg.norm(vectors, axis=1, keepdims=True)
-        return np.ascontiguousarray(vectors / np.where(norms > 0, norms, 1.0), dtype=np.float32)
+        return unit_rows(vectors)
 
     def __repr__(self) -> str:
         return f"SentenceTransformerEmbedder(name={self._name!r}, loaded={self.loaded})"
@@ -273,9 +273,7 @@ class HashingEmbedder:
             for term in analyze(text):
                 slots, weights = _features(term, self._dim)
                 np.add.at(vector, slots, weights)
-        norms = np.linalg.norm(out, axis=1, keepdims=True)
-        np.divide(out, norms, out=out, where=norms > 0)
-        return out
+        return unit_rows(out)
 
     def __repr__(self) -> str:
         return f"HashingEmbedder(dim={self._dim}, name={self._name!r})"

@@ -29,6 +29,8 @@ from typing import Any
 
 import numpy as np
 
+from scoring.linalg import unit_rows
+
 __all__ = ["OnnxQueryEncoder", "onnx_query_encoder", "cache_folder"]
 
 _LOG = logging.getLogger(__name__)
@@ -61,9 +63,7 @@ class OnnxQueryEncoder:
                                    return_tensors="np")
         inputs = {"input_ids": features["input_ids"].astype(np.int64),
                   "attention_mask": features["attention_mask"].astype(np.int64)}
-        vectors = self._session.run(None, inputs)[0].astype(np.float32)
-        norms = np.linalg.norm(vectors, axis=1, keepdims=True)
-        return np.ascontiguousarray(vectors / np.where(norms > 0, norms, 1.0))
+        return unit_rows(self._session.run(None, inputs)[0])
 
 
 def _mean_pooled(model: Any) -> bool:

@@ -27,6 +27,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 
 import numpy as np
 
+from scoring.linalg import unit_rows
 from tiers.numpy_index import NumpyVectorIndex
 from tiers.storage import Storage
 from unified_memory.errors import invalid, wrong_type
@@ -248,8 +249,7 @@ class PartitionedVectors:
         sums = np.zeros((len(documents), embedded.shape[1]), dtype=np.float32)
         for row, parts in enumerate(split):
             sums[row] = embedded[[position[part] for part in parts]].sum(axis=0)
-        norms = np.linalg.norm(sums, axis=1, keepdims=True)
-        return sums / np.where(norms > 0, norms, 1.0)
+        return unit_rows(sums)
 
     def ensure(self, user_id: str) -> None:
         """Bring the user's partition in step with the store, if not done since the
