@@ -274,10 +274,12 @@ class UnifiedMemory(ReadingMethods, AsyncMethods):
 
     def _event(self, kind: str, stage: str, **counts: int) -> None:
         """Report what this write did (delivered when it commits, see :mod:`unified_memory.events`)."""
+        self._backend.events.hold(self._new_event(kind, stage, counts))
+
+    def _new_event(self, kind: str, stage: str, counts: dict[str, int], error: str | None = None) -> MemoryEvent:
         scope = self._scope
-        self._backend.events.hold(MemoryEvent(kind, stage, scope.user_id, scope.agent_id or None,  # type: ignore[arg-type]
-                                              scope.session_id or None, counts,
-                                              utc_from_timestamp(self._backend.clock())))
+        return MemoryEvent(kind, stage, scope.user_id, scope.agent_id or None,  # type: ignore[arg-type]
+                           scope.session_id or None, counts, utc_from_timestamp(self._backend.clock()), error)
 
     def report_failure(self, kind: str, error: str) -> None:
         """Tell the event hooks that work of ``kind`` failed outside a write (used by ``@remember``).
@@ -288,9 +290,7 @@ class UnifiedMemory(ReadingMethods, AsyncMethods):
         ...     mem.report_failure("agent", "recall: timeout"); seen[0].stage, seen[0].error
         ('failed', 'recall: timeout')
         """
-        scope = self._scope
-        self._backend.events.emit(MemoryEvent(kind, "failed", scope.user_id, scope.agent_id or None,
-                                              scope.session_id or None, {}, None, error))
+        self._backend.events.emit(self._new_event(kind, "failed", {}, error))
 
     def on_event(self, hook: Callable[[MemoryEvent], None], *, kinds: Iterable[str] | None = None,
                  ) -> Callable[[], None]:
