@@ -19,7 +19,8 @@ promoted in the same transaction, so promotion happens once, across restarts too
     >>> with store.atomic():
     ...     _ = log.append(Scope("ada"), [Message(role="user", content="I live in Lisbon")], now=0.0,
     ...                    importances=[0.9])
-    ...     report = promoter.run(Scope("ada"), now=1.0)
+    ...     report = promoter.promote(Scope("ada"), log.due_for_promotion(Scope("ada")), now=1.0,
+    ...                               source="promotion")
     >>> report.messages, [f.text for f in facts.list(Scope("ada"))]
     (1, ['I live in Lisbon'])
 """
@@ -92,7 +93,8 @@ class Proposal:
 
 
 class Promoter:
-    """Runs promotion for one scope's due messages (call inside ``storage.atomic()``)."""
+    """Promotes logged messages of one scope into facts, entities and triples (call
+    inside ``storage.atomic()``; the memory passes the messages due for promotion)."""
 
     def __init__(self, log: EpisodicLog, facts: LongTermFacts, graph: EntityGraph, *, extractor: Extractor,
                  scorer: Callable[[str], float], threshold: float, roles: Sequence[str]) -> None:
@@ -103,10 +105,6 @@ class Promoter:
         self.scorer = scorer
         self.threshold = threshold
         self.roles = tuple(roles)
-
-    def run(self, scope: Scope, *, now: float) -> PromotionReport:
-        """Promote every message of ``scope`` that left the window and was not promoted yet."""
-        return self.promote(scope, self.log.due_for_promotion(scope), now=now, source="promotion")
 
     def promote(self, scope: Scope, logged: Sequence[LoggedMessage], *, now: float,
                 source: str, extractor: Extractor | None = None) -> PromotionReport:
