@@ -11,7 +11,8 @@ built-in ``ValueError`` or ``TypeError`` so generic handlers keep working::
     ├── MemoryTypeError (TypeError)        wrong type from the caller; names the field
     ├── StorageError                       the database file cannot be used (not ours,
     │   │                                  corrupted, written by a newer version)
-    │   └── ClosedError                    the memory was closed
+    │   ├── ClosedError                    the memory was closed
+    │   └── StoreUnavailableError          a conversation store's server cannot be reached
     └── DependencyError (ImportError)      an optional extra is not installed
 
 Example::
@@ -36,6 +37,7 @@ __all__ = [
     "NotFoundError",
     "StorageError",
     "ClosedError",
+    "StoreUnavailableError",
     "DependencyError",
     "LLMError",
 ]
@@ -78,6 +80,17 @@ class StorageError(UnifiedMemoryError):
 
 class ClosedError(StorageError):
     """An operation was attempted on a closed memory (caused by the caller)."""
+
+
+class StoreUnavailableError(StorageError):
+    """A conversation store's backend (a Redis server, a directory) cannot be reached or used.
+
+    Raised quickly, with the address and the cause, instead of hanging on a dead server.
+
+    >>> err = StoreUnavailableError("store: no Redis server at 127.0.0.1:1", field="store")
+    >>> isinstance(err, StorageError), err.field
+    (True, 'store')
+    """
 
 
 class DependencyError(UnifiedMemoryError, ImportError):

@@ -11,13 +11,13 @@ This module is a leaf: it imports only :mod:`unified_memory.types`.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 from unified_memory.types import Extraction, Message
 
 __all__ = ["TokenCounter", "ImportanceScorer", "Extractor", "Embedder", "VectorIndex", "Reranker", "Summarizer",
-           "LLM"]
+           "LLM", "ConversationStore"]
 
 
 @runtime_checkable
@@ -115,3 +115,25 @@ class LLM(Protocol):
     """A chat model: takes OpenAI-style messages, returns the reply text."""
 
     def complete(self, messages: Sequence[dict[str, Any]]) -> str: ...
+
+
+@runtime_checkable
+class ConversationStore(Protocol):
+    """Persists conversation sessions: one JSON object per ``(namespace, session_id)``.
+
+    ``save`` overwrites; a plain list of messages is stored as ``{"messages": [...],
+    "summary": None}``. ``ttl`` (seconds; ``None`` = the store's default, which may be
+    "never") makes an entry expire: expired entries are never loaded or listed.
+    ``load`` returns ``None`` for a missing or expired entry; ``delete`` returns
+    whether something was deleted; ``list`` returns the live ids of a namespace,
+    sorted. Implementations: :mod:`tiers.sessions`.
+    """
+
+    def load(self, session_id: str, *, namespace: str = "default") -> dict[str, Any] | None: ...
+
+    def save(self, session_id: str, state: Mapping[str, Any] | Sequence[Any], *, namespace: str = "default",
+             ttl: float | None = None) -> None: ...
+
+    def delete(self, session_id: str, *, namespace: str = "default") -> bool: ...
+
+    def list(self, *, namespace: str = "default") -> list[str]: ...

@@ -26,11 +26,13 @@ import hashlib
 import os
 import tempfile
 from collections.abc import Callable
+import json
 from typing import Literal
 
 from unified_memory.errors import DependencyError, invalid
+from unified_memory.types import Message
 
-__all__ = ["chars_per_token_counter", "make_token_counter", "tiktoken_unavailable_reason",
+__all__ = ["chars_per_token_counter", "make_token_counter", "message_tokens", "MESSAGE_OVERHEAD_TOKENS", "tiktoken_unavailable_reason",
            "tiktoken_cache_paths"]
 
 _BLOB = "https://openaipublic.blob.core.windows.net/"
@@ -165,3 +167,25 @@ def make_token_counter(kind: Literal["auto", "chars", "tiktoken"] = "auto",
             "or use token_counter='chars' (or 'auto')")
     raise DependencyError(f"token_counter='tiktoken' cannot be used offline: {reason}{hint}",
                           field="token_counter")
+
+
+MESSAGE_OVERHEAD_TOKENS = 4  # role and separators, as chat APIs bill each message
+
+
+def message_tokens(message: Message, count_tokens: Callable[[str], int], *, image_token_estimate: int = 800) -> int:
+    """Estimated tokens of one chat message as a model would be billed for it.
+
+    Counts the content, the name, the tool calls and reasoning details (as compact
+    JSON), ``image_token_estimate`` per image, plus :data:`MESSAGE_OVERHEAD_TOKENS`.
+
+    >>> message_tokens(Message(role="user", content="abcd", images=["a.png"]), chars_per_token_counter,
+    ...                image_token_estimate=800)
+    805
+    """
+    total = MESSAGE_OVERHEAD_TOKENS + count_tokens(message.content or "")
+    if message.name:
+        total += count_tokens(message.name)
+    for blob in (message.tool_calls, message.reasoning_details):
+        if blob:
+            total += count_tokens(json.dumps(blob, separators=(",", ":"), ensure_ascii=False))
+    return total + image_token_estimate * len(message.images or ())
