@@ -60,7 +60,7 @@ LEAVES = {"unified_memory.types", "unified_memory.protocols", "unified_memory.er
 @pytest.mark.parametrize("package", ["scoring", "tiers"])
 def test_imports_point_one_way(package):
     allowed_prefixes = {"scoring": ("scoring",), "tiers": ("scoring", "tiers")}[package]
-    for path in (ROOT / package).glob("*.py"):
+    for path in (ROOT / package).rglob("*.py"):
         for name in _project_imports(path):
             assert name in LEAVES or name.startswith(allowed_prefixes), f"{path.name} imports {name}"
 
@@ -75,8 +75,8 @@ def _modules():
     for package in PACKAGES:
         module = importlib.import_module(package)
         yield package
-        for info in pkgutil.iter_modules(module.__path__):
-            yield f"{package}.{info.name}"
+        for info in pkgutil.walk_packages(module.__path__, prefix=f"{package}."):
+            yield info.name
 
 
 @pytest.mark.parametrize("name", list(_modules()))

@@ -93,14 +93,38 @@ class ShortTermWindow:
             [[m.seq, scope.user_id, scope.agent_id, scope.session_id, int(t)]
              for m, t in zip(logged, token_counts, strict=True)],
         )
+        return self._trim(scope, max_messages=self.max_messages, max_tokens=self.max_tokens)
+
+    def _trim(self, scope: Scope, *, max_messages: int, max_tokens: int | None) -> list[LoggedMessage]:
         slots = self._slots(scope)
-        plan = plan_trim(slots, max_messages=self.max_messages, max_tokens=self.max_tokens,
-                         token_counts=[s.tokens for s in slots] if self.max_tokens is not None else None)
+        plan = plan_trim(slots, max_messages=max_messages, max_tokens=max_tokens,
+                         token_counts=[s.tokens for s in slots] if max_tokens is not None else None)
         dropped = [slots[i].seq for i in plan.drop]
         if not dropped:
             return []
         self.storage.executemany("DELETE FROM window WHERE message_seq = ?", [[seq] for seq in dropped])
         return self.log.messages_by_seq(dropped)
+
+    def compact(self, scope: Scope, *, threshold: int, target: int) -> list[LoggedMessage]:
+        """When the window holds more than ``threshold`` tokens, drop its oldest whole
+        interactions down to ``target`` tokens (nothing while tool calls are pending);
+        returns what left, oldest first. Call inside ``storage.atomic()``.
+
+        >>> from tiers.storage import Storage, Scope
+        >>> from tiers.episodic import EpisodicLog
+        >>> from unified_memory.types import Message
+        >>> store = Storage(None); log = EpisodicLog(store)
+        >>> window, scope = ShortTermWindow(log, max_messages=100), Scope("ada")
+        >>> with store.atomic():
+        ...     logged = log.append(scope, [Message(role="user", content=c) for c in "abcd"],
+        ...                         now=0.0, importances=[0] * 4)
+        ...     _ = window.extend(scope, logged, token_counts=[10] * 4)
+        ...     [m.message.content for m in window.compact(scope, threshold=35, target=20)]
+        ['a', 'b']
+        """
+        if self.tokens(scope) <= threshold:
+            return []
+        return self._trim(scope, max_messages=self.max_messages, max_tokens=target)
 
     def contains(self, scope: Scope, seqs: Sequence[int]) -> set[int]:
         """Which of these log positions are in this conversation's window."""

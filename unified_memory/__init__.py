@@ -31,6 +31,7 @@ from unified_memory.errors import (
     MemoryValueError,
     NotFoundError,
     StorageError,
+    StoreUnavailableError,
     UnifiedMemoryError,
 )
 from unified_memory.types import (
@@ -80,6 +81,21 @@ _LAZY = {
     "LLM": "unified_memory.protocols",
     "TokenCounter": "unified_memory.protocols",
     "VectorIndex": "unified_memory.protocols",
+    "Conversation": "unified_memory.conversation",
+    "ConversationState": "unified_memory.conversation_state",
+    "ConversationLog": "unified_memory.conversation_log",
+    "CompactionConfig": "unified_memory.compaction",
+    "CompactionStats": "unified_memory.compaction",
+    "SummarizationConfig": "unified_memory.compaction",
+    "ToolTruncationConfig": "unified_memory.compaction",
+    "compact": "unified_memory.compaction",
+    "context_window": "unified_memory.model_windows",
+    "register_model": "unified_memory.model_windows",
+    "ConversationStore": "unified_memory.protocols",
+    "InMemoryConversationStore": "tiers.sessions",
+    "JSONConversationStore": "tiers.sessions",
+    "SQLiteConversationStore": "tiers.sessions",
+    "RedisConversationStore": "tiers.sessions",
 }
 
 __all__ = [
@@ -93,19 +109,41 @@ __all__ = [
     "StorageError", "ClosedError", "DependencyError", "LLMError",
     "RuleExtractor", "HeuristicImportanceScorer", "score_importance", "assess_importance", "make_token_counter",
     "Embedder", "Extractor", "ImportanceScorer", "LLM", "Reranker", "TokenCounter", "VectorIndex",
+    "Conversation", "ConversationState", "ConversationLog", "CompactionConfig", "CompactionStats",
+    "SummarizationConfig", "ToolTruncationConfig", "compact", "context_window", "register_model",
+    "ConversationStore", "InMemoryConversationStore", "JSONConversationStore", "SQLiteConversationStore",
+    "RedisConversationStore", "StoreUnavailableError",
     "__version__",
 ]
 
 if TYPE_CHECKING:
     from scoring.importance import HeuristicImportanceScorer, assess_importance, score_importance
+    from tiers.sessions import (
+        InMemoryConversationStore,
+        JSONConversationStore,
+        RedisConversationStore,
+        SQLiteConversationStore,
+    )
     from unified_memory.agent import get_store, register_store, remember
+    from unified_memory.compaction import (
+        CompactionConfig,
+        CompactionStats,
+        SummarizationConfig,
+        ToolTruncationConfig,
+        compact,
+    )
+    from unified_memory.conversation import Conversation
+    from unified_memory.conversation_log import ConversationLog
+    from unified_memory.conversation_state import ConversationState
     from unified_memory.events import MemoryEvent
     from unified_memory.extraction import RuleExtractor
     from unified_memory.llm import OpenAICompatibleLLM, as_llm
     from unified_memory.llm_extraction import LLMExtractor
     from unified_memory.memory import UnifiedMemory
+    from unified_memory.model_windows import context_window, register_model
     from unified_memory.protocols import (
         LLM,
+        ConversationStore,
         Embedder,
         Extractor,
         ImportanceScorer,

@@ -193,6 +193,13 @@ class MemoryConfig(_Config):
                                   "which context() shows before the conversation.")
     promote_roles: tuple[Literal["user", "assistant", "system", "tool"], ...] = ("user",)
     context_max_tokens: int = Field(default=4000, ge=1)
+    compaction_ratio: float | None = Field(
+        default=0.7, gt=0.0, le=1.0,
+        description="Compact the conversation window when it holds more than this share of "
+                    "context_max_tokens (None: never); what leaves is summarised and promoted.")
+    compaction_min_reduction: float = Field(
+        default=0.4, ge=0.0, lt=1.0,
+        description="A compaction brings the window down to threshold x (1 - this).")
     retrieval: Literal["auto", "lexical", "embedding", "hybrid"] = Field(
         default="auto", description="auto: hybrid when the embeddings extra is installed, else lexical.")
     vectors: VectorConfig = Field(default_factory=VectorConfig)

@@ -4,7 +4,9 @@ Kinds: ``trim`` (messages left the short-term window), ``summarise`` (they were
 folded into the running summary), ``promote`` (extraction into facts, entities and
 triples), ``evict`` (facts over ``long_term_limit``), ``reset``
 (:meth:`~unified_memory.UnifiedMemory.clear`), ``agent`` (``@remember`` could not
-recall or record; stage ``failed``); ``compact`` is reserved. Work that can fail is
+recall or record; stage ``failed``), ``compact`` (the window passed ``compaction_ratio`` of
+``context_max_tokens`` and its oldest interactions were summarised away; counts
+``messages_compacted``, ``tokens_before``, ``tokens_after``). Work that can fail is
 reported as ``started`` and then ``completed`` or ``failed``; events of a write
 are delivered once it is committed, so a rolled-back write reports only
 ``failed``. A hook that raises is logged and never breaks the memory.

@@ -384,8 +384,28 @@ class UnifiedMemory(ReadingMethods, AsyncMethods):
             if trimmed:
                 self._event("trim", "completed", messages=len(trimmed))
                 self._summarize(trimmed, now)
+            self._compact(now)
             self._maintain(now, promote=backend.config.auto_promote, protect=protect)
         return [m.id for m in logged]
+
+    def _compact(self, now: float) -> None:
+        """Compaction at ``compaction_ratio`` x ``context_max_tokens``: the oldest whole
+        interactions leave the window (at a turn boundary only), are summarised, and are
+        promoted by :meth:`_maintain` like any message that left the window."""
+        backend, cfg = self._backend, self._backend.config
+        if cfg.compaction_ratio is None:
+            return
+        threshold = max(1, int(cfg.context_max_tokens * cfg.compaction_ratio))
+        target = max(1, int(threshold * (1 - cfg.compaction_min_reduction)))
+        before = backend.window.tokens(self._scope)
+        if before <= threshold:
+            return
+        self._event("compact", "started")
+        compacted = backend.window.compact(self._scope, threshold=threshold, target=target)
+        if compacted:
+            self._summarize(compacted, now)
+        self._event("compact", "completed", messages_compacted=len(compacted), tokens_before=before,
+                    tokens_after=backend.window.tokens(self._scope), threshold=threshold, target=target)
 
     def _summarize(self, trimmed: Sequence[Any], now: float) -> None:
         """Summarize-on-trim: fold what left the window into the running summary."""

@@ -22,10 +22,10 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from scoring.importance import HeuristicImportanceScorer
-from unified_memory.errors import invalid
+from unified_memory.errors import LLMError, invalid
 from unified_memory.types import Message
 
-__all__ = ["ExtractiveSummarizer", "LLMSummarizer"]
+__all__ = ["ExtractiveSummarizer", "LLMSummarizer", "llm_compact_fn", "summarizer_compact_fn", "transcript"]
 
 _SENTENCE = re.compile(r"(?<=[.!?])\s+")
 _LOG = logging.getLogger(__name__)
@@ -90,13 +90,13 @@ class LLMSummarizer:
 
     def summarize(self, previous: str, messages: Sequence[Message]) -> str:
         """The model's updated summary, or the fallback's."""
-        transcript = "\n".join(f"{m.name or m.role}: {m.content}" for m in messages if m.content)
+        text = transcript(messages)
         prompt = [
             {"role": "system", "content": (
                 "You maintain the running summary of a conversation for an assistant's memory. "
                 f"Update the summary with the new messages. Keep facts about the user, decisions and open "
                 f"tasks; drop small talk. Answer with the summary only, at most {self.max_chars} characters.")},
-            {"role": "user", "content": f"Summary so far:\n{previous or '(empty)'}\n\nNew messages:\n{transcript}"},
+            {"role": "user", "content": f"Summary so far:\n{previous or '(empty)'}\n\nNew messages:\n{text}"},
         ]
         try:
             reply = self.llm.complete(prompt)
@@ -108,3 +108,75 @@ class LLMSummarizer:
             return self.fallback.summarize(previous, messages)
         text = reply.strip()
         return text if len(text) <= self.max_chars else text[: self.max_chars - 1].rstrip() + "…"
+
+
+def transcript(messages: Sequence[Message]) -> str:
+    """A plain-text rendering of messages for a summarising model: one line each, tool
+    calls as ``name(arguments)``, images counted.
+
+    >>> print(transcript([Message(role="assistant", tool_calls=[{"id": "c1", "function": {"name": "lookup",
+    ...       "arguments": '{"q": "tea"}'}}]), Message(role="tool", name="lookup", content="green")]))
+    assistant called lookup({"q": "tea"})
+    lookup: green
+    """
+    lines = []
+    for m in messages:
+        speaker = m.name or m.role
+        if m.content:
+            lines.append(f"{speaker}: {m.content}")
+        for call in m.tool_calls or ():
+            function = call.get("function") or {}
+            lines.append(f"{speaker} called {function.get('name', '?')}({function.get('arguments', '')})")
+        if m.images:
+            lines.append(f"{speaker}: [{len(m.images)} image(s)]")
+    return "\n".join(lines)
+
+
+_COMPACT_PROMPT = (
+    "You compact the history of a conversation between a user and an AI agent so the agent can continue "
+    "it without the original messages. Write a continuation summary: the user's goal and preferences, facts "
+    "learned, decisions made, tool results that still matter, and open tasks. Be specific (names, numbers, "
+    "ids); drop small talk. Answer with the summary only.")
+
+
+def llm_compact_fn(llm: Any, *, instructions: str | None = None) -> Callable[[list[Message], str | None], str]:
+    """A ``compact_fn(messages, system_prompt) -> str`` that asks a chat model (e.g. a cheaper
+    compaction model) for the summary; a failed call or an empty answer raises :class:`LLMError`.
+
+    >>> fn = llm_compact_fn(lambda messages: "Ada wants tea.")
+    >>> fn([Message(role="user", content="I'd like tea")], "You are a barista.")
+    'Ada wants tea.'
+    """
+    from unified_memory.llm import as_llm
+
+    model = as_llm(llm)
+    system = _COMPACT_PROMPT + (f"\n\n{instructions}" if instructions else "")
+
+    def compact_fn(messages: list[Message], system_prompt: str | None) -> str:
+        agent = f"The agent's system prompt:\n{system_prompt}\n\n" if system_prompt else ""
+        prompt = [{"role": "system", "content": system},
+                  {"role": "user", "content": f"{agent}Conversation to compact:\n{transcript(messages)}"}]
+        try:
+            reply = model.complete(prompt)
+        except LLMError:
+            raise
+        except Exception as exc:
+            raise LLMError(f"llm: the compaction model failed: {type(exc).__name__}: {exc}", field="llm") from exc
+        if not isinstance(reply, str) or not reply.strip():
+            raise LLMError("llm: the compaction model answered no summary", field="llm")
+        return reply.strip()
+
+    return compact_fn
+
+
+def summarizer_compact_fn(summarizer: Any) -> Callable[[list[Message], str | None], str]:
+    """A ``compact_fn`` from a :class:`~unified_memory.protocols.Summarizer` (offline by default).
+
+    >>> fn = summarizer_compact_fn(ExtractiveSummarizer())
+    >>> "allergic to peanuts" in fn([Message(role="user", content="I'm allergic to peanuts")], None)
+    True
+    """
+    def compact_fn(messages: list[Message], system_prompt: str | None) -> str:
+        return summarizer.summarize("", messages)
+
+    return compact_fn

@@ -23,10 +23,10 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import json
 import os
 import tempfile
 from collections.abc import Callable
-import json
 from typing import Literal
 
 from unified_memory.errors import DependencyError, invalid

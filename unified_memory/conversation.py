@@ -1,0 +1,577 @@
+"""One conversation's short-term memory: the engine under every seed-style facade.
+
+A :class:`Conversation` holds the messages an agent sends to its model, a system
+prompt and a running summary. It can bound itself by messages and tokens (whole
+interactions leave, tool calls never lose their results) and compact itself at a
+token threshold through the pipeline of :mod:`unified_memory.compaction` — only at
+a turn boundary: while the results of a parallel tool-call batch are still
+arriving, compaction waits. Everything can be logged to JSONL and replayed
+(:meth:`Conversation.restore_from_log`), or saved as a plain dict
+(:meth:`~Conversation.to_dict`) in any :class:`~unified_memory.protocols.ConversationStore`.
+
+    >>> from unified_memory import Conversation
+    >>> conv = Conversation(system_prompt="Be brief.", max_messages=2)
+    >>> _ = conv.add(role="user", content="My name is Ada")
+    >>> _ = conv.add(role="assistant", content="Hi Ada")
+    >>> _ = conv.add(role="user", content="What's my name?")
+    >>> [m.content for m in conv.context()]
+    ['Be brief.', "What's my name?"]
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import uuid
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from pydantic import ValidationError
+
+from tiers.window import pending_tool_calls, plan_trim
+from unified_memory.compaction import (
+    CompactionConfig,
+    CompactionStats,
+    compact,
+    select_window,
+    summary_message,
+)
+from unified_memory.config import config_error
+from unified_memory.conversation_log import ConversationLog
+from unified_memory.conversation_state import ConversationState
+from unified_memory.errors import NotFoundError, StorageError, invalid, wrong_type
+from unified_memory.events import EventBus, MemoryEvent
+from unified_memory.protocols import Summarizer
+from unified_memory.summary import ExtractiveSummarizer, llm_compact_fn, summarizer_compact_fn
+from unified_memory.tokens import chars_per_token_counter, message_tokens
+from unified_memory.validation import check_limit, pydantic_error
+
+__all__ = ["Conversation"]
+
+_LOG = logging.getLogger(__name__)
+_UNBOUNDED = 1 << 62
+
+
+def _dump(message: Any) -> dict[str, Any]:
+    return message.model_dump(mode="json", exclude_none=True)
+
+
+class Conversation:
+    """A conversation buffer with trimming, compaction, a JSONL log and round-trippable state.
+
+    - ``max_messages`` / ``max_tokens``: a sliding window; whole interactions leave it,
+      never while tool calls are pending; what left is in :attr:`last_trimmed` and, with
+      ``summarize_on_trim``, folded into :attr:`summary` by ``summarizer``.
+    - ``compaction`` (:class:`~unified_memory.compaction.CompactionConfig` or dict):
+      compact when the context exceeds its threshold, at a turn boundary.
+      ``compact_fn(messages, system_prompt) -> str`` replaces the summariser; else
+      ``compaction_llm`` (a separate, cheaper model) writes the summary; else an
+      offline extractive summary. ``on_compact(stats_dict)`` is called after each one.
+    - ``log_base_path``: append every change to ``<log_base_path>/<session_id>.jsonl``.
+
+    >>> conv = Conversation(compaction={"token_threshold": 60}, compact_fn=lambda msgs, sp: "they talked")
+    >>> for i in range(6):
+    ...     _ = conv.add(role="user", content=f"question {i} " * 5)
+    >>> conv.summary, conv.compactions
+    ('they talked', 2)
+    """
+
+    def __init__(self, *, system_prompt: str | None = None, session_id: str | None = None,
+                 user_id: str | None = None, max_messages: int | None = None, max_tokens: int | None = None,
+                 compaction: CompactionConfig | Mapping[str, Any] | None = None,
+                 compact_fn: Callable[[list[Any], str | None], str] | None = None, compaction_llm: Any = None,
+                 summarize_on_trim: bool = False, summarizer: Summarizer | None = None,
+                 count_tokens: Callable[[str], int] | None = None,
+                 on_compact: Callable[[dict[str, Any]], Any] | None = None,
+                 log_base_path: str | None = None) -> None:
+        if system_prompt is not None and not isinstance(system_prompt, str):
+            raise wrong_type("system_prompt", "str", system_prompt)
+        for field, value in (("session_id", session_id), ("user_id", user_id)):
+            if value is not None and (not isinstance(value, str) or not value.strip()):
+                raise invalid(field, "must be a non-empty string")
+        self.max_messages = None if max_messages is None else check_limit("max_messages", max_messages)
+        self.max_tokens = None if max_tokens is None else check_limit("max_tokens", max_tokens)
+        self.compaction = self._compaction_config(compaction)
+        for field, value in (("compact_fn", compact_fn), ("on_compact", on_compact), ("count_tokens", count_tokens)):
+            if value is not None and not callable(value):
+                raise wrong_type(field, "callable", value)
+        if summarizer is not None and not callable(getattr(summarizer, "summarize", None)):
+            raise wrong_type("summarizer", "object with summarize(previous, messages)", summarizer)
+        self.system_prompt = system_prompt
+        self.session_id = session_id or uuid.uuid4().hex
+        self.user_id = user_id or "default"
+        self.compact_fn = compact_fn
+        self.compaction_llm = compaction_llm
+        self.summarize_on_trim = bool(summarize_on_trim)
+        self.summarizer: Summarizer = summarizer or ExtractiveSummarizer()
+        self.count_tokens = count_tokens or chars_per_token_counter
+        self.on_compact = on_compact
+        self.summary: str | None = None
+        self.last_trimmed: list[Any] = []
+        self.compactions = 0
+        self._messages: list[Any] = []
+        self._trace: list[dict[str, Any]] = []
+        self._events = EventBus()
+        self._lock = threading.RLock()
+        self._compaction_due = False
+        self._log = ConversationLog(log_base_path, self.session_id) if log_base_path is not None else None
+        if system_prompt is not None:
+            self._record({"type": "system_prompt", "system_prompt": system_prompt})
+
+    @staticmethod
+    def _compaction_config(value: Any) -> CompactionConfig | None:
+        if value is None or isinstance(value, CompactionConfig):
+            return value
+        if not isinstance(value, Mapping):
+            raise wrong_type("compaction", "CompactionConfig or dict", value)
+        try:
+            return CompactionConfig.model_validate(dict(value))
+        except ValidationError as exc:
+            raise config_error(exc, "compaction.") from None
+
+    # ---- reading -------------------------------------------------------------------------------
+    @property
+    def log_base_path(self) -> str | None:
+        """Where the JSONL log is written (``None``: not logged)."""
+        return None if self._log is None else str(self._log.base_path)
+
+    @property
+    def pending_tool_calls(self) -> int:
+        """Tool calls issued and not yet answered; compaction waits while this is not 0."""
+        with self._lock:
+            return pending_tool_calls(self._messages)
+
+    def messages(self) -> list[Any]:
+        """Every held message, oldest first (a copy: changing it changes nothing here)."""
+        with self._lock:
+            return list(self._messages)
+
+    def __len__(self) -> int:
+        return len(self._messages)
+
+    def get(self, message_id: str) -> Any | None:
+        """The message with this id, or ``None``."""
+        with self._lock:
+            return next((m for m in self._messages if m.id == message_id), None)
+
+    def recent(self, n: int) -> list[Any]:
+        """The last ``n`` messages (``n`` >= 1)."""
+        n = check_limit("n", n)
+        with self._lock:
+            return self._messages[-n:]
+
+    def by_role(self, role: str, n: int | None = None) -> list[Any]:
+        """Messages of ``role``, oldest first; the last ``n`` of them when ``n`` is given."""
+        if role not in ("user", "assistant", "system", "tool"):
+            raise invalid("role", f"expected user, assistant, system or tool, got {role!r}")
+        with self._lock:
+            found = [m for m in self._messages if m.role == role]
+        return found if n is None else found[-check_limit("n", n):]
+
+    def _image_estimate(self) -> int:
+        return self.compaction.image_token_estimate if self.compaction is not None else 800
+
+    def message_tokens(self, message: Any) -> int:
+        """Tokens of one message, images and tool calls included."""
+        return message_tokens(message, self.count_tokens, image_token_estimate=self._image_estimate())
+
+    def context(self) -> list[Any]:
+        """What to send to the model: the system prompt, the summary as a continuation
+        message, then the conversation (in ``sliding_window`` mode only its recent window)."""
+        from unified_memory.types import Message
+
+        with self._lock:
+            head = [Message(role="system", content=self.system_prompt)] if self.system_prompt else []
+            body = list(self._messages)
+            if self.compaction is not None and self.compaction.mode == "sliding_window":
+                body = select_window(body, config=self.compaction, count_tokens=self.count_tokens,
+                                     system_prompt=self.system_prompt)
+            if self.summary:
+                head.append(summary_message(self.summary))
+            return head + body
+
+    def tokens(self) -> int:
+        """Tokens of :meth:`context`: what the next model call costs in input."""
+        return sum(self.message_tokens(m) for m in self.context())
+
+    def get_memory_trace(self) -> list[dict[str, Any]]:
+        """What happened to this conversation: trims, compactions (with their stats), resets."""
+        with self._lock:
+            return [dict(entry) for entry in self._trace]
+
+    def on_event(self, hook: Callable[[MemoryEvent], None], *, kinds: Iterable[str] | None = None,
+                 ) -> Callable[[], None]:
+        """Call ``hook(event)`` on ``trim``, ``summarise``, ``compact`` and ``reset`` events;
+        returns an unsubscribe function. Compaction reports ``started`` then ``completed`` or ``failed``."""
+        return self._events.subscribe(hook, kinds=kinds)
+
+    def _emit(self, kind: str, stage: str, error: str | None = None, **counts: int) -> None:
+        self._events.emit(MemoryEvent(kind, stage, self.user_id, None, self.session_id, counts,
+                                      datetime.now(UTC), error))  # type: ignore[arg-type]
+
+    def _record(self, entry: Mapping[str, Any]) -> None:
+        if self._log is not None:
+            self._log.append(entry)
+
+    def _note(self, kind: str, **details: Any) -> None:
+        self._trace.append({"event": kind, "at": datetime.now(UTC).isoformat(), **details})
+
+    # ---- writing -------------------------------------------------------------------------------
+    def _coerce(self, field: str, message: Any, fields: Mapping[str, Any]) -> Any:
+        from unified_memory.types import Message
+
+        if message is not None and fields:
+            raise invalid(field, "give a message or its fields, not both")
+        if message is None:
+            message = dict(fields)
+        if isinstance(message, Message):
+            data = message.model_dump()
+        elif isinstance(message, Mapping):
+            data = dict(message)
+        else:
+            raise wrong_type(field, "Message or dict", message)
+        try:
+            msg = Message.model_validate(data)
+        except ValidationError as exc:
+            raise pydantic_error(field, exc) from None
+        if msg.content is None and not (msg.tool_calls or msg.images):
+            raise invalid(f"{field}.content", f"required for a {msg.role} message without tool calls or images")
+        updates: dict[str, Any] = {}
+        if msg.id is None:
+            updates["id"] = uuid.uuid4().hex
+        if msg.created_at is None:
+            updates["created_at"] = datetime.now(UTC)
+        return msg.model_copy(update=updates) if updates else msg
+
+    def add(self, message: Any = None, /, **fields: Any) -> str:
+        """Append a message (a :class:`~unified_memory.Message`, a dict, or its fields as
+        keywords) and return its id; then trim and compact as configured.
+
+        >>> conv = Conversation()
+        >>> mid = conv.add(role="assistant", content=None, tool_calls=[{"id": "c1", "type": "function",
+        ...                "function": {"name": "lookup", "arguments": "{}"}}])
+        >>> conv.pending_tool_calls
+        1
+        """
+        return self.add_many([self._coerce("message", message, fields)])[0]
+
+    def add_many(self, messages: Iterable[Any]) -> list[str]:
+        """Append several messages at once (all validated first: one bad item adds nothing)."""
+        if isinstance(messages, str | bytes | Mapping):
+            raise wrong_type("messages", "a list of messages", messages)
+        items = [self._coerce(f"messages[{i}]", m, {}) for i, m in enumerate(messages)]
+        with self._lock:
+            known = {m.id for m in self._messages}
+            for i, m in enumerate(items):
+                if m.id in known:
+                    raise invalid(f"messages[{i}].id", f"{m.id!r} is already in the conversation")
+                known.add(m.id)
+            for m in items:
+                self._messages.append(m)
+                self._record({"type": "message", "message": _dump(m)})
+            self._after_change()
+        return [m.id for m in items]
+
+    def _after_change(self) -> None:
+        self._enforce_limits()
+        if self.compaction is None or self.compaction.mode != "compaction":
+            return
+        if pending_tool_calls(self._messages):
+            return
+        if self._compaction_due or self.tokens() > self.compaction.threshold():
+            self._compact(self.compaction, auto=True)
+
+    def update(self, message_id: str, **fields: Any) -> Any:
+        """Change fields of a held message (validated); returns the new message."""
+        with self._lock:
+            index = self._index(message_id)
+            data = {**self._messages[index].model_dump(), **fields, "id": message_id}
+            new = self._coerce("fields", data, {})
+            self._messages[index] = new
+            self._record({"type": "update", "message": _dump(new)})
+            return new
+
+    def remove(self, message_id: str) -> Any:
+        """Remove one message by id and return it."""
+        with self._lock:
+            removed = self._messages.pop(self._index(message_id))
+            self._record({"type": "remove", "id": message_id})
+            return removed
+
+    def _index(self, message_id: str) -> int:
+        for i, m in enumerate(self._messages):
+            if m.id == message_id:
+                return i
+        raise NotFoundError(f"message_id: no message {message_id!r} in this conversation", field="message_id")
+
+    def set_summary(self, text: str | None) -> None:
+        """Replace the running summary (``None`` or ``''`` clears it)."""
+        if text is not None and not isinstance(text, str):
+            raise wrong_type("text", "str", text)
+        with self._lock:
+            self.summary = text or None
+            self._record({"type": "summary", "summary": self.summary})
+
+    def set_system_prompt(self, text: str | None) -> None:
+        """Replace the system prompt (kept by :meth:`reset`)."""
+        if text is not None and not isinstance(text, str):
+            raise wrong_type("text", "str", text)
+        with self._lock:
+            self.system_prompt = text
+            self._record({"type": "system_prompt", "system_prompt": text})
+
+    def set_model(self, llm: Any) -> None:
+        """Use ``llm`` (an :class:`~unified_memory.protocols.LLM` or callable) for compaction summaries."""
+        from unified_memory.llm import as_llm
+
+        self.compaction_llm = as_llm(llm)
+
+    def reset(self, *, keep_system_prompt: bool = True) -> dict[str, int]:
+        """Forget the conversation (and the summary); returns what was dropped.
+
+        >>> conv = Conversation(system_prompt="Be brief.")
+        >>> _ = conv.add(role="user", content="hi")
+        >>> conv.reset(), conv.system_prompt
+        ({'messages': 1, 'summary': 0}, 'Be brief.')
+        """
+        with self._lock:
+            counts = {"messages": len(self._messages), "summary": int(bool(self.summary))}
+            self._apply_reset(keep_system_prompt)
+            self._record({"type": "reset", "keep_system_prompt": keep_system_prompt})
+            self._note("reset", **counts)
+        self._emit("reset", "completed", **counts)
+        return counts
+
+    def _apply_reset(self, keep_system_prompt: bool) -> None:
+        self._messages.clear()
+        self.summary = None
+        self.last_trimmed = []
+        self._compaction_due = False
+        if not keep_system_prompt:
+            self.system_prompt = None
+
+    # ---- trimming ------------------------------------------------------------------------------
+    def _drop(self, dropped: Sequence[Any], reason: str) -> None:
+        gone = {m.id for m in dropped}
+        self._messages = [m for m in self._messages if m.id not in gone]
+        self.last_trimmed = list(dropped)
+        self._record({"type": "trim", "removed": [m.id for m in dropped], "reason": reason})
+        self._note("trim", messages_removed=len(dropped), messages_remaining=len(self._messages), reason=reason)
+        self._emit("trim", "completed", messages=len(dropped))
+        if self.summarize_on_trim:
+            summary = self.summarizer.summarize(self.summary or "", dropped)
+            if not isinstance(summary, str):
+                raise wrong_type("summarizer", "a summarize() that returns str", summary)
+            self.summary = summary or None
+            self._record({"type": "summary", "summary": self.summary})
+            self._emit("summarise", "completed", messages=len(dropped), chars=len(summary))
+
+    def _trim(self, max_messages: int | None, max_tokens: int | None, reason: str) -> list[Any]:
+        counts = [self.message_tokens(m) for m in self._messages] if max_tokens is not None else None
+        plan = plan_trim(self._messages, max_messages=max_messages or _UNBOUNDED, max_tokens=max_tokens,
+                         token_counts=counts)
+        _, dropped = plan.apply(self._messages)
+        if dropped:
+            self._drop(dropped, reason)
+        return dropped
+
+    def _enforce_limits(self) -> None:
+        if self.max_messages is not None or self.max_tokens is not None:
+            self._trim(self.max_messages, self.max_tokens, "enforce_limits")
+
+    def trim_to_fit(self, max_tokens: int) -> list[Any]:
+        """Drop the oldest whole interactions until the messages fit ``max_tokens``
+        (system messages stay); returns what was dropped. Waits while calls are pending."""
+        with self._lock:
+            return self._trim(None, check_limit("max_tokens", max_tokens), "trim_to_fit")
+
+    def _recent_start(self, keep_recent: int) -> int:
+        """Index where the last ``keep_recent`` non-system messages begin, moved forward past
+        tool results whose call would be cut off."""
+        keep = check_limit("keep_recent", keep_recent, minimum=0)
+        positions = [i for i, m in enumerate(self._messages) if m.role != "system"]
+        start = positions[-keep] if 0 < keep <= len(positions) else (0 if keep else len(self._messages))
+        while start < len(self._messages) and self._messages[start].role == "tool":
+            start += 1
+        return start
+
+    def messages_to_summarize(self, keep_recent: int = 6) -> list[Any]:
+        """The older non-system messages that :meth:`trim_to_recent` would drop."""
+        with self._lock:
+            start = self._recent_start(keep_recent)
+            return [m for m in self._messages[:start] if m.role != "system"]
+
+    def trim_to_recent(self, keep_recent: int = 6) -> list[Any]:
+        """Keep only the last ``keep_recent`` non-system messages (never starting on an
+        orphaned tool result); returns what was dropped."""
+        with self._lock:
+            dropped = self.messages_to_summarize(keep_recent)
+            if dropped:
+                self._drop(dropped, "trim_to_recent")
+            return dropped
+
+    # ---- compaction ----------------------------------------------------------------------------
+    def _summarize_fn(self, config: CompactionConfig) -> Callable[[list[Any], str | None], str]:
+        if self.compact_fn is not None:
+            return self.compact_fn
+        if self.compaction_llm is not None:
+            return llm_compact_fn(self.compaction_llm, instructions=config.summarization.instructions)
+        return summarizer_compact_fn(self.summarizer)
+
+    def compact(self) -> CompactionStats | None:
+        """Compact now (thresholds aside); returns the stats, or ``None`` when tool results
+        are still pending — then it runs as soon as the batch is complete."""
+        with self._lock:
+            if pending_tool_calls(self._messages):
+                self._compaction_due = True
+                return None
+            base = self.compaction or CompactionConfig(token_threshold=max(1, self.tokens()))
+            # forced: the current size counts as over the threshold
+            config = base.model_copy(update={"token_threshold": max(1, min(self.tokens(), base.threshold()))})
+            return self._compact(config, auto=False)
+
+    def _compact(self, config: CompactionConfig, *, auto: bool) -> CompactionStats | None:
+        self._emit("compact", "started")
+        try:
+            result = compact(self._messages, config=config, count_tokens=self.count_tokens,
+                             summarize=self._summarize_fn(config), system_prompt=self.system_prompt,
+                             previous_summary=self.summary)
+        except Exception as exc:
+            self._note("compaction_failed", error=f"{type(exc).__name__}: {exc}")
+            self._emit("compact", "failed", error=f"{type(exc).__name__}: {exc}")
+            if not auto:
+                raise
+            _LOG.warning("compaction of session %s failed; the conversation is kept whole: %s",
+                         self.session_id, exc)
+            return None
+        self._compaction_due = False
+        stats = result.stats
+        if config.mode == "compaction":
+            self._messages = list(result.messages)
+            if result.summary is not None:
+                self.summary = result.summary
+            self.compactions += 1
+            self._record({"type": "compaction", "messages": [_dump(m) for m in self._messages],
+                          "summary": self.summary, "stats": stats.as_dict()})
+        self._note("compaction", **stats.as_dict())
+        self._emit("compact", "completed", messages=stats.messages_compacted,
+                   tokens_before=stats.tokens_before, tokens_after=stats.tokens_after)
+        if self.on_compact is not None:
+            try:
+                self.on_compact(stats.as_dict())
+            except Exception:  # noqa: BLE001 - a callback never breaks the conversation
+                _LOG.exception("on_compact callback failed")
+        return stats
+
+    # ---- state ---------------------------------------------------------------------------------
+    def get_session_state(self) -> ConversationState:
+        """The whole state as a :class:`~unified_memory.ConversationState` record."""
+        with self._lock:
+            return ConversationState(
+                session_id=self.session_id, user_id=self.user_id, system_prompt=self.system_prompt,
+                summary=self.summary, messages=list(self._messages), max_messages=self.max_messages,
+                max_tokens=self.max_tokens, compaction=self.compaction, log_base_path=self.log_base_path)
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-compatible dict of the state; :meth:`from_dict` restores it exactly.
+
+        >>> conv = Conversation(session_id="s1", system_prompt="Be brief.")
+        >>> _ = conv.add(role="user", content="hi")
+        >>> Conversation.from_dict(conv.to_dict()).context() == conv.context()
+        True
+        """
+        return self.get_session_state().to_dict()
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any] | ConversationState, **options: Any) -> Conversation:
+        """Rebuild a conversation from :meth:`to_dict` output, as it was: nothing is
+        re-trimmed or re-compacted. ``options`` (e.g. ``compact_fn``) go to the constructor.
+        With a ``log_base_path`` the restored conversation appends to the same log."""
+        state = data if isinstance(data, ConversationState) else ConversationState.from_dict(data)
+        conv = cls(session_id=state.session_id, user_id=state.user_id, system_prompt=state.system_prompt,
+                   max_messages=state.max_messages, max_tokens=state.max_tokens, compaction=state.compaction,
+                   log_base_path=state.log_base_path, **options)
+        conv._messages = list(state.messages)
+        conv.summary = state.summary
+        # the log then replays to this very state, whatever it held before
+        conv._record({"type": "snapshot", "system_prompt": conv.system_prompt, "summary": conv.summary,
+                      "messages": [_dump(m) for m in conv._messages]})
+        return conv
+
+    def branch(self, *, session_id: str | None = None) -> Conversation:
+        """An independent copy under a new session id (not logged): explore a what-if."""
+        data = self.to_dict()
+        data.update(session_id=session_id or uuid.uuid4().hex, log_base_path=None)
+        return type(self).from_dict(data, count_tokens=self.count_tokens, compact_fn=self.compact_fn,
+                                    compaction_llm=self.compaction_llm, summarizer=self.summarizer,
+                                    summarize_on_trim=self.summarize_on_trim, on_compact=self.on_compact)
+
+    def save(self, store: Any, *, namespace: str = "default", ttl: float | None = None) -> None:
+        """Save the state in a :class:`~unified_memory.protocols.ConversationStore` under the session id."""
+        store.save(self.session_id, self.to_dict(), namespace=namespace, ttl=ttl)
+
+    @classmethod
+    def load(cls, store: Any, session_id: str, *, namespace: str = "default", **options: Any) -> Conversation:
+        """Load a conversation saved with :meth:`save`; a missing one is a :class:`NotFoundError`."""
+        data = store.load(session_id, namespace=namespace)
+        if data is None:
+            raise NotFoundError(f"session_id: no saved conversation {session_id!r} in namespace {namespace!r}",
+                                field="session_id")
+        return cls.from_dict(data, **options)
+
+    @classmethod
+    def restore_from_log(cls, session_id: str, log_base_path: str, **options: Any) -> Conversation:
+        """Replay ``<log_base_path>/<session_id>.jsonl`` (messages, trims, compactions, resets)
+        into a new conversation that keeps appending to the same log; no model is called.
+
+        >>> import tempfile
+        >>> logs = tempfile.mkdtemp()
+        >>> conv = Conversation(session_id="user-123", log_base_path=logs)
+        >>> _ = conv.add(role="user", content="I live in Lisbon")
+        >>> Conversation.restore_from_log("user-123", logs).context() == conv.context()
+        True
+        """
+        from unified_memory.types import Message
+
+        conv = cls(session_id=session_id, log_base_path=log_base_path, **options)
+        log = conv._log
+        assert log is not None
+        if not log.exists():
+            raise NotFoundError(f"session_id: no log at {log.path}", field="session_id")
+        for entry in log.entries():
+            kind = entry["type"]
+            try:
+                if kind == "message":
+                    conv._messages.append(Message.model_validate(entry["message"]))
+                elif kind == "update":
+                    new = Message.model_validate(entry["message"])
+                    conv._messages[conv._index(new.id)] = new
+                elif kind == "remove":
+                    conv._messages.pop(conv._index(entry["id"]))
+                elif kind == "trim":
+                    gone = set(entry["removed"])
+                    conv._messages = [m for m in conv._messages if m.id not in gone]
+                elif kind == "compaction":
+                    conv._messages = [Message.model_validate(m) for m in entry["messages"]]
+                    conv.summary = entry["summary"]
+                    conv.compactions += 1
+                elif kind == "snapshot":
+                    conv._messages = [Message.model_validate(m) for m in entry["messages"]]
+                    conv.summary, conv.system_prompt = entry["summary"], entry["system_prompt"]
+                elif kind == "summary":
+                    conv.summary = entry["summary"]
+                elif kind == "system_prompt":
+                    conv.system_prompt = entry["system_prompt"]
+                elif kind == "reset":
+                    conv._apply_reset(entry.get("keep_system_prompt", True))
+                else:
+                    raise StorageError(f"{log.path}: unknown log entry type {kind!r}", field="log_base_path")
+            except (KeyError, ValidationError, NotFoundError) as exc:
+                raise StorageError(f"{log.path}: cannot replay a {kind!r} entry: {exc}",
+                                   field="log_base_path") from None
+        return conv
+
+    def __repr__(self) -> str:
+        return (f"Conversation(session_id={self.session_id!r}, messages={len(self._messages)}, "
+                f"summary={'yes' if self.summary else 'no'})")
