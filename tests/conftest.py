@@ -2,6 +2,13 @@
 
 from __future__ import annotations
 
+import os
+import shutil
+import socket
+import subprocess
+import time
+import uuid
+
 import pytest
 
 DAY = 86400.0
@@ -62,3 +69,103 @@ def model_cache_in_a_temporary_folder(tmp_path_factory):
         os.environ.pop("UNIFIED_MEMORY_CACHE", None)
     else:
         os.environ["UNIFIED_MEMORY_CACHE"] = previous
+
+
+# --- conversation stores, every backend; Redis is a real redis-server on loopback ----------------
+
+STORE_BACKENDS = ["memory", "json", "sqlite", "redis"]
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture(scope="session")
+def redis_url():
+    binary = shutil.which("redis-server")
+    if binary is None:
+        message = "redis-server is not on PATH: install it (apt-get install redis-server) to test RedisConversationStore"
+        if os.environ.get("CI"):
+            pytest.fail(message)
+        pytest.skip(message)
+    import redis
+
+    port = free_port()
+    proc = subprocess.Popen([binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+                             "--daemonize", "no"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    client = redis.Redis(host="127.0.0.1", port=port, socket_connect_timeout=0.5, socket_timeout=0.5)
+    deadline = time.monotonic() + 10
+    try:
+        while True:
+            try:
+                client.ping()
+                break
+            except redis.exceptions.RedisError:
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    proc.kill()
+                    pytest.fail(f"redis-server on port {port} did not answer PING within 10 s: "
+                                f"{proc.stderr.read().decode(errors='replace') if proc.stderr else ''}")
+                time.sleep(0.05)
+        client.close()
+        yield f"redis://127.0.0.1:{port}/0"
+    finally:
+        proc.kill()
+        proc.wait(timeout=10)
+
+
+@pytest.fixture
+def make_redis(request):
+    """A factory of stores on the shared server, each test under its own prefix."""
+    url = request.getfixturevalue("redis_url")
+    base = f"test:{uuid.uuid4().hex}"
+    stores = []
+
+    def make(**kwargs):
+        kwargs.setdefault("prefix", base)
+        from tiers.sessions import RedisConversationStore
+
+        store = RedisConversationStore(url, **kwargs)
+        stores.append(store)
+        return store
+
+    yield make
+    for store in stores:
+        store.close()
+
+
+@pytest.fixture(params=STORE_BACKENDS)
+def backend(request):
+    return request.param
+
+
+@pytest.fixture
+def make_store(backend, tmp_path, clock, request):
+    """Build a store of the parametrised backend; ``make_store(default_ttl=...)``."""
+    opened = []
+
+    from tiers.sessions import InMemoryConversationStore, JSONConversationStore, SQLiteConversationStore
+
+    def make(**kwargs):
+        if backend == "memory":
+            store = InMemoryConversationStore(clock=clock, **kwargs)
+        elif backend == "json":
+            store = JSONConversationStore(tmp_path / "sessions", clock=clock, **kwargs)
+        elif backend == "sqlite":
+            store = SQLiteConversationStore(tmp_path / "sessions.db", clock=clock, **kwargs)
+            opened.append(store)
+        else:
+            store = request.getfixturevalue("make_redis")(**kwargs)
+        return store
+
+    yield make
+    for store in opened:
+        store.close()
+
+
+@pytest.fixture
+def store(make_store):
+    return make_store()
+
+

@@ -126,5 +126,5 @@ def test_every_public_method_is_documented_in_the_readme():
 def test_readme_commands_match_ci():
     readme = (ROOT / "README.md").read_text()
     ci = (ROOT / ".ci" / "run").read_text()
-    test_command = next(line for line in readme.splitlines() if "pytest" in line and line.startswith("python3"))
+    test_command = next(line for line in readme.splitlines() if "pytest" in line and "python3 -m venv" in line)
     assert test_command in ci

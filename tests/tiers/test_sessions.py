@@ -6,8 +6,6 @@ import ast
 import doctest
 import importlib
 import math
-import os
-import shutil
 import socket
 import subprocess
 import time
@@ -18,7 +16,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.conftest import T0
+from tests.conftest import T0, free_port
 from tiers.sessions import (
     InMemoryConversationStore,
     JSONConversationStore,
@@ -32,97 +30,6 @@ from unified_memory.types import Message
 BACKENDS = ["memory", "json", "sqlite", "redis"]
 CLOCKED = ["memory", "json", "sqlite"]
 SESSIONS = Path(__file__).resolve().parents[2] / "tiers" / "sessions"
-
-
-# --- a real redis-server on loopback -----------------------------------------------------------
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-@pytest.fixture(scope="session")
-def redis_url():
-    binary = shutil.which("redis-server")
-    if binary is None:
-        message = "redis-server is not on PATH: install it (apt-get install redis-server) to test RedisConversationStore"
-        if os.environ.get("CI"):
-            pytest.fail(message)
-        pytest.skip(message)
-    import redis
-
-    port = _free_port()
-    proc = subprocess.Popen([binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-                             "--daemonize", "no"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    client = redis.Redis(host="127.0.0.1", port=port, socket_connect_timeout=0.5, socket_timeout=0.5)
-    deadline = time.monotonic() + 10
-    try:
-        while True:
-            try:
-                client.ping()
-                break
-            except redis.exceptions.RedisError:
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    proc.kill()
-                    pytest.fail(f"redis-server on port {port} did not answer PING within 10 s: "
-                                f"{proc.stderr.read().decode(errors='replace') if proc.stderr else ''}")
-                time.sleep(0.05)
-        client.close()
-        yield f"redis://127.0.0.1:{port}/0"
-    finally:
-        proc.kill()
-        proc.wait(timeout=10)
-
-
-@pytest.fixture
-def make_redis(request):
-    """A factory of stores on the shared server, each test under its own prefix."""
-    url = request.getfixturevalue("redis_url")
-    base = f"test:{uuid.uuid4().hex}"
-    stores = []
-
-    def make(**kwargs):
-        kwargs.setdefault("prefix", base)
-        store = RedisConversationStore(url, **kwargs)
-        stores.append(store)
-        return store
-
-    yield make
-    for store in stores:
-        store.close()
-
-
-@pytest.fixture(params=BACKENDS)
-def backend(request):
-    return request.param
-
-
-@pytest.fixture
-def make_store(backend, tmp_path, clock, request):
-    """Build a store of the parametrised backend; ``make_store(default_ttl=...)``."""
-    opened = []
-
-    def make(**kwargs):
-        if backend == "memory":
-            store = InMemoryConversationStore(clock=clock, **kwargs)
-        elif backend == "json":
-            store = JSONConversationStore(tmp_path / "sessions", clock=clock, **kwargs)
-        elif backend == "sqlite":
-            store = SQLiteConversationStore(tmp_path / "sessions.db", clock=clock, **kwargs)
-            opened.append(store)
-        else:
-            store = request.getfixturevalue("make_redis")(**kwargs)
-        return store
-
-    yield make
-    for store in opened:
-        store.close()
-
-
-@pytest.fixture
-def store(make_store):
-    return make_store()
 
 
 def realistic_state() -> dict:
@@ -484,7 +391,7 @@ def test_memory_extras(clock):
 # --- Redis ---------------------------------------------------------------------------------------
 
 def test_redis_unreachable_server_fails_fast():
-    port = _free_port()  # nothing listens there once the probe socket is closed
+    port = free_port()  # nothing listens there once the probe socket is closed
     start = time.monotonic()
     with pytest.raises(StoreUnavailableError) as info:
         RedisConversationStore(f"redis://127.0.0.1:{port}/0", socket_timeout=1.0)
@@ -516,7 +423,7 @@ def test_redis_accepts_a_ready_client(redis_url):
 
 
 def test_redis_server_gone_later_is_store_unavailable(redis_url):
-    port = _free_port()
+    port = free_port()
     proc = subprocess.Popen(["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
                              "--appendonly", "no"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:

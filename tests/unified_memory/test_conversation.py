@@ -352,3 +352,22 @@ def test_torn_last_line_is_ignored_and_cut_before_the_next_append(tmp_path):
     assert [m.content for m in restored.messages()] == ["kept"]
     restored.add(role="user", content="next")
     assert [m.content for m in Conversation.restore_from_log("torn", str(tmp_path)).messages()] == ["kept", "next"]
+
+
+# ---- every store round-trips a session --------------------------------------------------------
+
+def test_every_store_round_trips_a_session_with_tool_calls_images_and_reasoning(store):
+    conv = Conversation(session_id="user-7", system_prompt="Be brief.", max_messages=40,
+                        compaction={"token_threshold": 500}, compact_fn=lambda m, s: "earlier turns")
+    for turn in range(4):
+        tool_turn(conv, turn, calls=3)
+    conv.add(role="user", content="what is this?", images=["data:image/png;base64,iVBORw0KGgo="])
+    tool_turn(conv, 9, calls=2)
+    assert conv.compactions >= 1 and conv.summary == "earlier turns"
+    conv.save(store, namespace="support")
+    restored = Conversation.load(store, "user-7", namespace="support")
+    assert restored.context() == conv.context()
+    assert restored.to_dict() == conv.to_dict()
+    assert any(m.reasoning_details for m in restored.messages())
+    with pytest.raises(NotFoundError):
+        Conversation.load(store, "user-7")  # another namespace
