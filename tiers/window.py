@@ -33,6 +33,7 @@ __all__ = [
     "TrimReason",
     "WindowItem",
     "cut_points",
+    "interaction_units",
     "message_token_counts",
     "pending_tool_calls",
     "plan_trim",
@@ -222,3 +223,25 @@ def plan_trim(
         if fits(cut):
             return plan(cut, "fits")
     return plan(cuts[-1] if cuts else 0, "over_limits")
+
+
+def interaction_units(messages: Sequence[Message]) -> list[list[int]]:
+    """The indices of the non-system messages of each unit, oldest unit first.
+
+    >>> roles = ["system", "user", "assistant", "user", "system", "assistant"]
+    >>> interaction_units([Message(role=r) for r in roles])
+    [[1, 2], [3, 5]]
+    """
+    positions = [i for i, m in enumerate(messages) if m.role != "system"]
+    rest = [messages[i] for i in positions]
+    cuts = set(cut_points(rest))
+    units: list[list[int]] = []
+    start = 0
+    for group in split_interactions(rest):
+        indices = positions[start:start + len(group)]
+        if units and start not in cuts:
+            units[-1].extend(indices)  # starts while a call is open: part of the previous unit
+        else:
+            units.append(indices)
+        start += len(group)
+    return units

@@ -96,6 +96,15 @@ _LAZY = {
     "JSONConversationStore": "tiers.sessions",
     "SQLiteConversationStore": "tiers.sessions",
     "RedisConversationStore": "tiers.sessions",
+    "MemoryMaxTokensStrategy": "unified_memory.strategies",
+    "MemoryMaxMessagesStrategy": "unified_memory.strategies",
+    "SummarizerStrategy": "unified_memory.strategies",
+    "NeuralyzerStrategy": "unified_memory.strategies",
+    "MemoryStrategies": "unified_memory.strategies",
+    "StrategyOutcome": "unified_memory.strategies",
+    "load_strategies": "unified_memory.strategies",
+    "load_short_term_strategy": "unified_memory.strategies",
+    "load_long_term_strategy": "unified_memory.strategies",
 }
 
 __all__ = [
@@ -113,6 +122,8 @@ __all__ = [
     "SummarizationConfig", "ToolTruncationConfig", "compact", "context_window", "register_model",
     "ConversationStore", "InMemoryConversationStore", "JSONConversationStore", "SQLiteConversationStore",
     "RedisConversationStore", "StoreUnavailableError",
+    "MemoryMaxTokensStrategy", "MemoryMaxMessagesStrategy", "SummarizerStrategy", "NeuralyzerStrategy",
+    "MemoryStrategies", "StrategyOutcome", "load_strategies", "load_short_term_strategy", "load_long_term_strategy",
     "__version__",
 ]
 
@@ -151,6 +162,17 @@ if TYPE_CHECKING:
         Summarizer,
         TokenCounter,
         VectorIndex,
+    )
+    from unified_memory.strategies import (
+        MemoryMaxMessagesStrategy,
+        MemoryMaxTokensStrategy,
+        MemoryStrategies,
+        NeuralyzerStrategy,
+        StrategyOutcome,
+        SummarizerStrategy,
+        load_long_term_strategy,
+        load_short_term_strategy,
+        load_strategies,
     )
     from unified_memory.summary import ExtractiveSummarizer, LLMSummarizer
     from unified_memory.tokens import make_token_counter

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from tiers.window import cut_points, pending_tool_calls, split_interactions
+from tiers.window import interaction_units, pending_tool_calls
 from unified_memory.errors import wrong_type
 from unified_memory.tokens import message_tokens
 from unified_memory.types import Message
@@ -51,28 +51,6 @@ def summary_message(summary: str) -> Message:
     ('user', ['[Summary of the earlier conversation]', 'The user lives in Lisbon.'], {'compaction_summary': True})
     """
     return Message(role="user", content=SUMMARY_HEADER + summary, metadata={"compaction_summary": True})
-
-
-def interaction_units(messages: Sequence[Message]) -> list[list[int]]:
-    """The indices of the non-system messages of each unit, oldest unit first.
-
-    >>> roles = ["system", "user", "assistant", "user", "system", "assistant"]
-    >>> interaction_units([Message(role=r) for r in roles])
-    [[1, 2], [3, 5]]
-    """
-    positions = [i for i, m in enumerate(messages) if m.role != "system"]
-    rest = [messages[i] for i in positions]
-    cuts = set(cut_points(rest))
-    units: list[list[int]] = []
-    start = 0
-    for group in split_interactions(rest):
-        indices = positions[start:start + len(group)]
-        if units and start not in cuts:
-            units[-1].extend(indices)  # starts while a call is open: part of the previous unit
-        else:
-            units.append(indices)
-        start += len(group)
-    return units
 
 
 def _fit_prefix(text: str, fits: Callable[[str], bool]) -> str:

@@ -93,6 +93,8 @@ class Conversation:
         self.max_messages = None if max_messages is None else check_limit("max_messages", max_messages)
         self.max_tokens = None if max_tokens is None else check_limit("max_tokens", max_tokens)
         self.compaction = self._compaction_config(compaction)
+        if self.compaction is not None:
+            self.compaction.threshold()  # an unknown model or no threshold at all fails here, not on add()
         for field, value in (("compact_fn", compact_fn), ("on_compact", on_compact), ("count_tokens", count_tokens)):
             if value is not None and not callable(value):
                 raise wrong_type(field, "callable", value)
@@ -447,6 +449,11 @@ class Conversation:
             return None
         self._compaction_due = False
         stats = result.stats
+        changed = stats.messages_compacted or stats.messages_truncated or result.summary is not None
+        if not changed:  # the newest interaction alone is over the threshold: nothing can go
+            self._emit("compact", "completed", messages=0, tokens_before=stats.tokens_before,
+                       tokens_after=stats.tokens_after)
+            return stats
         if config.mode == "compaction":
             self._messages = list(result.messages)
             if result.summary is not None:

@@ -16,6 +16,7 @@ back to the extractive one when the model fails or answers nothing usable.
 
 from __future__ import annotations
 
+import json
 import logging
 import re
 from collections.abc import Callable, Sequence
@@ -111,22 +112,31 @@ class LLMSummarizer:
 
 
 def transcript(messages: Sequence[Message]) -> str:
-    """A plain-text rendering of messages for a summarising model: one line each, tool
-    calls as ``name(arguments)``, images counted.
+    """The messages as plain text for a summarising model: one line each, tool calls as
+    ``name(arguments)``, tool results labelled, images counted, system messages left out.
 
-    >>> print(transcript([Message(role="assistant", tool_calls=[{"id": "c1", "function": {"name": "lookup",
-    ...       "arguments": '{"q": "tea"}'}}]), Message(role="tool", name="lookup", content="green")]))
-    assistant called lookup({"q": "tea"})
-    lookup: green
+    >>> print(transcript([Message(role="user", content="hi", name="Ada"),
+    ...     Message(role="assistant", tool_calls=[{"id": "1", "function": {"name": "f", "arguments": "{}"}}]),
+    ...     Message(role="tool", content="42", tool_call_id="1")]))
+    Ada (user): hi
+    assistant called f({})
+    tool result: 42
     """
     lines = []
     for m in messages:
-        speaker = m.name or m.role
-        if m.content:
-            lines.append(f"{speaker}: {m.content}")
+        if m.role == "system":
+            continue
+        speaker = f"{m.name} ({m.role})" if m.name else m.role
+        text = " ".join((m.content or "").split())
+        if text:
+            lines.append(f"{speaker}: {text}" if m.role != "tool"
+                         else f"tool result{f' from {m.name}' if m.name else ''}: {text}")
         for call in m.tool_calls or ():
-            function = call.get("function") or {}
-            lines.append(f"{speaker} called {function.get('name', '?')}({function.get('arguments', '')})")
+            function = call.get("function") if isinstance(call.get("function"), dict) else {}
+            arguments = function.get("arguments", "")
+            if not isinstance(arguments, str):
+                arguments = json.dumps(arguments, ensure_ascii=False)
+            lines.append(f"{speaker} called {function.get('name') or call.get('name') or 'a tool'}({arguments})")
         if m.images:
             lines.append(f"{speaker}: [{len(m.images)} image(s)]")
     return "\n".join(lines)

@@ -97,6 +97,8 @@ def test_parallel_tool_calls_never_compacted_mid_batch_nor_orphaned(turns, thres
 
 def test_compaction_waits_for_the_whole_parallel_batch():
     conv = Conversation(compaction={"token_threshold": 60}, compact_fn=lambda msgs, sp: "summary")
+    conv.add(role="user", content="hello")
+    conv.add(role="assistant", content="hi, how can I help?")
     conv.add(role="user", content="look these up " * 10)
     conv.add(role="assistant", content=None, tool_calls=[call("a"), call("b"), call("c")])
     conv.add(role="tool", content="A " * 50, tool_call_id="a")
@@ -104,7 +106,7 @@ def test_compaction_waits_for_the_whole_parallel_batch():
     assert conv.pending_tool_calls == 1 and conv.compactions == 0
     assert conv.compact() is None  # asked during the batch: deferred, not refused
     conv.add(role="tool", content="C " * 50, tool_call_id="c")
-    assert conv.compactions == 1
+    assert conv.compactions == 1 and conv.summary == "summary"
     assert_paired(conv.context(), allow_pending=False)
 
 
@@ -371,3 +373,22 @@ def test_every_store_round_trips_a_session_with_tool_calls_images_and_reasoning(
     assert any(m.reasoning_details for m in restored.messages())
     with pytest.raises(NotFoundError):
         Conversation.load(store, "user-7")  # another namespace
+
+
+def test_a_compaction_config_without_a_usable_threshold_fails_at_construction():
+    with pytest.raises(ConfigError, match="model"):
+        Conversation(compaction={"model": "no-such-model"})
+    with pytest.raises(ConfigError, match="token_threshold"):
+        Conversation(compaction={})
+
+
+def test_an_oversized_newest_turn_does_not_log_empty_compactions(tmp_path):
+    stats = []
+    conv = Conversation(session_id="big", log_base_path=str(tmp_path), compaction={"token_threshold": 10},
+                        compact_fn=lambda m, s: "sum", on_compact=stats.append)
+    conv.add(role="user", content="x" * 100)
+    for _ in range(3):
+        conv.add(role="assistant", content="ok")
+    assert conv.compactions == 0 and stats == []
+    lines = (tmp_path / "big.jsonl").read_text().splitlines()
+    assert [json.loads(line)["type"] for line in lines] == ["message"] * 4
