@@ -39,10 +39,11 @@ from unified_memory.compaction import (
 )
 from unified_memory.config import config_error
 from unified_memory.conversation_log import ConversationLog
-from unified_memory.conversation_state import ConversationState
-from unified_memory.errors import NotFoundError, StorageError, invalid, wrong_type
+from unified_memory.conversation_persistence import PersistenceMethods, dump_message
+from unified_memory.errors import NotFoundError, invalid, wrong_type
 from unified_memory.events import EventBus, MemoryEvent
 from unified_memory.protocols import Summarizer
+from unified_memory.strategies import load_strategies
 from unified_memory.summary import ExtractiveSummarizer, llm_compact_fn, summarizer_compact_fn
 from unified_memory.tokens import chars_per_token_counter, message_tokens
 from unified_memory.validation import check_limit, pydantic_error
@@ -53,11 +54,7 @@ _LOG = logging.getLogger(__name__)
 _UNBOUNDED = 1 << 62
 
 
-def _dump(message: Any) -> dict[str, Any]:
-    return message.model_dump(mode="json", exclude_none=True)
-
-
-class Conversation:
+class Conversation(PersistenceMethods):
     """A conversation buffer with trimming, compaction, a JSONL log and round-trippable state.
 
     - ``max_messages`` / ``max_tokens``: a sliding window; whole interactions leave it,
@@ -69,6 +66,11 @@ class Conversation:
       ``compaction_llm`` (a separate, cheaper model) writes the summary; else an
       offline extractive summary. ``on_compact(stats_dict)`` is called after each one.
     - ``log_base_path``: append every change to ``<log_base_path>/<session_id>.jsonl``.
+    - ``strategies`` (:class:`~unified_memory.MemoryStrategies`, a dict, JSON text or a
+      ``pathlib.Path``): the short-term strategy picks what :meth:`context` sends; the
+      long-term one (summarizer, neuralyzer) rewrites the memory when a trigger fires,
+      with ``compaction_llm`` as its model and ``strategy_memory`` (a UnifiedMemory) for
+      ``store_summary_as_facts``.
 
     >>> conv = Conversation(compaction={"token_threshold": 60}, compact_fn=lambda msgs, sp: "they talked")
     >>> for i in range(6):
@@ -84,7 +86,7 @@ class Conversation:
                  summarize_on_trim: bool = False, summarizer: Summarizer | None = None,
                  count_tokens: Callable[[str], int] | None = None,
                  on_compact: Callable[[dict[str, Any]], Any] | None = None,
-                 log_base_path: str | None = None) -> None:
+                 log_base_path: str | None = None, strategies: Any = None, strategy_memory: Any = None) -> None:
         if system_prompt is not None and not isinstance(system_prompt, str):
             raise wrong_type("system_prompt", "str", system_prompt)
         for field, value in (("session_id", session_id), ("user_id", user_id)):
@@ -93,6 +95,8 @@ class Conversation:
         self.max_messages = None if max_messages is None else check_limit("max_messages", max_messages)
         self.max_tokens = None if max_tokens is None else check_limit("max_tokens", max_tokens)
         self.compaction = self._compaction_config(compaction)
+        self.strategies = None if strategies is None else load_strategies(strategies)
+        self.strategy_memory = strategy_memory
         if self.compaction is not None:
             self.compaction.threshold()  # an unknown model or no threshold at all fails here, not on add()
         for field, value in (("compact_fn", compact_fn), ("on_compact", on_compact), ("count_tokens", count_tokens)):
@@ -189,6 +193,8 @@ class Conversation:
             if self.compaction is not None and self.compaction.mode == "sliding_window":
                 body = select_window(body, config=self.compaction, count_tokens=self.count_tokens,
                                      system_prompt=self.system_prompt)
+            if self.strategies is not None and self.strategies.short_term is not None:
+                body = self.strategies.short_term.select(body, count_tokens=self.count_tokens)
             if self.summary:
                 head.append(summary_message(self.summary))
             return head + body
@@ -271,15 +277,17 @@ class Conversation:
                 known.add(m.id)
             for m in items:
                 self._messages.append(m)
-                self._record({"type": "message", "message": _dump(m)})
+                self._record({"type": "message", "message": dump_message(m)})
             self._after_change()
         return [m.id for m in items]
 
     def _after_change(self) -> None:
         self._enforce_limits()
-        if self.compaction is None or self.compaction.mode != "compaction":
-            return
         if pending_tool_calls(self._messages):
+            return  # not at a turn boundary: strategies and compaction wait for the batch
+        if self.strategies is not None and self.strategies.long_term is not None:
+            self._run_strategy(self.strategies.long_term)
+        if self.compaction is None or self.compaction.mode != "compaction":
             return
         if self._compaction_due or self.tokens() > self.compaction.threshold():
             self._compact(self.compaction, auto=True)
@@ -291,7 +299,7 @@ class Conversation:
             data = {**self._messages[index].model_dump(), **fields, "id": message_id}
             new = self._coerce("fields", data, {})
             self._messages[index] = new
-            self._record({"type": "update", "message": _dump(new)})
+            self._record({"type": "update", "message": dump_message(new)})
             return new
 
     def remove(self, message_id: str) -> Any:
@@ -454,130 +462,45 @@ class Conversation:
             self._emit("compact", "completed", messages=0, tokens_before=stats.tokens_before,
                        tokens_after=stats.tokens_after)
             return stats
-        if config.mode == "compaction":
-            self._messages = list(result.messages)
-            if result.summary is not None:
-                self.summary = result.summary
-            self.compactions += 1
-            self._record({"type": "compaction", "messages": [_dump(m) for m in self._messages],
-                          "summary": self.summary, "stats": stats.as_dict()})
-        self._note("compaction", **stats.as_dict())
-        self._emit("compact", "completed", messages=stats.messages_compacted,
-                   tokens_before=stats.tokens_before, tokens_after=stats.tokens_after)
-        if self.on_compact is not None:
-            try:
-                self.on_compact(stats.as_dict())
-            except Exception:  # noqa: BLE001 - a callback never breaks the conversation
-                _LOG.exception("on_compact callback failed")
+        self._commit(result.messages if config.mode == "compaction" else None, result.summary, stats.as_dict())
         return stats
 
-    # ---- state ---------------------------------------------------------------------------------
-    def get_session_state(self) -> ConversationState:
-        """The whole state as a :class:`~unified_memory.ConversationState` record."""
-        with self._lock:
-            return ConversationState(
-                session_id=self.session_id, user_id=self.user_id, system_prompt=self.system_prompt,
-                summary=self.summary, messages=list(self._messages), max_messages=self.max_messages,
-                max_tokens=self.max_tokens, compaction=self.compaction, log_base_path=self.log_base_path)
+    def _run_strategy(self, strategy: Any) -> None:
+        """A long-term strategy (summarizer, neuralyzer) whose trigger fired rewrites the memory."""
+        try:
+            outcome = strategy.apply(self._messages, llm=self.compaction_llm, previous_summary=self.summary,
+                                     count_tokens=self.count_tokens, memory=self.strategy_memory)
+        except Exception as exc:
+            self._note("strategy_failed", error=f"{type(exc).__name__}: {exc}")
+            self._emit("compact", "failed", error=f"{type(exc).__name__}: {exc}")
+            _LOG.warning("strategy %s of session %s failed; the conversation is kept whole: %s",
+                         strategy.long_term_memory_id, self.session_id, exc)
+            return
+        if outcome.triggered is None or not outcome.removed:
+            return
+        self._emit("compact", "started")
+        self._commit(outcome.messages, outcome.summary, {
+            "mode": "strategy", "strategy": strategy.long_term_memory_id, "trigger": outcome.triggered,
+            "messages_before": len(self._messages), "messages_after": len(outcome.messages),
+            "messages_compacted": len(outcome.removed), "facts_stored": outcome.facts_stored})
 
-    def to_dict(self) -> dict[str, Any]:
-        """A JSON-compatible dict of the state; :meth:`from_dict` restores it exactly.
-
-        >>> conv = Conversation(session_id="s1", system_prompt="Be brief.")
-        >>> _ = conv.add(role="user", content="hi")
-        >>> Conversation.from_dict(conv.to_dict()).context() == conv.context()
-        True
-        """
-        return self.get_session_state().to_dict()
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any] | ConversationState, **options: Any) -> Conversation:
-        """Rebuild a conversation from :meth:`to_dict` output, as it was: nothing is
-        re-trimmed or re-compacted. ``options`` (e.g. ``compact_fn``) go to the constructor.
-        With a ``log_base_path`` the restored conversation appends to the same log."""
-        state = data if isinstance(data, ConversationState) else ConversationState.from_dict(data)
-        conv = cls(session_id=state.session_id, user_id=state.user_id, system_prompt=state.system_prompt,
-                   max_messages=state.max_messages, max_tokens=state.max_tokens, compaction=state.compaction,
-                   log_base_path=state.log_base_path, **options)
-        conv._messages = list(state.messages)
-        conv.summary = state.summary
-        # the log then replays to this very state, whatever it held before
-        conv._record({"type": "snapshot", "system_prompt": conv.system_prompt, "summary": conv.summary,
-                      "messages": [_dump(m) for m in conv._messages]})
-        return conv
-
-    def branch(self, *, session_id: str | None = None) -> Conversation:
-        """An independent copy under a new session id (not logged): explore a what-if."""
-        data = self.to_dict()
-        data.update(session_id=session_id or uuid.uuid4().hex, log_base_path=None)
-        return type(self).from_dict(data, count_tokens=self.count_tokens, compact_fn=self.compact_fn,
-                                    compaction_llm=self.compaction_llm, summarizer=self.summarizer,
-                                    summarize_on_trim=self.summarize_on_trim, on_compact=self.on_compact)
-
-    def save(self, store: Any, *, namespace: str = "default", ttl: float | None = None) -> None:
-        """Save the state in a :class:`~unified_memory.protocols.ConversationStore` under the session id."""
-        store.save(self.session_id, self.to_dict(), namespace=namespace, ttl=ttl)
-
-    @classmethod
-    def load(cls, store: Any, session_id: str, *, namespace: str = "default", **options: Any) -> Conversation:
-        """Load a conversation saved with :meth:`save`; a missing one is a :class:`NotFoundError`."""
-        data = store.load(session_id, namespace=namespace)
-        if data is None:
-            raise NotFoundError(f"session_id: no saved conversation {session_id!r} in namespace {namespace!r}",
-                                field="session_id")
-        return cls.from_dict(data, **options)
-
-    @classmethod
-    def restore_from_log(cls, session_id: str, log_base_path: str, **options: Any) -> Conversation:
-        """Replay ``<log_base_path>/<session_id>.jsonl`` (messages, trims, compactions, resets)
-        into a new conversation that keeps appending to the same log; no model is called.
-
-        >>> import tempfile
-        >>> logs = tempfile.mkdtemp()
-        >>> conv = Conversation(session_id="user-123", log_base_path=logs)
-        >>> _ = conv.add(role="user", content="I live in Lisbon")
-        >>> Conversation.restore_from_log("user-123", logs).context() == conv.context()
-        True
-        """
-        from unified_memory.types import Message
-
-        conv = cls(session_id=session_id, log_base_path=log_base_path, **options)
-        log = conv._log
-        assert log is not None
-        if not log.exists():
-            raise NotFoundError(f"session_id: no log at {log.path}", field="session_id")
-        for entry in log.entries():
-            kind = entry["type"]
+    def _commit(self, messages: Sequence[Any] | None, summary: str | None, stats: dict[str, Any]) -> None:
+        """Apply a compaction (``messages`` None: the sliding window rewrites nothing), log it, report it."""
+        if messages is not None:
+            self._messages = list(messages)
+            if summary is not None:
+                self.summary = summary
+            self.compactions += 1
+            self._record({"type": "compaction", "messages": [dump_message(m) for m in self._messages],
+                          "summary": self.summary, "stats": stats})
+        self._note("compaction", **stats)
+        self._emit("compact", "completed", **{k: v for k, v in stats.items()
+                                              if k in ("messages_compacted", "tokens_before", "tokens_after")})
+        if self.on_compact is not None:
             try:
-                if kind == "message":
-                    conv._messages.append(Message.model_validate(entry["message"]))
-                elif kind == "update":
-                    new = Message.model_validate(entry["message"])
-                    conv._messages[conv._index(new.id)] = new
-                elif kind == "remove":
-                    conv._messages.pop(conv._index(entry["id"]))
-                elif kind == "trim":
-                    gone = set(entry["removed"])
-                    conv._messages = [m for m in conv._messages if m.id not in gone]
-                elif kind == "compaction":
-                    conv._messages = [Message.model_validate(m) for m in entry["messages"]]
-                    conv.summary = entry["summary"]
-                    conv.compactions += 1
-                elif kind == "snapshot":
-                    conv._messages = [Message.model_validate(m) for m in entry["messages"]]
-                    conv.summary, conv.system_prompt = entry["summary"], entry["system_prompt"]
-                elif kind == "summary":
-                    conv.summary = entry["summary"]
-                elif kind == "system_prompt":
-                    conv.system_prompt = entry["system_prompt"]
-                elif kind == "reset":
-                    conv._apply_reset(entry.get("keep_system_prompt", True))
-                else:
-                    raise StorageError(f"{log.path}: unknown log entry type {kind!r}", field="log_base_path")
-            except (KeyError, ValidationError, NotFoundError) as exc:
-                raise StorageError(f"{log.path}: cannot replay a {kind!r} entry: {exc}",
-                                   field="log_base_path") from None
-        return conv
+                self.on_compact(dict(stats))
+            except Exception:  # noqa: BLE001 - a callback never breaks the conversation
+                _LOG.exception("on_compact callback failed")
 
     def __repr__(self) -> str:
         return (f"Conversation(session_id={self.session_id!r}, messages={len(self._messages)}, "

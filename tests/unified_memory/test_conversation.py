@@ -392,3 +392,44 @@ def test_an_oversized_newest_turn_does_not_log_empty_compactions(tmp_path):
     assert conv.compactions == 0 and stats == []
     lines = (tmp_path / "big.jsonl").read_text().splitlines()
     assert [json.loads(line)["type"] for line in lines] == ["message"] * 4
+
+
+# ---- Alquimia strategies run on the same engine ------------------------------------------------
+
+def test_short_term_strategy_from_json_picks_the_context():
+    conv = Conversation(strategies='{"short_term": {"memory_strategy_id": "max_tokens", "memory_max_tokens": 120,'
+                                   ' "conditions": ["message.role != \'tool\'"]}}')
+    for turn in range(5):
+        tool_turn(conv, turn, calls=1)
+    ctx = conv.context()
+    assert all(m.role != "tool" for m in ctx) and all(not m.tool_calls for m in ctx)
+    assert ctx[-1].content == "answer 4" and sum(conv.message_tokens(m) for m in ctx) <= 120
+    assert len(conv.messages()) == 20  # the strategy selects; the memory keeps everything
+
+
+def test_neuralyzer_strategy_erases_beyond_the_threshold_and_the_log_replays_it(tmp_path):
+    strategies = {"long_term": {"long_term_memory_id": "neuralyzer", "interaction_threshold_qty": 3,
+                                "interaction_keep": 1}}
+    conv = Conversation(session_id="n", log_base_path=str(tmp_path), strategies=strategies)
+    for turn in range(7):
+        tool_turn(conv, turn, calls=2)
+        assert_paired(conv.context(), allow_pending=False)
+    assert conv.compactions >= 2 and len({m.content for m in conv.messages() if m.role == "user"}) < 3
+    assert Conversation.restore_from_log("n", str(tmp_path)).context() == conv.context()
+
+
+def test_summarizer_strategy_uses_the_compaction_model_and_stores_facts(clock):
+    from unified_memory import UnifiedMemory
+
+    replies = iter(["Ada lives in Lisbon.", "Ada lives in Lisbon and keeps bees."] * 10)
+    with UnifiedMemory(clock=clock) as mem:
+        conv = Conversation(compaction_llm=lambda messages: next(replies), strategy_memory=mem,
+                            strategies={"long_term": {"long_term_memory_id": "summarizer",
+                                                      "interaction_threshold_qty": 2, "cod_max_loops": 1,
+                                                      "store_summary_as_facts": True}})
+        conv.add(role="user", content="I live in Lisbon")
+        conv.add(role="assistant", content="Nice")
+        conv.add(role="user", content="I keep bees")
+        assert conv.summary == "Ada lives in Lisbon and keeps bees."
+        assert [m.content for m in conv.messages()] == []  # interaction_keep=0
+        assert [f.text for f in mem.facts()] == ["Ada lives in Lisbon and keeps bees."]

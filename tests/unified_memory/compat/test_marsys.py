@@ -277,7 +277,7 @@ def test_compaction_events_started_completed():
     fill(memory, 10)
     compaction = [e for e in bus.events if isinstance(e, CompactionEvent)]
     assert [e.status for e in compaction[:2]] == ["started", "completed"]
-    assert compaction[1].stats["messages"] > 0 and compaction[1].agent_name == "Researcher"
+    assert compaction[1].stats["messages_compacted"] > 0 and compaction[1].agent_name == "Researcher"
     assert compaction[1].session_id == "run_123" and compaction[1].error is None
 
 
