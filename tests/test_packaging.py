@@ -128,3 +128,18 @@ def test_readme_commands_match_ci():
     ci = (ROOT / ".ci" / "run").read_text()
     test_command = next(line for line in readme.splitlines() if "pytest" in line and "python3 -m venv" in line)
     assert test_command in ci
+
+
+def test_every_row_of_the_migration_table_names_tests_that_exist():
+    import re
+
+    doc = (ROOT / "docs" / "migration.md").read_text()
+    rows = [line for line in doc.splitlines()
+            if line.startswith("| ") and not line.startswith("| Feature") and not line.startswith("|---")]
+    assert len(rows) >= 80, len(rows)
+    for row in rows:
+        refs = re.findall(r"`(tests/[\w/]+\.py)::(test_\w+)`", row)
+        assert refs, f"a migration row without a test: {row[:80]}"
+        for path, name in refs:
+            source = (ROOT / path).read_text()
+            assert re.search(rf"^def {name}\(", source, re.MULTILINE), f"{path}::{name} does not exist"

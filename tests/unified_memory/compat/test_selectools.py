@@ -97,3 +97,15 @@ def test_limits_are_validated():
         ConversationMemory(max_tokens=0)
     with pytest.raises(MemoryValueError, match="n"):
         ConversationMemory().get_recent(0)
+
+
+def test_trims_are_reported_to_observers_with_removed_remaining_and_reason():
+    memory = ConversationMemory(max_messages=2)
+    seen = []
+    memory.conversation.on_event(lambda e: seen.append(e.counts["messages"]), kinds=["trim"])
+    for i in range(4):
+        memory.add(Message(role="user", content=f"m{i}"))
+    trims = [e for e in memory.conversation.get_memory_trace() if e["event"] == "trim"]
+    assert seen == [1, 1]
+    assert [(t["messages_removed"], t["messages_remaining"], t["reason"]) for t in trims] == \
+        [(1, 2, "enforce_limits"), (1, 2, "enforce_limits")]
