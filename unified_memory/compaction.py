@@ -53,6 +53,7 @@ from unified_memory.types import Message
 
 __all__ = [
     "CompactionConfig",
+    "CompactionPolicy",
     "CompactionResult",
     "CompactionStats",
     "ProcessorName",
@@ -98,7 +99,39 @@ class SummarizationConfig(_Config):
     instructions: str | None = None
 
 
-class CompactionConfig(_Config):
+class CompactionPolicy(_Config):
+    """How a conversation is reduced: the mode and the pipeline of processors (MARSYS
+    calls it ``active_context``); :class:`CompactionConfig` adds when.
+
+    >>> CompactionPolicy(excluded_processors=["summarization"]).processors()
+    ['tool_truncation', 'backward_packing']
+    """
+
+    mode: Literal["compaction", "sliding_window"] = "compaction"
+    processor_order: list[ProcessorName] = Field(
+        default_factory=lambda: ["tool_truncation", "summarization", "backward_packing"])
+    excluded_processors: list[ProcessorName] = Field(default_factory=list)
+    min_reduction_ratio: float = Field(default=0.4, ge=0.0, lt=1.0)
+    tool_truncation: ToolTruncationConfig = Field(default_factory=ToolTruncationConfig)
+    summarization: SummarizationConfig = Field(default_factory=SummarizationConfig)
+
+    @field_validator("processor_order")
+    @classmethod
+    def _no_duplicates(cls, value: list[str]) -> list[str]:
+        if len(set(value)) != len(value):
+            raise ValueError(f"processor_order has duplicates: {value}")
+        return value
+
+    def processors(self) -> list[str]:
+        """``processor_order`` without ``excluded_processors``.
+
+        >>> CompactionConfig(excluded_processors=["tool_truncation"]).processors()
+        ['summarization', 'backward_packing']
+        """
+        return [p for p in self.processor_order if p not in self.excluded_processors]
+
+
+class CompactionConfig(CompactionPolicy):
     """When and how to compact a conversation.
 
     ``threshold()`` is ``token_threshold``, else ``safety_ratio`` × the context window
@@ -115,21 +148,7 @@ class CompactionConfig(_Config):
     token_threshold: int | None = Field(default=None, ge=1)
     model: str | None = None
     safety_ratio: float = Field(default=0.75, gt=0.0, le=1.0)
-    mode: Literal["compaction", "sliding_window"] = "compaction"
-    processor_order: list[ProcessorName] = Field(
-        default_factory=lambda: ["tool_truncation", "summarization", "backward_packing"])
-    excluded_processors: list[ProcessorName] = Field(default_factory=list)
-    min_reduction_ratio: float = Field(default=0.4, ge=0.0, lt=1.0)
-    tool_truncation: ToolTruncationConfig = Field(default_factory=ToolTruncationConfig)
-    summarization: SummarizationConfig = Field(default_factory=SummarizationConfig)
     image_token_estimate: int = Field(default=800, ge=0)
-
-    @field_validator("processor_order")
-    @classmethod
-    def _no_duplicates(cls, value: list[str]) -> list[str]:
-        if len(set(value)) != len(value):
-            raise ValueError(f"processor_order has duplicates: {value}")
-        return value
 
     def threshold(self) -> int:
         """The token count above which the conversation should be compacted.
@@ -159,15 +178,6 @@ class CompactionConfig(_Config):
         750
         """
         return max(1, int(self.threshold() * (1 - self.min_reduction_ratio)))
-
-    def processors(self) -> list[str]:
-        """``processor_order`` without ``excluded_processors``.
-
-        >>> CompactionConfig(excluded_processors=["tool_truncation"]).processors()
-        ['summarization', 'backward_packing']
-        """
-        return [p for p in self.processor_order if p not in self.excluded_processors]
-
 
 class CompactionStats(BaseModel):
     """What one :func:`compact` call did.

@@ -23,7 +23,7 @@ from pydantic import Field, ValidationError
 
 from unified_memory.compaction import (
     CompactionConfig,
-    ProcessorName,
+    CompactionPolicy,
     SummarizationConfig,
     ToolTruncationConfig,
     summary_message,
@@ -251,20 +251,13 @@ def _fields_of(message: Any) -> dict[str, Any]:
     return {k: getattr(message, k, None) for k in names}
 
 
-class ActiveContextPolicyConfig(_Config):
-    """How managed memory reduces its context (MARSYS' ``active_context``).
+class ActiveContextPolicyConfig(CompactionPolicy):
+    """How managed memory reduces its context (MARSYS' ``active_context``): the engine's
+    :class:`~unified_memory.compaction.CompactionPolicy` under MARSYS' name.
 
     >>> ActiveContextPolicyConfig(excluded_processors=["summarization"]).processor_order[1]
     'summarization'
     """
-
-    mode: Literal["compaction", "sliding_window"] = "compaction"
-    processor_order: list[ProcessorName] = Field(
-        default_factory=lambda: ["tool_truncation", "summarization", "backward_packing"])
-    excluded_processors: list[ProcessorName] = Field(default_factory=list)
-    min_reduction_ratio: float = Field(default=0.4, ge=0.0, lt=1.0)
-    tool_truncation: ToolTruncationConfig = Field(default_factory=ToolTruncationConfig)
-    summarization: SummarizationConfig = Field(default_factory=SummarizationConfig)
 
 
 class ManagedMemoryConfig(_Config):
