@@ -34,6 +34,7 @@ __all__ = [
     "WindowItem",
     "cut_points",
     "interaction_units",
+    "track_open_calls",
     "message_token_counts",
     "pending_tool_calls",
     "plan_trim",
@@ -85,21 +86,37 @@ class TrimPlan:
         return kept, [messages[i] for i in self.drop]
 
 
+def track_open_calls(open_calls: list[str | None], message: WindowItem) -> None:
+    """Update ``open_calls`` (oldest first; ``None`` is an anonymous call) for one more
+    message, by the rules of the module docstring. Keep the list to follow a growing
+    conversation without rescanning it.
+
+    >>> calls = []
+    >>> track_open_calls(calls, Message(role="assistant", tool_calls=[{"id": "a"}, {"id": "b"}]))
+    >>> track_open_calls(calls, Message(role="tool", content="ok", tool_call_id="a")); calls
+    ['b']
+    """
+    role = message.role
+    if role == "assistant":
+        calls = message.tool_calls
+        if calls:
+            open_calls.extend(None if c.get("id") is None else str(c.get("id")) for c in calls)
+    elif role == "tool" and open_calls:
+        tid = message.tool_call_id
+        if tid is None:
+            open_calls.pop(0)
+        elif tid in open_calls:
+            open_calls.remove(tid)
+        elif None in open_calls:  # ids only on the results: answers an anonymous call
+            open_calls.remove(None)
+
+
 def _open_before(messages: Sequence[WindowItem]) -> list[int]:
     """``counts[i]``: how many calls are open just before ``messages[i]`` (length n+1)."""
-    open_calls: list[str | None] = []  # oldest first; None is an anonymous call
+    open_calls: list[str | None] = []
     counts = [0]
     for m in messages:
-        if m.role == "assistant" and m.tool_calls:
-            open_calls.extend(None if c.get("id") is None else str(c.get("id")) for c in m.tool_calls)
-        elif m.role == "tool" and open_calls:
-            tid = m.tool_call_id
-            if tid is None:
-                open_calls.pop(0)
-            elif tid in open_calls:
-                open_calls.remove(tid)
-            elif None in open_calls:  # ids only on the results: answers an anonymous call
-                open_calls.remove(None)
+        track_open_calls(open_calls, m)
         counts.append(len(open_calls))
     return counts
 
@@ -129,7 +146,10 @@ def cut_points(messages: Sequence[WindowItem]) -> list[int]:
     >>> cut_points(msgs)
     [0, 4]
     """
-    counts = _open_before(messages)
+    return _cuts(messages, _open_before(messages))
+
+
+def _cuts(messages: Sequence[WindowItem], counts: Sequence[int]) -> list[int]:
     return [i for i, m in enumerate(messages) if m.role == "user" and counts[i] == 0]
 
 
@@ -216,9 +236,10 @@ def plan_trim(
 
     if fits(0):
         return plan(0, "within_limits")
-    if pending_tool_calls(messages):
+    counts = _open_before(messages)
+    if counts[-1]:
         return plan(0, "tool_calls_pending")
-    cuts = cut_points(messages)
+    cuts = _cuts(messages, counts)
     for cut in cuts:
         if fits(cut):
             return plan(cut, "fits")

@@ -20,6 +20,7 @@ arriving, compaction waits. Everything can be logged to JSONL and replayed
 
 from __future__ import annotations
 
+import itertools
 import logging
 import threading
 import uuid
@@ -29,7 +30,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from tiers.window import pending_tool_calls, plan_trim
+from tiers.window import plan_trim, track_open_calls
 from unified_memory.compaction import (
     CompactionConfig,
     CompactionStats,
@@ -121,6 +122,10 @@ class Conversation(PersistenceMethods):
         self._events = EventBus()
         self._lock = threading.RLock()
         self._compaction_due = False
+        self._calls_state: tuple[int, list[str | None], Any] = (0, [], None)
+        self._token_cache: dict[str, tuple[Any, int]] = {}
+        self._id_prefix = uuid.uuid4().hex[:12]
+        self._id_counter = itertools.count(1)
         self._log = ConversationLog(log_base_path, self.session_id) if log_base_path is not None else None
         if system_prompt is not None:
             self._record({"type": "system_prompt", "system_prompt": system_prompt})
@@ -146,7 +151,19 @@ class Conversation(PersistenceMethods):
     def pending_tool_calls(self) -> int:
         """Tool calls issued and not yet answered; compaction waits while this is not 0."""
         with self._lock:
-            return pending_tool_calls(self._messages)
+            return self._pending()
+
+    def _pending(self) -> int:
+        """Open calls, following appends incrementally; any other change of the list
+        (its last scanned message is no longer where it was) means a rescan."""
+        seen, open_calls, last = self._calls_state
+        msgs = self._messages
+        if seen > len(msgs) or (seen and msgs[seen - 1] is not last):
+            seen, open_calls = 0, []
+        for m in msgs[seen:]:
+            track_open_calls(open_calls, m)
+        self._calls_state = (len(msgs), open_calls, msgs[-1] if msgs else None)
+        return len(open_calls)
 
     def messages(self) -> list[Any]:
         """Every held message, oldest first (a copy: changing it changes nothing here)."""
@@ -179,8 +196,16 @@ class Conversation(PersistenceMethods):
         return self.compaction.image_token_estimate if self.compaction is not None else 800
 
     def message_tokens(self, message: Any) -> int:
-        """Tokens of one message, images and tool calls included."""
-        return message_tokens(message, self.count_tokens, image_token_estimate=self._image_estimate())
+        """Tokens of one message, images and tool calls included (counted once per message)."""
+        cached = self._token_cache.get(message.id)
+        if cached is not None and cached[0] is message:
+            return cached[1]
+        tokens = message_tokens(message, self.count_tokens, image_token_estimate=self._image_estimate())
+        if message.id is not None:
+            if len(self._token_cache) > 2 * len(self._messages) + 64:
+                self._token_cache.clear()
+            self._token_cache[message.id] = (message, tokens)
+        return tokens
 
     def context(self) -> list[Any]:
         """What to send to the model: the system prompt, the summary as a continuation
@@ -226,7 +251,7 @@ class Conversation(PersistenceMethods):
         self._trace.append({"event": kind, "at": datetime.now(UTC).isoformat(), **details})
 
     # ---- writing -------------------------------------------------------------------------------
-    def _coerce(self, field: str, message: Any, fields: Mapping[str, Any]) -> Any:
+    def _coerce(self, field: str, message: Any, fields: Mapping[str, Any]) -> tuple[Any, bool]:
         from unified_memory.types import Message
 
         if message is not None and fields:
@@ -234,23 +259,24 @@ class Conversation(PersistenceMethods):
         if message is None:
             message = dict(fields)
         if isinstance(message, Message):
-            data = message.model_dump()
+            msg = message  # valid already: Message validates on construction and assignment
         elif isinstance(message, Mapping):
-            data = dict(message)
+            try:
+                msg = Message.model_validate(dict(message))
+            except ValidationError as exc:
+                raise pydantic_error(field, exc) from None
         else:
             raise wrong_type(field, "Message or dict", message)
-        try:
-            msg = Message.model_validate(data)
-        except ValidationError as exc:
-            raise pydantic_error(field, exc) from None
         if msg.content is None and not (msg.tool_calls or msg.images):
             raise invalid(f"{field}.content", f"required for a {msg.role} message without tool calls or images")
+        chosen = msg.id is not None
         updates: dict[str, Any] = {}
-        if msg.id is None:
-            updates["id"] = uuid.uuid4().hex
+        if not chosen:
+            updates["id"] = f"{self._id_prefix}-{next(self._id_counter)}"
         if msg.created_at is None:
             updates["created_at"] = datetime.now(UTC)
-        return msg.model_copy(update=updates) if updates else msg
+        # a copy either way: the caller's object never becomes part of this conversation
+        return msg.model_copy(update=updates, deep=isinstance(message, Message)), chosen
 
     def add(self, message: Any = None, /, **fields: Any) -> str:
         """Append a message (a :class:`~unified_memory.Message`, a dict, or its fields as
@@ -262,28 +288,36 @@ class Conversation(PersistenceMethods):
         >>> conv.pending_tool_calls
         1
         """
-        return self.add_many([self._coerce("message", message, fields)])[0]
+        return self._append([self._coerce("message", message, fields)], ["message"])[0]
 
     def add_many(self, messages: Iterable[Any]) -> list[str]:
         """Append several messages at once (all validated first: one bad item adds nothing)."""
         if isinstance(messages, str | bytes | Mapping):
             raise wrong_type("messages", "a list of messages", messages)
-        items = [self._coerce(f"messages[{i}]", m, {}) for i, m in enumerate(messages)]
+        names, items = [], []
+        for i, m in enumerate(messages):
+            names.append(f"messages[{i}]")
+            items.append(self._coerce(names[-1], m, {}))
+        return self._append(items, names)
+
+    def _append(self, items: list[tuple[Any, bool]], names: list[str]) -> list[str]:
+        """Append coerced ``(message, id chosen by the caller)`` pairs, then trim and compact."""
         with self._lock:
-            known = {m.id for m in self._messages}
-            for i, m in enumerate(items):
-                if m.id in known:
-                    raise invalid(f"messages[{i}].id", f"{m.id!r} is already in the conversation")
-                known.add(m.id)
-            for m in items:
+            if any(chosen for _, chosen in items):  # generated ids are unique; chosen ones are checked
+                known = {m.id for m in self._messages}
+                for name, (m, _) in zip(names, items, strict=True):
+                    if m.id in known:
+                        raise invalid(f"{name}.id", f"{m.id!r} is already in the conversation")
+                    known.add(m.id)
+            for m, _ in items:
                 self._messages.append(m)
                 self._record({"type": "message", "message": dump_message(m)})
             self._after_change()
-        return [m.id for m in items]
+        return [m.id for m, _ in items]
 
     def _after_change(self) -> None:
         self._enforce_limits()
-        if pending_tool_calls(self._messages):
+        if self._pending():
             return  # not at a turn boundary: strategies and compaction wait for the batch
         if self.strategies is not None and self.strategies.long_term is not None:
             self._run_strategy(self.strategies.long_term)
@@ -297,8 +331,9 @@ class Conversation(PersistenceMethods):
         with self._lock:
             index = self._index(message_id)
             data = {**self._messages[index].model_dump(), **fields, "id": message_id}
-            new = self._coerce("fields", data, {})
+            new, _ = self._coerce("fields", data, {})
             self._messages[index] = new
+            self._calls_state = (0, [], None)  # an earlier message changed: rescan the calls
             self._record({"type": "update", "message": dump_message(new)})
             return new
 
@@ -363,8 +398,11 @@ class Conversation(PersistenceMethods):
 
     # ---- trimming ------------------------------------------------------------------------------
     def _drop(self, dropped: Sequence[Any], reason: str) -> None:
+        settled = self._pending() == 0
         gone = {m.id for m in dropped}
         self._messages = [m for m in self._messages if m.id not in gone]
+        if settled:  # dropping whole interactions with no call open leaves none open
+            self._calls_state = (len(self._messages), [], self._messages[-1] if self._messages else None)
         self.last_trimmed = list(dropped)
         self._record({"type": "trim", "removed": [m.id for m in dropped], "reason": reason})
         self._note("trim", messages_removed=len(dropped), messages_remaining=len(self._messages), reason=reason)
@@ -387,8 +425,13 @@ class Conversation(PersistenceMethods):
         return dropped
 
     def _enforce_limits(self) -> None:
-        if self.max_messages is not None or self.max_tokens is not None:
-            self._trim(self.max_messages, self.max_tokens, "enforce_limits")
+        if self.max_messages is None and self.max_tokens is None:
+            return
+        counted = [m for m in self._messages if m.role != "system"]
+        if ((self.max_messages is None or len(counted) <= self.max_messages)
+                and (self.max_tokens is None or sum(map(self.message_tokens, counted)) <= self.max_tokens)):
+            return  # within the limits: no plan needed
+        self._trim(self.max_messages, self.max_tokens, "enforce_limits")
 
     def trim_to_fit(self, max_tokens: int) -> list[Any]:
         """Drop the oldest whole interactions until the messages fit ``max_tokens``
@@ -433,7 +476,7 @@ class Conversation(PersistenceMethods):
         """Compact now (thresholds aside); returns the stats, or ``None`` when tool results
         are still pending — then it runs as soon as the batch is complete."""
         with self._lock:
-            if pending_tool_calls(self._messages):
+            if self._pending():
                 self._compaction_due = True
                 return None
             base = self.compaction or CompactionConfig(token_threshold=max(1, self.tokens()))
