@@ -29,7 +29,7 @@ from typing import Any
 
 from _report import library_version, publish
 
-from unified_memory import Conversation, Message
+from unified_memory import Conversation
 
 OUT = Path(__file__).resolve().parent / "results" / "conversation.md"
 
