@@ -299,6 +299,8 @@ class Storage:
         try:
             self.db = sqlite_utils.Database(conn, execute_plugins=False)
             self._configure(busy_timeout_ms)
+            self._check_ownership()  # before the WAL switch: a file that is not ours stays untouched
+            self._enable_wal()
             self._migrate()
         except sqlite3.DatabaseError as exc:
             conn.close()
@@ -322,13 +324,19 @@ class Storage:
         conn = self.db.conn
         conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
         conn.execute("PRAGMA foreign_keys = ON")
+        # Deleted content is overwritten with zeros, so forgotten text cannot be read back from the file.
+        conn.execute("PRAGMA secure_delete = ON")
+
+    def _enable_wal(self) -> None:
         if self.path is not None:
+            conn = self.db.conn
             mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
             if str(mode).lower() != "wal":
                 raise StorageError(f"path: could not enable WAL journaling (got {mode!r})")
             conn.execute("PRAGMA synchronous = NORMAL")
 
-    def _migrate(self) -> None:
+    def _check_ownership(self) -> None:
+        """Refuse (read-only) a database of another application or of a newer version."""
         tables = set(self.db.table_names())
         if tables and "meta" not in tables:
             raise StorageError(
@@ -346,6 +354,8 @@ class Storage:
                 f"path: {str(self.path)!r} was written by a newer unified-memory "
                 f"(schema {version}, this version reads up to {SCHEMA_VERSION}); upgrade the package"
             )
+
+    def _migrate(self) -> None:
         with self.atomic():
             for statement in _SCHEMA.split(";"):
                 if statement.strip():
@@ -396,6 +406,25 @@ class Storage:
     def data_version(self) -> int:
         """SQLite's ``PRAGMA data_version``: changes when another connection commits."""
         return int(self.execute("PRAGMA data_version").fetchone()[0])
+
+    def checkpoint(self) -> tuple[int, int, int]:
+        """Copy the write-ahead log into the database file and truncate it to zero bytes
+        (``PRAGMA wal_checkpoint(TRUNCATE)``), so that old page images, deleted text
+        included, no longer sit in the ``-wal`` file. Returns SQLite's ``(busy, log
+        frames, checkpointed frames)``; ``busy`` is 1 when another connection's reader
+        kept the log from being truncated. In memory: ``(0, 0, 0)``.
+
+        >>> Storage(None).checkpoint()
+        (0, 0, 0)
+        """
+        with self.lock:
+            self._check_open()
+            if self.path is None:
+                return (0, 0, 0)
+            if self.db.conn.in_transaction:
+                raise StorageError("checkpoint: not possible inside a transaction")
+            row = self.db.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+            return (int(row[0]), int(row[1]), int(row[2]))
 
     @property
     def closed(self) -> bool:

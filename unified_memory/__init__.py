@@ -96,6 +96,8 @@ _LAZY = {
     "JSONConversationStore": "tiers.sessions",
     "SQLiteConversationStore": "tiers.sessions",
     "RedisConversationStore": "tiers.sessions",
+    "IngestReport": "unified_memory.ingest",
+    "ingest_file": "unified_memory.ingest",
     "MemoryMaxTokensStrategy": "unified_memory.strategies",
     "MemoryMaxMessagesStrategy": "unified_memory.strategies",
     "SummarizerStrategy": "unified_memory.strategies",
@@ -121,7 +123,7 @@ __all__ = [
     "Conversation", "ConversationState", "ConversationLog", "CompactionConfig", "CompactionStats",
     "SummarizationConfig", "ToolTruncationConfig", "compact", "context_window", "register_model",
     "ConversationStore", "InMemoryConversationStore", "JSONConversationStore", "SQLiteConversationStore",
-    "RedisConversationStore", "StoreUnavailableError",
+    "RedisConversationStore", "StoreUnavailableError", "IngestReport", "ingest_file",
     "MemoryMaxTokensStrategy", "MemoryMaxMessagesStrategy", "SummarizerStrategy", "NeuralyzerStrategy",
     "MemoryStrategies", "StrategyOutcome", "load_strategies", "load_short_term_strategy", "load_long_term_strategy",
     "__version__",
@@ -148,6 +150,7 @@ if TYPE_CHECKING:
     from unified_memory.conversation_state import ConversationState
     from unified_memory.events import MemoryEvent
     from unified_memory.extraction import RuleExtractor
+    from unified_memory.ingest import IngestReport, ingest_file
     from unified_memory.llm import OpenAICompatibleLLM, as_llm
     from unified_memory.llm_extraction import LLMExtractor
     from unified_memory.memory import UnifiedMemory

@@ -48,6 +48,7 @@ ASYNC_TWINS: dict[str, str] = {name: "a" + name for name in (
     "add_turn", "add_message", "add_messages", "remember", "remember_many", "add_triple",
     "recall", "context", "assemble_context", "consolidate", "end_session", "clear", "reindex",
     "facts", "entities", "triples", "neighbors", "episodes", "stats", "summary",
+    "export_jsonl", "import_jsonl", "forget", "ingest",
 )}
 
 _executors: weakref.WeakKeyDictionary[Any, ThreadPoolExecutor] = weakref.WeakKeyDictionary()
@@ -135,6 +136,22 @@ class AsyncMethods:
     async def areindex(self, *args: Any, **kwargs: Any) -> Any:
         """Async :meth:`reindex` (runs in a worker thread)."""
         return await self._run(self.reindex, *args, **kwargs)  # type: ignore[attr-defined]
+
+    async def aexport_jsonl(self, *args: Any, **kwargs: Any) -> Any:
+        """Async :meth:`export_jsonl` (runs in a worker thread)."""
+        return await self._run(self.export_jsonl, *args, **kwargs)  # type: ignore[attr-defined]
+
+    async def aingest(self, *args: Any, **kwargs: Any) -> Any:
+        """Async :meth:`ingest` (runs in a worker thread)."""
+        return await self._run(self.ingest, *args, **kwargs)  # type: ignore[attr-defined]
+
+    async def aimport_jsonl(self, *args: Any, **kwargs: Any) -> Any:
+        """Async :meth:`import_jsonl` (runs in a worker thread)."""
+        return await self._run(self.import_jsonl, *args, **kwargs)  # type: ignore[attr-defined]
+
+    async def aforget(self, *args: Any, **kwargs: Any) -> Any:
+        """Async :meth:`forget` (runs in a worker thread)."""
+        return await self._run(self.forget, *args, **kwargs)  # type: ignore[attr-defined]
 
     # -- reading ----------------------------------------------------------------------------
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sqlite3
 from datetime import datetime, timedelta
 from importlib import resources
 from pathlib import Path
@@ -26,6 +27,7 @@ from unified_memory.memory import UnifiedMemory
 __all__ = ["load_sample", "ingest_sample", "run_demo", "main"]
 
 QUERIES = ("what food should I avoid?", "where does Ada live now?", "who is Maria?", "when is my birthday?")
+CONTEXT_QUERY, CONTEXT_TOKENS = "plan a dinner for Maria's visit", 250
 
 
 def load_sample() -> dict[str, Any]:
@@ -58,15 +60,43 @@ def _fmt(value: Any) -> str:
     return f"{value:.2f}" if isinstance(value, float) else str(value)
 
 
+def _reset_file(path: Path, user_id: str) -> None:
+    """Delete a previous demo file at ``path`` (and its WAL files) so the demo starts fresh.
+
+    Refuses (``StorageError``) a file that is not a unified-memory file or that holds
+    memories of users other than the demo's, rather than deleting someone's memory.
+    """
+    from unified_memory.errors import StorageError
+
+    if path.is_dir():
+        raise StorageError(f"path: {str(path)!r} is a directory, not a database file")
+    if path.exists() and path.stat().st_size:
+        conn = None
+        try:
+            conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+            users = {row[0] for table in ("messages", "facts", "entities")
+                     for row in conn.execute(f"SELECT DISTINCT user_id FROM {table}")}
+        except sqlite3.Error:
+            raise StorageError(f"path: {str(path)!r} is not a unified-memory file; refusing to overwrite it "
+                               "with the demo") from None
+        finally:
+            if conn is not None:
+                conn.close()
+        if users - {user_id}:
+            raise StorageError(f"path: {str(path)!r} holds memories of other users than the demo's; "
+                               "refusing to overwrite it with the demo")
+    for suffix in ("", "-wal", "-shm"):
+        Path(str(path) + suffix).unlink(missing_ok=True)
+
+
 def run_demo(path: str | Path = "unified_memory_demo.db", *, out: TextIO | None = None) -> None:
     """Build a fresh demo memory at ``path`` and print what it holds."""
     def say(line: str = "") -> None:
         print(line, file=out)
 
     path = Path(path)
-    for suffix in ("", "-wal", "-shm"):
-        Path(str(path) + suffix).unlink(missing_ok=True)
     sample = load_sample()
+    _reset_file(path, sample["user_id"])
     with UnifiedMemory(path, user_id=sample["user_id"], short_term_limit=6) as mem:
         written = ingest_sample(mem, sample)
         stats = mem.stats()
@@ -86,8 +116,8 @@ def run_demo(path: str | Path = "unified_memory_demo.db", *, out: TextIO | None 
                 parts = ", ".join(f"{k}={_fmt(hit.components[k])}"
                                   for k in ("relevance", "importance", "recency") if k in hit.components)
                 say(f"  {hit.score:.3f}  {hit.tier:<10} {hit.text[:70]}   ({parts})")
-        block = mem.context("plan a dinner for Maria's visit", max_tokens=250)
-        say(f"\ncontext('plan a dinner for Maria\\'s visit', max_tokens=250) -> {block.tokens} tokens:")
+        block = mem.context(CONTEXT_QUERY, max_tokens=CONTEXT_TOKENS)
+        say(f"\ncontext({CONTEXT_QUERY!r}, max_tokens={CONTEXT_TOKENS}) -> {block.tokens} tokens:")
         for usage in block.sections.values():
             say(f"  section {usage.name:<12} {usage.tokens:>4} tokens, {usage.items} items (budget {usage.budget})")
         say("")

@@ -36,6 +36,7 @@ from unified_memory.reading import ReadingMethods
 from unified_memory.retrieval import Dense, setup_dense
 from unified_memory.summary import ExtractiveSummarizer
 from unified_memory.tokens import make_token_counter
+from unified_memory.transfer import export_jsonl, forget, import_jsonl
 from unified_memory.types import (
     ExtractedFact,
     ExtractedTriple,
@@ -252,6 +253,93 @@ class UnifiedMemory(ReadingMethods, AsyncMethods):
 
     def __repr__(self) -> str:
         return f"UnifiedMemory(path={self.path!r}, user_id={self.user_id!r})"
+
+    # -- export, import, forget ---------------------------------------------------------------
+
+    def export_jsonl(self, destination: str | os.PathLike[str] | Any, *, all_users: bool = False) -> int:
+        """Export this user's rows of every tier (every user's with ``all_users``) as JSON Lines.
+
+        ``destination`` is a path (written atomically: a temporary file, then
+        ``os.replace``) or a text stream. The first line is a header (``format``,
+        ``version``, ``schema_version``, ``library_version``, ``exported_at``,
+        ``users``), then one ``{"kind": <table>, "row": {...}}`` line per stored row
+        of messages, window, facts, entities, triples, summaries and any other table
+        with a ``user_id`` column, values exactly as stored. Embeddings and indexes are
+        derived, not exported. Returns the number of row lines.
+
+        >>> import io
+        >>> with UnifiedMemory(user_id="ada") as mem:
+        ...     _ = mem.add_turn("I keep bees", "Nice")
+        ...     mem.export_jsonl(io.StringIO())    # two messages, their two window entries
+        4
+        """
+        return export_jsonl(self, destination, all_users=all_users)
+
+    def ingest(self, path: str | os.PathLike[str], *, format: str = "auto", user_id: str | None = None,
+               progress: Callable[[int, int], Any] | None = None) -> Any:
+        """Ingest a chat-log file: OpenAI-style JSON (a list of messages, ``{"messages": [...]}``
+        or a list of conversations), JSON Lines, or LoCoMo. Idempotent and resumable: each
+        message's key is stored with it, so ingesting a file again adds nothing and an
+        interrupted run completes. The whole file is validated before anything is written;
+        errors name the file and line. Returns an :class:`~unified_memory.ingest.IngestReport`
+        (see :func:`~unified_memory.ingest.ingest_file` for users and sessions).
+
+        >>> import json, os, tempfile
+        >>> path = os.path.join(tempfile.mkdtemp(), "chat.json")
+        >>> with open(path, "w") as f:
+        ...     json.dump([{"role": "user", "content": "I keep bees"}], f)
+        >>> with UnifiedMemory() as mem:
+        ...     mem.ingest(path).messages_added, mem.ingest(path).messages_added
+        (1, 0)
+        """
+        from unified_memory.ingest import ingest_file
+
+        return ingest_file(self, path, format=format, user_id=user_id, progress=progress)
+
+    def import_jsonl(self, source: str | os.PathLike[str] | Any, *, user_id: str | None = None) -> int:
+        """Import an :meth:`export_jsonl` file (a path or a text stream) into this file.
+
+        Everything is validated first (header, kinds, columns, value types; an error
+        names the file and line) and written in one transaction, so a bad file writes
+        nothing. Rows already present with the same content are skipped (importing
+        twice adds nothing); a row whose id exists with other content is an error.
+        Integer positions (``seq``) are kept when free, else renumbered with every
+        reference. ``user_id`` moves a single-user export to that user. The indexes of
+        the users touched are rebuilt from the store. Returns the rows imported.
+
+        >>> import io
+        >>> buffer = io.StringIO()
+        >>> with UnifiedMemory(user_id="ada") as mem:
+        ...     _ = mem.remember("I keep bees")
+        ...     _ = mem.export_jsonl(buffer)
+        >>> with UnifiedMemory() as other:
+        ...     n = other.import_jsonl(io.StringIO(buffer.getvalue()), user_id="bob")
+        ...     n, [h.text for h in other.scoped(user_id="bob").recall("bees")]
+        (1, ['I keep bees'])
+        """
+        return import_jsonl(self, source, user_id=user_id)
+
+    def forget(self, *, user_id: str | None = None, ids: Sequence[str] | None = None) -> dict[str, int]:
+        """Delete a user's data for good; returns the rows deleted per table.
+
+        Without ``ids``: everything of ``user_id`` (this memory's user by default) —
+        every table with a ``user_id`` column (all agents and sessions), the embedding
+        cache, vector partitions (numpy or chroma) and lexical indexes. With ``ids``
+        (message, fact, entity or triple ids of that user; an unknown id raises
+        ``NotFoundError`` naming ``ids`` and deletes nothing): those items and what
+        derives from them — a message's window entry and its conversation's running
+        summary if the message had left the window, an entity's triples, the
+        descriptions of entities that lost a relation, index entries and cached
+        embeddings no longer used. Deleted pages are zeroed (``secure_delete``) and the
+        write-ahead log is checkpointed and truncated, so the text cannot be read back
+        from the files. Emits a ``reset`` event with the counts.
+
+        >>> with UnifiedMemory() as mem:
+        ...     keep, drop = mem.remember("I keep bees"), mem.remember("My PIN is 4711")
+        ...     mem.forget(ids=[drop])["facts"], [f.text for f in mem.facts()]
+        (1, ['I keep bees'])
+        """
+        return forget(self, user_id=user_id, ids=ids)
 
     # -- writing ----------------------------------------------------------------------------
 

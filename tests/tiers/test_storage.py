@@ -96,3 +96,19 @@ def test_metadata_where_rejects_non_scalars_and_odd_keys():
 def test_scope_agent_clause():
     assert Scope("u").agent_clause() == ("1", [])
     assert Scope("u", "bot").agent_clause() == ("(agent_id = ? OR agent_id = '')", ["bot"])
+
+
+def test_a_foreign_database_is_refused_byte_for_byte_untouched(tmp_path):
+    import hashlib
+    import sqlite3
+
+    path = tmp_path / "other.db"
+    conn = sqlite3.connect(path)
+    conn.execute("CREATE TABLE notes (x TEXT)")
+    conn.commit()
+    conn.close()
+    before = hashlib.sha256(path.read_bytes()).hexdigest()
+    with pytest.raises(StorageError, match="another application"):
+        Storage(path)
+    assert hashlib.sha256(path.read_bytes()).hexdigest() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["other.db"]  # no -wal / -shm left behind

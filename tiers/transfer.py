@@ -1,0 +1,619 @@
+"""Row-level export, import and deletion over the user-scoped SQLite tables.
+
+Every table with a ``user_id`` column is user data. Tables are discovered from
+``sqlite_master`` and ``PRAGMA table_info`` / ``foreign_key_list`` / ``index_list``
+(so a table added later by another module is covered), ordered so that a table
+comes after the tables its foreign keys reference. Derived tables
+(:data:`DERIVED_TABLES`: the embedding cache) are deleted with their user but never
+exported: they are rebuilt from the rest.
+
+The export format is JSON Lines: a header, then ``{"kind": <table>, "row": {...}}``
+per row, values exactly as stored (REAL as JSON floats, which round-trip exactly;
+JSON text columns kept as text; a BLOB as ``{"$base64": ...}``).
+
+    >>> import io
+    >>> from tiers.storage import Storage
+    >>> source, target = Storage(None), Storage(None)
+    >>> with source.atomic():
+    ...     _ = source.execute("INSERT INTO summaries (user_id, text, updated_at) VALUES ('ada', 'hi', 1.5)")
+    >>> out = io.StringIO()
+    >>> export_rows(source, out, users=["ada"], header={"kind": "header", "format": FORMAT,
+    ...                                                 "version": FORMAT_VERSION})
+    1
+    >>> parsed = parse_export(out.getvalue().splitlines(), source="<memory>", tables=user_tables(target))
+    >>> import_rows(target, parsed).rows, target.query("SELECT text, updated_at FROM summaries")
+    (1, [{'text': 'hi', 'updated_at': 1.5}])
+
+This module holds no coordinator logic: which indexes to invalidate after an import
+or a deletion is :mod:`unified_memory.transfer`'s business.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import math
+import sqlite3
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, TextIO
+
+from tiers.storage import SCHEMA_VERSION, Storage
+from tiers.vectors import content_hash
+from unified_memory.errors import MemoryValueError, NotFoundError, StorageError
+
+__all__ = [
+    "FORMAT",
+    "FORMAT_VERSION",
+    "DERIVED_TABLES",
+    "Column",
+    "TableInfo",
+    "ParsedExport",
+    "ImportResult",
+    "user_tables",
+    "export_tables",
+    "users_in",
+    "export_rows",
+    "parse_export",
+    "import_rows",
+    "delete_user_rows",
+    "find_items",
+    "delete_items",
+    "prune_embeddings",
+]
+
+FORMAT = "unified-memory.export"
+FORMAT_VERSION = 1
+#: Tables derived from the others (rebuilt on demand): deleted with their user, never exported.
+DERIVED_TABLES = frozenset({"embeddings"})
+# Preferred order of the known tables (foreign keys still come first).
+_PREFERRED = ("messages", "window", "facts", "entities", "triples", "summaries")
+# Text columns that hold JSON: an import checks they parse.
+_JSON_COLUMNS = frozenset({"metadata", "attributes", "source_message_ids", "tool_calls", "images",
+                           "reasoning_details"})
+
+
+# -- schema discovery ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Column:
+    """One column: name, SQLite type affinity, NOT NULL, position in the primary key (0: none)."""
+
+    name: str
+    affinity: str  # INTEGER, REAL, TEXT, BLOB, NUMERIC
+    notnull: bool
+    pk: int
+
+
+@dataclass(frozen=True, slots=True)
+class TableInfo:
+    """What export, import and deletion need to know about one user-scoped table.
+
+    ``surrogate`` is an ``INTEGER PRIMARY KEY`` (rowid alias) that no foreign key
+    defines: it may be renumbered on import, and references to it follow.
+    ``identity`` are the columns that say "this is the same row" (the unique ``id``,
+    else the primary key, else another unique index, else every column).
+    ``references`` are the foreign keys: ``(column, table, referenced column)``.
+    """
+
+    name: str
+    columns: tuple[Column, ...]
+    references: tuple[tuple[str, str, str], ...]
+    surrogate: str | None
+    identity: tuple[str, ...]
+    without_rowid: bool
+
+    @property
+    def column_names(self) -> list[str]:
+        """The columns in table order."""
+        return [c.name for c in self.columns]
+
+    def column(self, name: str) -> Column:
+        """The column called ``name``."""
+        return next(c for c in self.columns if c.name == name)
+
+
+def _affinity(declared: str) -> str:
+    """SQLite's type affinity rules (https://sqlite.org/datatype3.html, 3.1)."""
+    kind = declared.upper()
+    if "INT" in kind:
+        return "INTEGER"
+    if "CHAR" in kind or "CLOB" in kind or "TEXT" in kind:
+        return "TEXT"
+    if not kind or "BLOB" in kind:
+        return "BLOB"
+    if "REAL" in kind or "FLOA" in kind or "DOUB" in kind:
+        return "REAL"
+    return "NUMERIC"
+
+
+def _quote(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def _table_info(storage: Storage, name: str, sql: str) -> TableInfo:
+    q = _quote(name)
+    columns = tuple(Column(row[1], _affinity(row[2] or ""), bool(row[3]), int(row[5]))
+                    for row in storage.execute(f"PRAGMA table_info({q})").fetchall())
+    pk = sorted((c for c in columns if c.pk), key=lambda c: c.pk)
+    references = []
+    for row in storage.execute(f"PRAGMA foreign_key_list({q})").fetchall():
+        target, source, to = row[2], row[3], row[4]
+        if to is None:  # references the target's primary key
+            target_pk = [r[1] for r in storage.execute(f"PRAGMA table_info({_quote(target)})").fetchall() if r[5]]
+            to = target_pk[0] if len(target_pk) == 1 else None
+        if to is not None:
+            references.append((source, target, to))
+    fk_columns = {source for source, _, _ in references}
+    without_rowid = "WITHOUT ROWID" in " ".join(sql.upper().split())
+    # Only a column declared exactly "INTEGER PRIMARY KEY" is an alias of the rowid.
+    alias = (pk[0].name if len(pk) == 1 and not without_rowid
+             and _declared(storage, name, pk[0].name) == "INTEGER" else None)
+    surrogate = alias if alias is not None and alias not in fk_columns else None
+    uniques: list[tuple[str, ...]] = []
+    for row in storage.execute(f"PRAGMA index_list({q})").fetchall():
+        index_name, unique, partial = row[1], row[2], row[4] if len(row) > 4 else 0
+        if unique and not partial:
+            cols = tuple(r[2] for r in storage.execute(f"PRAGMA index_info({_quote(index_name)})").fetchall())
+            if cols and None not in cols:
+                uniques.append(cols)
+    names = [c.name for c in columns]
+    if ("id",) in uniques:
+        identity: tuple[str, ...] = ("id",)
+    elif pk and not (len(pk) == 1 and pk[0].name == surrogate):
+        identity = tuple(c.name for c in pk)
+    elif uniques:
+        identity = uniques[0]
+    else:
+        identity = tuple(n for n in names if n != surrogate)
+    return TableInfo(name, columns, tuple(references), surrogate, identity, without_rowid)
+
+
+def _declared(storage: Storage, table: str, column: str) -> str:
+    for row in storage.execute(f"PRAGMA table_info({_quote(table)})").fetchall():
+        if row[1] == column:
+            return str(row[2] or "").upper()
+    return ""
+
+
+def user_tables(storage: Storage) -> list[TableInfo]:
+    """Every table with a ``user_id`` column, referenced tables before the tables
+    referencing them (known tables in a fixed order, others by name).
+
+    >>> from tiers.storage import Storage
+    >>> [t.name for t in user_tables(Storage(None))]
+    ['messages', 'window', 'facts', 'entities', 'triples', 'summaries', 'embeddings']
+    """
+    rows = storage.execute(
+        "SELECT name, COALESCE(sql, '') FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'"
+    ).fetchall()
+    infos = {}
+    for name, sql in rows:
+        columns = {r[1] for r in storage.execute(f"PRAGMA table_info({_quote(name)})").fetchall()}
+        if "user_id" in columns:
+            infos[name] = _table_info(storage, name, sql)
+    rank = {name: i for i, name in enumerate(_PREFERRED)}
+    pending = sorted(infos, key=lambda n: (n in DERIVED_TABLES, rank.get(n, len(rank)), n))
+    ordered: list[str] = []
+    while pending:
+        ready = next((n for n in pending if all(t in ordered or t == n or t not in infos
+                                                for _, t, _ in infos[n].references)), pending[0])
+        ordered.append(ready)
+        pending.remove(ready)
+    return [infos[n] for n in ordered]
+
+
+def export_tables(storage: Storage) -> list[TableInfo]:
+    """The user-scoped tables that are exported (all but :data:`DERIVED_TABLES`).
+
+    >>> from tiers.storage import Storage
+    >>> "embeddings" in [t.name for t in export_tables(Storage(None))]
+    False
+    """
+    return [t for t in user_tables(storage) if t.name not in DERIVED_TABLES]
+
+
+def users_in(storage: Storage) -> list[str]:
+    """Every user with a row in an exported table, sorted.
+
+    >>> from tiers.storage import Storage
+    >>> users_in(Storage(None))
+    []
+    """
+    found: set[str] = set()
+    for table in export_tables(storage):
+        found.update(r[0] for r in storage.execute(f"SELECT DISTINCT user_id FROM {_quote(table.name)}"))
+    return sorted(found)
+
+
+# -- export --------------------------------------------------------------------------------
+
+
+_PLAIN = frozenset({str, int, type(None)})
+
+
+def _encode(value: Any) -> Any:
+    if type(value) in _PLAIN:
+        return value
+    if isinstance(value, bytes | bytearray | memoryview):
+        return {"$base64": base64.b64encode(bytes(value)).decode("ascii")}
+    if isinstance(value, float) and not math.isfinite(value):
+        raise StorageError(f"export: a stored value is not a finite number ({value!r})")
+    return value
+
+
+# Characters str.splitlines() breaks on that JSON leaves raw: escaped, so any line reader works.
+_LINE_BREAKS = str.maketrans({"\u2028": "\\u2028", "\u2029": "\\u2029", "\x85": "\\u0085"})
+
+
+def _line(obj: Mapping[str, Any]) -> str:
+    text = json.dumps(obj, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    return text.translate(_LINE_BREAKS) + "\n"
+
+
+def export_rows(storage: Storage, out: TextIO, *, users: Sequence[str] | None,
+                header: Mapping[str, Any]) -> int:
+    """Write ``header`` (its ``users`` set to the users exported) and every row of the
+    exported tables for ``users`` (every user when ``None``) as JSON lines to ``out``,
+    in one read transaction; returns the number of row lines."""
+    count = 0
+    with storage.atomic():  # one snapshot of the file
+        out.write(_line({**header, "users": list(users) if users is not None else users_in(storage)}))
+        for table in export_tables(storage):
+            names = table.column_names
+            order = ", ".join(_quote(c.name) for c in sorted((c for c in table.columns if c.pk),
+                                                              key=lambda c: c.pk)) \
+                if table.without_rowid else "rowid"
+            sql = f"SELECT {', '.join(map(_quote, names))} FROM {_quote(table.name)}"
+            params: list[Any] = []
+            if users is not None:
+                sql += f" WHERE user_id IN ({','.join('?' * len(users))})"
+                params = list(users)
+            for row in storage.execute(f"{sql} ORDER BY {order}", params):
+                out.write(_line({"kind": table.name,
+                                 "row": {n: _encode(v) for n, v in zip(names, row, strict=True)}}))
+                count += 1
+    return count
+
+
+# -- import --------------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class ParsedExport:
+    """A validated export: its header and its rows ``(line number, table, row)``."""
+
+    source: str
+    header: dict[str, Any]
+    rows: list[tuple[int, TableInfo, dict[str, Any]]]
+    users: list[str]
+
+
+@dataclass(slots=True)
+class ImportResult:
+    """What an import did: rows inserted (and per table), rows already present, users touched."""
+
+    rows: int = 0
+    per_table: dict[str, int] = field(default_factory=dict)
+    skipped: int = 0
+    users: set[str] = field(default_factory=set)
+
+
+def _fail(source: str, line: int | None, message: str) -> MemoryValueError:
+    where = f"{source}, line {line}" if line is not None else source
+    return MemoryValueError(f"source: {where}: {message}", field="source")
+
+
+def _check_value(column: Column, value: Any) -> Any:
+    """The value to store, or raise ValueError with the reason."""
+    if value is None:
+        if column.notnull:
+            raise ValueError("must not be null")
+        return None
+    if isinstance(value, dict):
+        if set(value) != {"$base64"} or not isinstance(value["$base64"], str):
+            raise ValueError("an object value must be {\"$base64\": ...}")
+        try:
+            return base64.b64decode(value["$base64"], validate=True)
+        except ValueError:
+            raise ValueError("is not valid base64") from None
+    if isinstance(value, bool) or not isinstance(value, str | int | float):
+        raise ValueError(f"expected a scalar, got {type(value).__name__}")
+    affinity = column.affinity
+    if affinity == "INTEGER" and not isinstance(value, int):
+        raise ValueError(f"expected an integer, got {value!r}")
+    if affinity == "REAL":
+        if not isinstance(value, int | float):
+            raise ValueError(f"expected a number, got {type(value).__name__}")
+        return float(value)
+    if affinity == "TEXT":
+        if not isinstance(value, str):
+            raise ValueError(f"expected text, got {type(value).__name__}")
+        if column.name in _JSON_COLUMNS:
+            try:
+                json.loads(value)
+            except ValueError:
+                raise ValueError("is not valid JSON text") from None
+    return value
+
+
+def parse_export(lines: Iterable[str], *, source: str, tables: Sequence[TableInfo],
+                 user_id: str | None = None) -> ParsedExport:
+    """Parse and validate an export against ``tables`` (the target's, from
+    :func:`user_tables`): the header's format and version, every line's kind, columns
+    and value types. Raises :class:`MemoryValueError` naming ``source`` and the line.
+    ``user_id`` (a remap target) is refused for an export of several users."""
+    by_name = {t.name: t for t in tables if t.name not in DERIVED_TABLES}
+    header: dict[str, Any] | None = None
+    rows: list[tuple[int, TableInfo, dict[str, Any]]] = []
+    users: list[str] = []
+    for number, text in enumerate(lines, start=1):
+        if not text.strip():
+            continue
+        try:
+            obj = json.loads(text)
+        except ValueError as exc:
+            raise _fail(source, number, f"not valid JSON ({exc})") from None
+        if not isinstance(obj, dict) or not isinstance(obj.get("kind"), str):
+            raise _fail(source, number, 'expected an object with a "kind"')
+        if header is None:
+            header = _check_header(source, number, obj)
+            users = header["users"]
+            if user_id is not None and len(users) > 1:
+                raise _fail(source, number, f"user_id: the export holds {len(users)} users {users}; "
+                                            "remapping to one user needs a single-user export")
+            continue
+        kind = obj["kind"]
+        if kind == "header":
+            raise _fail(source, number, "a second header")
+        table = by_name.get(kind)
+        if table is None:
+            raise _fail(source, number, f"unknown kind {kind!r}; this memory holds {sorted(by_name)}")
+        if set(obj) != {"kind", "row"} or not isinstance(obj["row"], dict):
+            raise _fail(source, number, 'expected {"kind": ..., "row": {...}}')
+        row = obj["row"]
+        names = table.column_names
+        if set(row) != set(names):
+            missing, extra = sorted(set(names) - set(row)), sorted(set(row) - set(names))
+            raise _fail(source, number, f"columns of {kind!r} do not match the table"
+                                        + (f"; missing {missing}" if missing else "")
+                                        + (f"; unknown {extra}" if extra else ""))
+        checked = {}
+        for column in table.columns:
+            try:
+                checked[column.name] = _check_value(column, row[column.name])
+            except ValueError as exc:
+                raise _fail(source, number, f"{kind}.{column.name}: {exc}") from None
+        if checked.get("user_id") not in users:
+            raise _fail(source, number, f"user_id {checked.get('user_id')!r} is not among the header's users")
+        rows.append((number, table, checked))
+    if header is None:
+        raise _fail(source, None, "empty: no header line")
+    return ParsedExport(source, header, rows, users)
+
+
+def _check_header(source: str, number: int, obj: dict[str, Any]) -> dict[str, Any]:
+    if obj.get("kind") != "header" or obj.get("format") != FORMAT:
+        raise _fail(source, number, f'the first line must be the header {{"kind": "header", "format": "{FORMAT}", ...}}')
+    version = obj.get("version")
+    if version != FORMAT_VERSION:
+        raise _fail(source, number, f"export format version {version!r} is not supported (this reads {FORMAT_VERSION})")
+    schema = obj.get("schema_version")
+    if schema is not None and (isinstance(schema, bool) or not isinstance(schema, int) or schema > SCHEMA_VERSION):
+        raise _fail(source, number, f"schema_version {schema!r} is newer than this version's ({SCHEMA_VERSION}); "
+                                    "upgrade the package")
+    users = obj.get("users")
+    if not isinstance(users, list) or not all(isinstance(u, str) and u for u in users):
+        raise _fail(source, number, '"users" must be a list of user ids')
+    return obj
+
+
+def _select_one(storage: Storage, table: TableInfo, columns: Sequence[str], values: Sequence[Any]
+                ) -> dict[str, Any] | None:
+    where = " AND ".join(f"{_quote(c)} IS ?" for c in columns)
+    found = storage.query(f"SELECT * FROM {_quote(table.name)} WHERE {where} LIMIT 1", list(values))
+    return found[0] if found else None
+
+
+def import_rows(storage: Storage, parsed: ParsedExport, *, user_id: str | None = None) -> ImportResult:
+    """Insert a validated export's rows in one transaction; returns what was done.
+
+    Rows already present (same identity, identical content) are skipped, so
+    importing twice adds nothing; a row whose identity exists with other content is
+    an error naming the line, and nothing is written. Surrogate integer keys (``seq``)
+    are kept when free, else the table's new rows are renumbered after the highest
+    key (in file order), and every foreign key referencing them follows. ``user_id``
+    replaces every row's user."""
+    result = ImportResult()
+    source = parsed.source
+    by_table: dict[str, list[tuple[int, dict[str, Any]]]] = {}
+    tables: dict[str, TableInfo] = {}
+    for number, table, row in parsed.rows:
+        by_table.setdefault(table.name, []).append((number, dict(row)))
+        tables[table.name] = table
+    present = user_tables(storage)
+    order = [t.name for t in present if t.name in tables]
+    surrogate_of = {t.name: t.surrogate for t in present if t.surrogate}
+    remaps: dict[str, dict[Any, Any]] = {}  # table -> old surrogate -> new
+    with storage.atomic():
+        for name in order:
+            table = tables[name]
+            plans: list[tuple[int, dict[str, Any], Any]] = []  # (line, row, old surrogate) of new rows
+            seen: dict[tuple[Any, ...], int] = {}
+            mapping = remaps.setdefault(name, {}) if table.surrogate else {}
+            for number, row in by_table[name]:
+                if user_id is not None:
+                    row["user_id"] = user_id
+                for column, target, target_column in table.references:
+                    old = row.get(column)
+                    if old is None or target_column != surrogate_of.get(target):
+                        continue  # a reference to a stable id (text) is kept as it is
+                    if old not in remaps.get(target, {}):
+                        raise _fail(source, number, f"{name}.{column} = {old!r} refers to a {target} row "
+                                                    "that is not in the export")
+                    row[column] = remaps[target][old]
+                key = tuple(row[c] for c in table.identity)
+                if key in seen:
+                    raise _fail(source, number, f"the same {name} row as line {seen[key]}")
+                seen[key] = number
+                existing = _select_one(storage, table, table.identity, key)
+                if existing is None:
+                    plans.append((number, row, row.get(table.surrogate) if table.surrogate else None))
+                    continue
+                if existing.get("user_id") != row["user_id"]:
+                    raise _fail(source, number, f"{name} {dict(zip(table.identity, key, strict=True))} "
+                                                "already belongs to another user")
+                differ = [c for c in table.column_names if c != table.surrogate and existing[c] != row[c]]
+                if differ:
+                    raise _fail(source, number, f"{name} {dict(zip(table.identity, key, strict=True))} "
+                                                f"already exists with different {', '.join(differ)}")
+                if table.surrogate:
+                    mapping[row[table.surrogate]] = existing[table.surrogate]
+                result.skipped += 1
+            if table.surrogate and plans:
+                _number_surrogates(storage, table, plans, mapping)
+            columns = table.column_names
+            sql = (f"INSERT INTO {_quote(name)} ({', '.join(map(_quote, columns))}) "
+                   f"VALUES ({', '.join('?' * len(columns))})")
+            for number, row, _ in plans:
+                try:
+                    storage.execute(sql, [row[c] for c in columns])
+                except sqlite3.IntegrityError as exc:
+                    raise _fail(source, number, f"{name} row conflicts with what this memory holds ({exc})") from None
+                result.rows += 1
+                result.per_table[name] = result.per_table.get(name, 0) + 1
+                result.users.add(row["user_id"])
+    return result
+
+
+def _number_surrogates(storage: Storage, table: TableInfo, plans: list[tuple[int, dict[str, Any], Any]],
+                       mapping: dict[Any, Any]) -> None:
+    """Keep the new rows' surrogate keys when all are free, else renumber them after the
+    highest key in file order; record old -> new in ``mapping``."""
+    column, name = table.surrogate, _quote(table.name)
+    assert column is not None
+    wanted = [row[column] for _, row, _ in plans]
+    free = None not in wanted and len(set(wanted)) == len(wanted)
+    if free:
+        for chunk in range(0, len(wanted), 500):
+            part = wanted[chunk:chunk + 500]
+            if storage.execute(f"SELECT 1 FROM {name} WHERE {_quote(column)} IN ({','.join('?' * len(part))}) "
+                               "LIMIT 1", part).fetchone():
+                free = False
+                break
+    if not free:
+        top = storage.execute(f"SELECT COALESCE(MAX({_quote(column)}), 0) FROM {name}").fetchone()[0]
+        for offset, (_, row, _) in enumerate(plans, start=1):
+            row[column] = top + offset
+    for _, row, old in plans:
+        if old is not None:
+            mapping[old] = row[column]
+
+
+# -- deletion ------------------------------------------------------------------------------
+
+
+def delete_user_rows(storage: Storage, user_id: str) -> dict[str, int]:
+    """Delete every row of ``user_id`` in every user-scoped table, derived ones
+    included (referencing tables first); returns the count per table. Call inside
+    ``storage.atomic()``.
+
+    >>> from tiers.storage import Storage
+    >>> store = Storage(None)
+    >>> with store.atomic():
+    ...     delete_user_rows(store, "ada")["messages"]
+    0
+    """
+    tables = user_tables(storage)
+    counts = {}
+    for table in reversed(tables):
+        counts[table.name] = storage.execute(f"DELETE FROM {_quote(table.name)} WHERE user_id = ?",
+                                             [user_id]).rowcount
+    return {table.name: counts[table.name] for table in tables}
+
+
+def find_items(storage: Storage, user_id: str, ids: Sequence[str]) -> dict[str, list[str]]:
+    """Which table holds each of ``ids`` among ``user_id``'s rows (tables with an
+    ``id`` column): ``{table: [ids]}``. Ids of other users are not found: an unknown id
+    raises :class:`NotFoundError` naming the field ``ids``.
+
+    >>> from tiers.storage import Storage
+    >>> find_items(Storage(None), "ada", ["fact_x"])
+    Traceback (most recent call last):
+    ...
+    unified_memory.errors.NotFoundError: ids: not found among user 'ada''s items: ['fact_x']
+    """
+    wanted = list(dict.fromkeys(ids))
+    found: dict[str, list[str]] = {}
+    seen: set[str] = set()
+    for table in user_tables(storage):
+        if table.name in DERIVED_TABLES or "id" not in table.column_names:
+            continue
+        for start in range(0, len(wanted), 500):
+            part = wanted[start:start + 500]
+            rows = storage.execute(f"SELECT id FROM {_quote(table.name)} WHERE user_id = ? AND id IN "
+                                   f"({','.join('?' * len(part))})", [user_id, *part]).fetchall()
+            for (item_id,) in rows:
+                if item_id not in seen:
+                    seen.add(item_id)
+                    found.setdefault(table.name, []).append(item_id)
+    missing = [i for i in wanted if i not in seen]
+    if missing:
+        raise NotFoundError(f"ids: not found among user {user_id!r}'s items: {missing[:10]}"
+                            + (f" (and {len(missing) - 10} more)" if len(missing) > 10 else ""), field="ids")
+    return found
+
+
+def delete_items(storage: Storage, user_id: str, items: Mapping[str, Sequence[str]]
+                 ) -> dict[str, list[dict[str, Any]]]:
+    """Delete these rows of ``user_id`` (``{table: [ids]}``, see :func:`find_items`) and,
+    following foreign keys, the rows that reference them (a message's window entry, a
+    removed entity's triples); returns the deleted rows per table. Call inside
+    ``storage.atomic()``."""
+    tables = {t.name: t for t in user_tables(storage)}
+    deleted: dict[str, list[dict[str, Any]]] = {}
+
+    visited: set[tuple[str, str, Any]] = set()
+
+    def remove(name: str, column: str, values: list[Any]) -> None:
+        values = [v for v in values if (name, column, v) not in visited]  # a cycle of references ends
+        visited.update((name, column, v) for v in values)
+        for start in range(0, len(values), 500):
+            part = values[start:start + 500]
+            marks = ",".join("?" * len(part))
+            rows = storage.query(f"SELECT * FROM {_quote(name)} WHERE user_id = ? AND {_quote(column)} IN ({marks})",
+                                 [user_id, *part])
+            if not rows:
+                continue
+            for other in tables.values():  # what references these rows goes first
+                for ref_column, target, target_column in other.references:
+                    if target == name:
+                        remove(other.name, ref_column, list({r[target_column] for r in rows}))
+            storage.execute(f"DELETE FROM {_quote(name)} WHERE user_id = ? AND {_quote(column)} IN ({marks})",
+                            [user_id, *part])
+            deleted.setdefault(name, []).extend(rows)
+
+    for name, ids in items.items():
+        if name not in tables or "id" not in tables[name].column_names:
+            raise StorageError(f"delete: {name!r} is not a table of user items")
+        remove(name, "id", list(ids))
+    return deleted
+
+
+def prune_embeddings(storage: Storage, user_id: str, live_texts: Iterable[str]) -> int:
+    """Delete ``user_id``'s cached embeddings (every model) of texts not in
+    ``live_texts``; returns how many. Call inside ``storage.atomic()``.
+
+    >>> from tiers.storage import Storage
+    >>> store = Storage(None)
+    >>> with store.atomic():
+    ...     _ = store.execute("INSERT INTO embeddings VALUES ('ada', 'm', ?, 1, x'00000000')", [content_hash("hi")])
+    ...     prune_embeddings(store, "ada", ["hello"])
+    1
+    """
+    live = {content_hash(text) for text in live_texts}
+    stored = storage.execute("SELECT rowid, content_hash FROM embeddings WHERE user_id = ?", [user_id]).fetchall()
+    dead = [[rowid] for rowid, key in stored if key not in live]
+    storage.executemany("DELETE FROM embeddings WHERE rowid = ?", dead)
+    return len(dead)

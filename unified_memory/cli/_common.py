@@ -1,0 +1,106 @@
+"""What every command shares: the error type, the memory file to open, and how to print a result.
+
+    >>> import argparse
+    >>> args = argparse.Namespace(db="x.db", user=None, retrieval=None, json=False)
+    >>> str(db_path(args)), user_of(args)
+    ('x.db', 'default')
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from unified_memory.cli._format import dump_json
+
+if TYPE_CHECKING:
+    from unified_memory.memory import UnifiedMemory
+
+__all__ = ["CliError", "DEFAULT_DB", "ENV_DB", "db_path", "user_of", "open_memory", "emit", "say"]
+
+ENV_DB = "UNIFIED_MEMORY_DB"
+DEFAULT_DB = "unified_memory.db"
+
+
+class CliError(Exception):
+    """A failure to report as one line on stderr, with exit status ``code`` (1; 2 for usage errors).
+
+    >>> CliError("no such file", code=2).code
+    2
+    """
+
+    def __init__(self, message: str, *, code: int = 1) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def db_path(args: argparse.Namespace) -> Path:
+    """The memory file: ``--db``, else ``$UNIFIED_MEMORY_DB``, else ``unified_memory.db`` here.
+
+    >>> str(db_path(argparse.Namespace(db=None))) in (os.environ.get(ENV_DB), DEFAULT_DB)
+    True
+    """
+    return Path(getattr(args, "db", None) or os.environ.get(ENV_DB) or DEFAULT_DB)
+
+
+def user_of(args: argparse.Namespace) -> str:
+    """The user to act for: ``--user``, else ``default``.
+
+    >>> user_of(argparse.Namespace(user="ada"))
+    'ada'
+    """
+    return getattr(args, "user", None) or "default"
+
+
+def open_memory(args: argparse.Namespace, *, path: Path | None = None, must_exist: bool = True,
+                user_id: str | None = None, **overrides: Any) -> UnifiedMemory:
+    """Open the memory file for the command's user, with ``--retrieval`` when given.
+
+    ``must_exist`` refuses a missing file instead of creating an empty one; ``overrides``
+    are :class:`~unified_memory.config.MemoryConfig` fields.
+
+    >>> import tempfile
+    >>> with tempfile.TemporaryDirectory() as tmp:
+    ...     args = argparse.Namespace(db=f"{tmp}/m.db", user="ada", retrieval="lexical", json=False)
+    ...     with open_memory(args, must_exist=False) as mem:
+    ...         mem.user_id, mem.retrieval
+    ('ada', 'lexical')
+    """
+    from unified_memory.memory import UnifiedMemory
+
+    target = path if path is not None else db_path(args)
+    if must_exist and not target.exists():
+        raise CliError(f"no memory file at {str(target)!r} (create one with 'unified-memory ingest FILE' "
+                       f"or 'unified-memory demo', or choose one with --db)")
+    if getattr(args, "retrieval", None):
+        overrides["retrieval"] = args.retrieval
+    return UnifiedMemory(target, user_id=user_id or user_of(args), **overrides)
+
+
+def say(text: str = "") -> None:
+    """Print a line of readable output on stdout (the current ``sys.stdout``).
+
+    >>> say("hello")
+    hello
+    """
+    print(text, file=sys.stdout)
+
+
+def emit(args: argparse.Namespace, data: Any, render: Callable[[], str]) -> None:
+    """Print ``data`` as one JSON document with ``--json``, else ``render()`` as text.
+
+    >>> emit(argparse.Namespace(json=True), {"users": 1}, lambda: "reindexed 1 user")
+    {
+      "users": 1
+    }
+    >>> emit(argparse.Namespace(json=False), {"users": 1}, lambda: "reindexed 1 user")
+    reindexed 1 user
+    """
+    if getattr(args, "json", False):
+        dump_json(data, sys.stdout)
+    else:
+        say(render())

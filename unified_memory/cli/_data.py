@@ -1,0 +1,160 @@
+"""The commands that move data in and out: ingest, export, import, forget.
+
+They call :func:`unified_memory.ingest.ingest_file` and the memory's ``export_jsonl``,
+``import_jsonl`` and ``forget``, looked up when the command runs; a version without
+them answers with one line saying so.
+
+    >>> print(counts_text({"messages": 3, "facts": 1}))
+    forgot 3 messages, 1 facts
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import sys
+from collections.abc import Callable, Iterator, Mapping
+from importlib import import_module
+from pathlib import Path
+from typing import Any
+
+from unified_memory.cli._common import CliError, db_path, emit, open_memory, user_of
+from unified_memory.cli._format import format_pairs, progress, to_jsonable
+
+__all__ = ["existing_file", "library_function", "counts_text", "cmd_ingest", "cmd_export", "cmd_import",
+           "cmd_forget"]
+
+
+def existing_file(name: str) -> Path:
+    """``name`` as a path to a readable file, or a :class:`CliError` saying what is wrong.
+
+    >>> existing_file("/no/such/file.json")
+    Traceback (most recent call last):
+    ...
+    unified_memory.cli._common.CliError: /no/such/file.json: no such file
+    """
+    path = Path(name)
+    if not path.exists():
+        raise CliError(f"{name}: no such file")
+    if path.is_dir():
+        raise CliError(f"{name}: is a directory, not a file")
+    return path
+
+
+def library_function(module: str, name: str, command: str) -> Callable[..., Any]:
+    """``module.name``, or a :class:`CliError` when this version of the library lacks it.
+
+    >>> library_function("unified_memory.demo", "load_sample", "demo").__name__
+    'load_sample'
+    """
+    try:
+        found = getattr(import_module(module), name, None)
+    except ImportError:
+        found = None
+    if not callable(found):
+        raise CliError(f"{command}: not available in this version of unified-memory ({module}.{name} is missing)")
+    return found
+
+
+def _method(mem: Any, name: str, command: str) -> Callable[..., Any]:
+    found = getattr(mem, name, None)
+    if not callable(found):
+        raise CliError(f"{command}: not available in this version of unified-memory "
+                       f"(UnifiedMemory.{name} is missing)")
+    return found
+
+
+@contextlib.contextmanager
+def _new_file_removed_on_error(path: Path) -> Iterator[None]:
+    """Remove the memory file a failed ``ingest`` / ``import`` created (a bad input file leaves none)."""
+    existed = path.exists()
+    try:
+        yield
+    except BaseException:
+        if not existed:
+            for suffix in ("", "-wal", "-shm"):
+                Path(str(path) + suffix).unlink(missing_ok=True)
+        raise
+
+
+def counts_text(counts: Mapping[str, int]) -> str:
+    """What ``forget`` deleted, as one line.
+
+    >>> counts_text({})
+    'forgot nothing'
+    """
+    if not counts:
+        return "forgot nothing"
+    return "forgot " + ", ".join(f"{n} {kind}" for kind, n in counts.items())
+
+
+def cmd_ingest(args: argparse.Namespace) -> int:
+    """``ingest FILE [--format auto|openai|jsonl|locomo]``: conversations from a file, with a progress bar."""
+    path = existing_file(args.file)
+    ingest_file = library_function("unified_memory.ingest", "ingest_file", "ingest")
+    with _new_file_removed_on_error(db_path(args)), open_memory(args, must_exist=False) as mem, \
+            progress() as bar:
+        report = ingest_file(mem, path, format=args.format, user_id=args.user, progress=bar)
+    fields = to_jsonable(report)
+    emit(args, report, lambda: format_pairs(fields.items()) if isinstance(fields, dict) else str(fields))
+    return 0
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    """``export [FILE|-] [--all-users]``: memories as JSON lines (to stdout with ``-``)."""
+    with open_memory(args) as mem:
+        export = _method(mem, "export_jsonl", "export")
+        if args.file != "-":
+            count = export(str(args.file), all_users=args.all_users)
+            emit(args, {"path": str(args.file), "records": count},
+                 lambda: f"exported {count} records to {args.file}")
+            return 0
+        count = export(sys.stdout, all_users=args.all_users)  # the JSON lines are stdout's document
+    sys.stdout.flush()
+    if not args.json:
+        print(f"exported {count} records", file=sys.stderr)
+    return 0
+
+
+def cmd_import(args: argparse.Namespace) -> int:
+    """``import FILE [--as-user U]``: memories from a JSON lines export."""
+    path = existing_file(args.file)
+    with _new_file_removed_on_error(db_path(args)), open_memory(args, must_exist=False) as mem:
+        count = _method(mem, "import_jsonl", "import")(str(path), user_id=args.as_user)
+        emit(args, {"path": str(path), "records": count, "user": args.as_user},
+             lambda: f"imported {count} records from {path}" + (f" as user {args.as_user!r}" if args.as_user else ""))
+    return 0
+
+
+def _confirm(question: str) -> None:
+    if not sys.stdin.isatty():
+        raise CliError("forget: refusing to delete without --yes (stdin is not a terminal)")
+    sys.stderr.write(f"{question} [y/N] ")
+    sys.stderr.flush()
+    if sys.stdin.readline().strip().lower() not in ("y", "yes"):
+        raise CliError("forget: cancelled; nothing was deleted")
+
+
+def cmd_forget(args: argparse.Namespace) -> int:
+    """``forget (--user U | --id ID [--id ID ...]) [--yes]``: delete memories, after confirmation."""
+    with open_memory(args) as mem:
+        forget = _method(mem, "forget", "forget")
+        if args.forget_user:
+            stats = mem.scoped(user_id=args.forget_user).stats()
+            held = (stats.messages + stats.facts + stats.superseded_facts + stats.evicted_facts + stats.entities
+                    + stats.triples)
+            if not held:
+                raise CliError(f"forget: unknown user {args.forget_user!r}: {str(db_path(args))!r} holds no "
+                               "memories of that user")
+            what = (f"every memory of user {args.forget_user!r} ({stats.messages} messages, "
+                    f"{stats.facts + stats.superseded_facts + stats.evicted_facts} facts, {stats.entities} entities)")
+        else:
+            what = f"{len(args.ids)} record(s) of user {user_of(args)!r}"
+        if not args.yes:
+            _confirm(f"Forget {what} in {str(db_path(args))!r}?")
+        if args.forget_user:
+            counts = forget(user_id=args.forget_user)
+        else:
+            counts = forget(ids=list(args.ids))
+        emit(args, counts, lambda: counts_text(counts))
+    return 0

@@ -1,0 +1,150 @@
+"""The argument parser of ``unified-memory``: global options and one subcommand per job.
+
+Global options are accepted before the command and after it (``unified-memory recall
+peanuts --json``); a parse error is one line on stderr and exit status 2.
+
+    >>> args = build_parser().parse_args(["--db", "m.db", "recall", "peanuts", "--limit", "3", "--json"])
+    >>> args.command, args.query, args.limit, args.json, args.db
+    ('recall', 'peanuts', 3, True, 'm.db')
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import NoReturn
+
+from unified_memory.cli import _commands, _data, _demo
+from unified_memory.cli._common import CliError
+from unified_memory.types import TIERS
+
+__all__ = ["PROG", "build_parser"]
+
+PROG = "unified-memory"
+RETRIEVALS = ("auto", "lexical", "embedding", "hybrid")
+FORMATS = ("auto", "openai", "jsonl", "locomo")
+
+
+class _Parser(argparse.ArgumentParser):
+    """An ``ArgumentParser`` whose errors are one line (no usage dump), raised as :class:`CliError`."""
+
+    def error(self, message: str) -> NoReturn:
+        raise CliError(f"{message} (see '{self.prog} --help')", code=2)
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be positive, got {text}")
+    return value
+
+
+def _global_options(parser: argparse.ArgumentParser, *, suppress: bool, user: bool = True) -> None:
+    def default(value: object) -> object:
+        return argparse.SUPPRESS if suppress else value
+
+    group = parser.add_argument_group("global options")
+    group.add_argument("--db", metavar="PATH", default=default(None),
+                       help="memory file (default: $UNIFIED_MEMORY_DB, else unified_memory.db here)")
+    if user:
+        group.add_argument("--user", metavar="USER", default=default(None), help="user to act for (default: default)")
+    group.add_argument("--json", action="store_true", default=default(False),
+                       help="print one JSON document on stdout instead of tables")
+    group.add_argument("--retrieval", choices=RETRIEVALS, default=default(None),
+                       help="retrieval method (default auto: hybrid with the embeddings extra, else lexical)")
+    group.add_argument("--debug", action="store_true", default=default(False),
+                       help="show a traceback on unexpected errors")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The ``unified-memory`` parser (each subcommand's handler is ``args.handler``).
+
+    >>> build_parser().parse_args(["stats"]).handler.__name__
+    'cmd_stats'
+    """
+    parser = _Parser(prog=PROG, description="Explore and manage a unified-memory file: tiered long-term memory "
+                     "for LLM agents (facts, entities, episodes) in one SQLite file.")
+    _global_options(parser, suppress=False)
+    common = _Parser(add_help=False)
+    _global_options(common, suppress=True)
+    common_no_user = _Parser(add_help=False)
+    _global_options(common_no_user, suppress=True, user=False)
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    def command(name: str, handler: object, help: str, *, parent: argparse.ArgumentParser = common,
+                ) -> argparse.ArgumentParser:
+        sub = commands.add_parser(name, help=help, description=help, parents=[parent])
+        sub.set_defaults(handler=handler)
+        return sub
+
+    sub = command("demo", _demo.cmd_demo, "(re)create a demo memory from a sample conversation and show "
+                  "what it remembers")
+    sub.add_argument("path", nargs="?", metavar="PATH",
+                     help="memory file to (re)create (default: --db, else unified_memory_demo.db)")
+
+    sub = command("recall", _commands.cmd_recall, "federated recall over the tiers, best first, with score "
+                  "components")
+    sub.add_argument("query", metavar="QUERY")
+    sub.add_argument("--limit", type=_positive_int, default=10, metavar="N", help="at most N hits (default 10)")
+    sub.add_argument("--tiers", nargs="+", choices=TIERS, metavar="TIER",
+                     help=f"only these tiers ({', '.join(TIERS)})")
+    sub.add_argument("--days", type=_positive_float, metavar="N", help="only items from the last N days")
+
+    sub = command("context", _commands.cmd_context, "assemble a token-budgeted memory block for a query")
+    sub.add_argument("query", nargs="?", metavar="QUERY", help="what the next LLM call is about (optional)")
+    sub.add_argument("--max-tokens", type=_positive_int, metavar="N", help="token budget (default: configured)")
+
+    sub = command("facts", _commands.cmd_facts, "list long-term facts, most important first")
+    sub.add_argument("--category", metavar="C", help="only this category")
+    sub.add_argument("--all", action="store_true", help="include superseded, evicted and expired facts")
+    sub.add_argument("--limit", type=_positive_int, metavar="N", help="at most N facts")
+
+    sub = command("entities", _commands.cmd_entities, "list entities, most mentioned first")
+    sub.add_argument("--type", metavar="T", help="only this type (person, place, organization, ...)")
+    sub.add_argument("--limit", type=_positive_int, metavar="N", help="at most N entities")
+
+    sub = command("graph", _commands.cmd_graph, "relations around an entity in the knowledge graph")
+    sub.add_argument("entity", metavar="ENTITY", help="an entity name ('user' is the user)")
+    sub.add_argument("--depth", type=_positive_int, default=1, metavar="N", help="hops to follow (default 1)")
+
+    sub = command("episodes", _commands.cmd_episodes, "the episodic log of messages, oldest first")
+    sub.add_argument("--days", type=_positive_float, metavar="N", help="only the last N days")
+    sub.add_argument("--session", metavar="S", help="only this session")
+    sub.add_argument("--limit", type=_positive_int, metavar="N", help="only the last N messages")
+
+    command("stats", _commands.cmd_stats, "counts of what the user's memory holds")
+
+    sub = command("reindex", _commands.cmd_reindex, "rebuild the derived search indexes from the file")
+    sub.add_argument("--all-users", action="store_true", help="every user in the file, not only --user")
+
+    sub = command("ingest", _data.cmd_ingest, "ingest conversations from a file (OpenAI messages, JSONL, LoCoMo)")
+    sub.add_argument("file", metavar="FILE")
+    sub.add_argument("--format", choices=FORMATS, default="auto", help="file format (default: detect)")
+
+    sub = command("export", _data.cmd_export, "export memories as JSON lines")
+    sub.add_argument("file", nargs="?", default="-", metavar="FILE", help="output file, '-' for stdout (default)")
+    sub.add_argument("--all-users", action="store_true", help="every user in the file, not only --user")
+
+    sub = command("import", _data.cmd_import, "import memories from a JSON lines export")
+    sub.add_argument("file", metavar="FILE")
+    sub.add_argument("--as-user", metavar="U", help="import everything as user U")
+
+    sub = command("forget", _data.cmd_forget, "delete a user's memories, or some records by id",
+                  parent=common_no_user)
+    target = sub.add_mutually_exclusive_group(required=True)
+    target.add_argument("--user", dest="forget_user", metavar="U", help="forget everything about user U")
+    target.add_argument("--id", dest="ids", action="append", metavar="ID", help="forget this record (repeatable)")
+    sub.add_argument("--yes", "-y", action="store_true", help="do not ask for confirmation")
+    return parser
