@@ -36,6 +36,7 @@ import snowballstemmer
 from unified_memory.errors import wrong_type
 
 __all__ = ["STOPWORDS", "NEGATIONS", "DOC_BREAK", "analyze", "term_set", "normalize_key", "tokenize_words",
+           "without_terms",
            "stem", "raw_tokens", "raw_token_stream", "token_terms"]
 
 #: Words that negate; kept by :func:`normalize_key`, dropped by :func:`analyze`.
@@ -212,6 +213,26 @@ def term_set(text: str) -> frozenset[str]:
     ['cat']
     """
     return frozenset(analyze(text))
+
+
+def without_terms(text: str, terms: frozenset[str], *, replacement: str = "") -> str:
+    """``text`` with the words whose terms are all in ``terms`` replaced (by default:
+    removed) — unless nothing searchable would remain, then ``text`` itself. The
+    result is lowercased, as the analyzer sees it.
+
+    >>> without_terms("Where does Ada live now?", frozenset({"ada"}), replacement="I")
+    'where does i live now?'
+    >>> without_terms("who is Ada?", frozenset({"ada"}))
+    'who is Ada?'
+    """
+    tokens = raw_tokens(text)
+    kept = [replacement.lower() if (found := set(token_terms(t))) and found <= terms else t for t in tokens]
+    if kept == tokens:
+        return text
+    remaining = " ".join(k for k in kept if k)
+    if not analyze(remaining):
+        return text
+    return remaining + ("?" if text.rstrip().endswith("?") else "")
 
 
 def normalize_key(text: str) -> str:

@@ -153,6 +153,49 @@ class EntityGraph:
             "json_extract(attributes, '$.relation') = 'self')", [user_id, USER_ENTITY]).fetchall()
         return {row[0].casefold() for row in rows} | {USER_ENTITY}
 
+    def ended_only(self, entity_ids: Sequence[str]) -> set[str]:
+        """Those of ``entity_ids`` whose every relation has ended (a former home or employer):
+        recall ranks them like superseded facts.
+
+        >>> from tiers.storage import Storage, Scope
+        >>> from unified_memory.types import ExtractedTriple
+        >>> graph = EntityGraph(Storage(None))
+        >>> with graph.storage.atomic():
+        ...     _ = graph.add_triples(Scope("u1"), [ExtractedTriple(subject="user", predicate="lives_in",
+        ...                                                         object="Lisbon")], now=0.0)
+        ...     _ = graph.add_triples(Scope("u1"), [ExtractedTriple(subject="user", predicate="lives_in",
+        ...                                                         object="Berlin")], now=1.0)
+        >>> [e.name for e in graph.entities(Scope("u1")) if e.id in graph.ended_only([x.id for x in
+        ...  graph.entities(Scope("u1"))])]
+        ['Lisbon']
+        """
+        if not entity_ids:
+            return set()
+        marks = ",".join("?" * len(entity_ids))
+        rows = self.storage.execute(
+            f"SELECT e FROM (SELECT subject_id AS e, valid_to FROM triples WHERE subject_id IN ({marks}) "
+            f"UNION ALL SELECT object_id AS e, valid_to FROM triples WHERE object_id IN ({marks})) "
+            "GROUP BY e HAVING SUM(valid_to IS NULL) = 0", [*entity_ids, *entity_ids]).fetchall()
+        return {row[0] for row in rows}
+
+    def own_names(self, user_id: str) -> list[str]:
+        """The names the user goes by: current ``name`` relations of the user entity.
+
+        >>> from tiers.storage import Storage, Scope
+        >>> from unified_memory.types import ExtractedTriple
+        >>> graph = EntityGraph(Storage(None))
+        >>> with graph.storage.atomic():
+        ...     _ = graph.add_triples(Scope("u1"), [ExtractedTriple(subject="user", predicate="name", object="Ada")],
+        ...                           now=0.0)
+        >>> graph.own_names("u1")
+        ['Ada']
+        """
+        rows = self.storage.execute(
+            "SELECT o.name FROM triples t JOIN entities s ON s.id = t.subject_id JOIN entities o ON o.id = t.object_id "
+            "WHERE t.user_id = ? AND s.norm_name = ? AND t.predicate = 'name' AND t.valid_to IS NULL "
+            "ORDER BY t.seq", [user_id, USER_ENTITY]).fetchall()
+        return list(dict.fromkeys(row[0] for row in rows))
+
     def _load_documents(self, user_id: str) -> Iterable[tuple[str, str]]:
         rows = self.storage.execute(
             "SELECT id, doc FROM entities WHERE user_id = ? AND doc IS NOT NULL ORDER BY seq", [user_id]).fetchall()

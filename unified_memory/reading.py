@@ -18,7 +18,7 @@ from tiers.entities import USER_ENTITY, EntityGraph
 from tiers.storage import SCHEMA_VERSION
 from unified_memory.context import assemble
 from unified_memory.errors import invalid, wrong_type
-from unified_memory.recall import federated_recall
+from unified_memory.recall import federated_recall, first_person
 from unified_memory.rerank import rerank
 from unified_memory.types import (
     TIERS,
@@ -85,12 +85,14 @@ class ReadingMethods:
             raise wrong_type("where", "dict", where)
         backend = self._backend
         now = backend.clock()
-        vector = backend.dense.query_vector(query) if backend.dense is not None else None
+        search_query = first_person(query, backend.graph, self._scope.user_id)
+        vector = backend.dense.query_vector(search_query) if backend.dense is not None else None
         depth = backend.config.ranking.rerank_depth if backend.reranker is not None else 0
-        hits = federated_recall(query=query, scope=self._scope, limit=max(limit, depth), tiers=chosen, since=since,
-                                where=dict(where) if where else None, now=now, ranking=backend.config.ranking,
-                                facts=backend.facts, graph=backend.graph, log=backend.log, window=backend.window,
-                                mode=backend.mode, vector=vector)
+        hits = federated_recall(query=search_query, scope=self._scope, limit=max(limit, depth), tiers=chosen,
+                                since=since, where=dict(where) if where else None, now=now,
+                                ranking=backend.config.ranking, facts=backend.facts, graph=backend.graph,
+                                log=backend.log, window=backend.window, mode=backend.mode, vector=vector,
+                                asked=query)
         if backend.reranker is not None:
             hits = rerank(backend.reranker, query, hits, depth=depth)
         hits = hits[:limit]

@@ -33,7 +33,7 @@ from typing import Any
 from scoring.decay import decayed_confidence, recency
 from scoring.fusion import dense_relevance, diversify, fuse, hybrid_relevance, lexical_scale
 from scoring.temporal import TimeWindow, temporal_cue, time_affinity
-from scoring.text import analyze, term_set
+from scoring.text import analyze, term_set, without_terms
 from tiers.documents import Candidate
 from tiers.entities import EntityGraph, entity_importance
 from tiers.episodic import EpisodicLog, index_text
@@ -43,7 +43,7 @@ from tiers.storage import Scope
 from unified_memory.config import RankingConfig
 from unified_memory.types import TIERS, RecallHit, utc_from_timestamp
 
-__all__ = ["federated_recall", "TIER_ORDER"]
+__all__ = ["federated_recall", "first_person", "TIER_ORDER"]
 
 TIER_ORDER = {tier: position for position, tier in enumerate(("long_term", "entity", "short_term", "episodic"))}
 
@@ -92,6 +92,24 @@ def _hit(tier: str, item_id: str, text: str, candidate: Candidate, *, scale: flo
             "metadata": metadata, "created_at": utc_from_timestamp(stamp), "_source": source or item_id}
 
 
+def first_person(query: str, graph: EntityGraph, user_id: str) -> str:
+    """The query with the user's own name read as "I": "where does Ada live now?" asks
+    where *I* live, and memories say "I moved to Berlin", not "Ada moved to Berlin"
+    (left as is, the name only pulls in whatever happens to contain it).
+
+    >>> from tiers.storage import Storage, Scope
+    >>> from unified_memory.types import ExtractedTriple
+    >>> graph = EntityGraph(Storage(None))
+    >>> with graph.storage.atomic():
+    ...     _ = graph.add_triples(Scope("u1"), [ExtractedTriple(subject="user", predicate="name", object="Ada")],
+    ...                           now=0.0)
+    >>> first_person("Where does Ada live now?", graph, "u1")
+    'where does i live now?'
+    """
+    own = frozenset().union(*(term_set(name) for name in graph.own_names(user_id)))
+    return without_terms(query, own, replacement="I") if own else query
+
+
 def federated_recall(
     *,
     query: str,
@@ -108,14 +126,19 @@ def federated_recall(
     window: ShortTermWindow,
     mode: str = "lexical",
     vector: Any = None,
+    asked: str | None = None,
 ) -> list[RecallHit]:
     """The ``limit`` best hits for ``query`` over ``tiers``, best first (ties: tier, then id).
+
+    ``asked`` is the question as the caller wrote it when ``query`` is a rewrite of it
+    (see :func:`first_person`): speakers and times named are read from it.
 
     ``mode`` is the retrieval method (``lexical``, ``embedding`` or ``hybrid``);
     ``vector`` the query's embedding when the mode uses one.
     """
     want = limit + max(10, limit // 2)  # candidates per tier: importance and recency may reorder them
     search = {"since": since, "where": where, "vector": vector, "mode": mode}
+    asked = asked or query
     hits: list[dict[str, Any]] = []
     if "long_term" in tiers:
         found_facts = facts.search(scope, query, want, now=now, **search)
@@ -137,6 +160,7 @@ def federated_recall(
     if "entity" in tiers:
         found_entities = graph.search(scope, query, want, **search)
         scale = _scale((c for c, _, _ in found_entities), ranking)
+        former = graph.ended_only([entity.id for _, entity, _ in found_entities])
         for candidate, entity, description in found_entities:
             # A query naming a person, place or organisation asks about it; a bare "thing"
             # (an attribute value such as "peanuts") gets no boost over the fact it came from.
@@ -147,7 +171,7 @@ def federated_recall(
             hit = _hit(
                 "entity", entity.id, description, candidate, scale=scale, mode=mode,
                 importance=entity_importance(entity.mention_count), stamp=entity.last_seen.timestamp(), now=now,
-                ranking=ranking, metadata=entity.metadata,
+                ranking=ranking, metadata=entity.metadata, superseded=entity.id in former,
                 extra={"entity": entity.name, "type": entity.type, "mentions": entity.mention_count,
                        "name_match": named})
             if named:  # the query names this entity: stronger evidence than a word in its relations
@@ -160,7 +184,7 @@ def federated_recall(
         found = log.search(scope, query, want, **search)
         window_seqs = window.contains(scope, [logged.seq for _, logged in found])
         scale = _scale((c for c, _ in found), ranking)
-        query_terms = set(analyze(query))
+        query_terms, asked_terms = set(analyze(query)), set(analyze(asked))
         for candidate, logged in found:
             tier = "short_term" if logged.seq in window_seqs else "episodic"
             if tier not in tiers:
@@ -170,7 +194,7 @@ def federated_recall(
             # words miss the query matched through them, which is weaker evidence.
             own_match = bool(query_terms & term_set(index_text(message.name, message.content)))
             speaker_terms = term_set(message.name) if message.name else frozenset()
-            spoken_by_named = bool(speaker_terms) and speaker_terms <= query_terms
+            spoken_by_named = bool(speaker_terms) and speaker_terms <= asked_terms
             hit = _hit(
                 tier, logged.id, message.text(), candidate, scale=scale, mode=mode, importance=float(candidate.row["importance"]),
                 stamp=message.created_at.timestamp() if message.created_at else None, now=now,
@@ -181,7 +205,13 @@ def federated_recall(
             if spoken_by_named:  # a question about a person: what they said is the likeliest evidence
                 hit["score"] = round(hit["score"] * (1.0 + ranking.speaker_boost), 9)
             hits.append(hit)
-    window_named = temporal_cue(query, now=now).window
+    # A turn whose fact was superseded ("I live in Lisbon", before the move) is history
+    # too: its messages rank like the fact, so they cannot bring the stale answer back.
+    stale = {h["_source"] for h in hits if h["tier"] == "long_term" and h["components"].get("status") == "superseded"}
+    for hit in hits:
+        if hit["tier"] in ("episodic", "short_term") and hit["_source"] in stale:
+            hit["score"] = round(hit["score"] * ranking.superseded_penalty, 9)
+    window_named = temporal_cue(asked, now=now).window
     if window_named is not None and ranking.temporal_weight > 0:
         for hit in hits:
             _weigh_time(hit, window_named, ranking)

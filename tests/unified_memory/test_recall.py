@@ -112,3 +112,31 @@ def test_fact_confidence_decays_unless_reinforced(clock):
         mem.config.ranking.confidence_half_life_days = None
         clock.advance(days=3000)
         assert mem.recall("peanuts", tiers="long_term")[0].components["confidence"] == 1.0
+
+
+def _moved(clock):
+    from unified_memory import UnifiedMemory
+
+    mem = UnifiedMemory(clock=clock, user_id="ada", short_term_limit=2)
+    mem.add_turn("I'm Ada.", "Hi Ada!")
+    mem.add_turn("I live in Lisbon.", "Nice.")
+    clock.advance(days=30)
+    mem.add_turn("I live in Berlin now.", "Big move!")
+    mem.end_session()
+    return mem
+
+
+def test_the_users_own_name_in_a_question_reads_as_first_person(clock):
+    with _moved(clock) as mem:
+        hits = mem.recall("where does Ada live?", limit=3)
+        assert hits[0].text != "I'm Ada."  # the name alone no longer wins
+        assert any("Berlin" in h.text for h in hits)
+        assert mem.recall("who is Ada?", limit=1)[0].text in ("I'm Ada.", "Hi Ada!")  # a name alone still counts
+
+
+def test_a_former_home_and_its_turn_rank_below_the_current_one(clock):
+    with _moved(clock) as mem:
+        hits = mem.recall("live", limit=10)
+        lisbon = [h for h in hits if "Lisbon" in h.text]
+        assert lisbon and all(h.components["superseded"] for h in lisbon)  # the fact, its turn, the place
+        assert max(h.score for h in lisbon) < 0.5 * max(h.score for h in hits if "Berlin" in h.text)
