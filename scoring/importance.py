@@ -30,6 +30,7 @@ them this module imports only :mod:`unified_memory.errors` from the project.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -135,6 +136,9 @@ class HeuristicImportanceScorer:
             raise invalid("multi_sentence_bonus", f"must be a number in [0, 0.5], got {bonus!r}")
         self.category_weights = weights
         self.multi_sentence_bonus = float(bonus)
+        # Summaries and eviction re-score the same texts again and again: remember them.
+        self._scored = functools.lru_cache(maxsize=16384)(self._sentence)
+        self._assessed = functools.lru_cache(maxsize=16384)(self._assess)
 
     def __call__(self, text: str) -> float:
         return self.assess(text).score
@@ -150,10 +154,13 @@ class HeuristicImportanceScorer:
         """
         if not isinstance(text, str):
             raise wrong_type("text", "str", text)
+        return self._assessed(text)
+
+    def _assess(self, text: str) -> ImportanceAssessment:
         text = text.replace("\u2019", "'").replace("\u2018", "'")
         one = "\n" not in text and "\r" not in text and SPLIT.search(text) is None
         sentences = [text.strip()] if one else split_sentences(text)
-        parts = [self._sentence(s) for s in sentences] or [(0.0, None, ("empty",))]
+        parts = [self._scored(s) for s in sentences] or [(0.0, None, ("empty",))]
         best = max(parts, key=lambda p: p[0])
         extra = min(2, sum(1 for p in parts if p[0] >= 0.6) - (best[0] >= 0.6))
         if extra <= 0:
