@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import sqlite3
 import threading
 import uuid
@@ -191,6 +192,9 @@ class Scope:
         return f"({column} = ? OR {column} = '')", [self.agent_id]
 
 
+_SCHEMA_OBJECTS = frozenset(re.findall(r"CREATE (?:UNIQUE )?(?:TABLE|INDEX) IF NOT EXISTS (\w+)", _SCHEMA))
+
+
 def new_id(prefix: str) -> str:
     """A fresh unique id with a readable prefix.
 
@@ -321,6 +325,7 @@ class Storage:
             raise StorageError(f"path: {str(path)!r} is not a SQLite database; refusing to overwrite it")
 
     def _configure(self, busy_timeout_ms: int) -> None:
+        self._busy_timeout_ms = int(busy_timeout_ms)
         conn = self.db.conn
         conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
         conn.execute("PRAGMA foreign_keys = ON")
@@ -356,6 +361,11 @@ class Storage:
             )
 
     def _migrate(self) -> None:
+        present = {row[0] for row in self.db.execute("SELECT name FROM sqlite_master").fetchall()}
+        row = self.db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() \
+            if "meta" in present else None
+        if row is not None and int(row[0]) == SCHEMA_VERSION and _SCHEMA_OBJECTS <= present:
+            return  # up to date: opening writes nothing, so many processes can open at once
         with self.atomic():
             for statement in _SCHEMA.split(";"):
                 if statement.strip():
@@ -372,11 +382,43 @@ class Storage:
 
     @contextlib.contextmanager
     def atomic(self) -> Iterator[sqlite_utils.Database]:
-        """A transaction (a savepoint when nested): all of it commits, or none of it."""
+        """A transaction (a savepoint when nested): all of it commits, or none of it.
+
+        The outermost one starts with ``BEGIN IMMEDIATE``: it takes the file's write lock
+        first (waiting up to the busy timeout while another process writes), so a write
+        that reads before it writes cannot fail half-way because another process
+        committed in between. A lock held longer than the timeout is a :class:`StorageError`.
+        """
         with self.lock:
             self._check_open()
-            with self.db.atomic():
+            conn = self.db.conn
+            if conn.in_transaction:
+                with self.db.atomic():  # a savepoint
+                    yield self.db
+                return
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+            except sqlite3.OperationalError as exc:
+                raise self._busy(exc) from exc
+            try:
                 yield self.db
+            except BaseException as exc:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                if isinstance(exc, sqlite3.OperationalError) and "locked" in str(exc):
+                    raise self._busy(exc) from exc
+                raise
+            try:
+                conn.execute("COMMIT")
+            except sqlite3.OperationalError as exc:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise self._busy(exc) from exc
+
+    def _busy(self, exc: sqlite3.OperationalError) -> StorageError:
+        where = "in memory" if self.path is None else str(self.path)
+        return StorageError(f"path: {where} stayed locked by another writer beyond the busy timeout "
+                            f"({self._busy_timeout_ms} ms), nothing was written: {exc}", field="path")
 
     def execute(self, sql: str, params: Sequence[Any] | dict[str, Any] = ()) -> sqlite3.Cursor:
         """Run one parameterised statement under the lock (reads, or writes inside :meth:`atomic`)."""

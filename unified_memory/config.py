@@ -168,6 +168,10 @@ class VectorConfig(_Config):
     chroma_ssl: bool = False
     chroma_ef_search: int = Field(default=200, ge=10, description="HNSW search breadth of new chroma "
                                   "collections: higher finds more true neighbours, a little slower.")
+    chroma_prefix: str = Field(
+        default="um", pattern=r"^[A-Za-z0-9][A-Za-z0-9_]{0,15}$",
+        description="Collection name prefix. Memory files that share one Chroma server and hold the same "
+                    "user ids need different prefixes, or each repairs the other's vectors away.")
 
 
 class MemoryConfig(_Config):

@@ -101,12 +101,12 @@ def _vector_index(config: MemoryConfig, path: str | os.PathLike[str] | None) -> 
     hnsw = {"ef_search": settings.chroma_ef_search}
     if settings.chroma_host:
         return ChromaVectorIndex.server(settings.chroma_host, settings.chroma_port, ssl=settings.chroma_ssl,
-                                        hnsw=hnsw)
+                                        hnsw=hnsw, prefix=settings.chroma_prefix)
     location = settings.chroma_path or (f"{Path(path)}.chroma" if path is not None else None)
     if location is None:
         raise ConfigError("vectors.chroma_path: an in-memory memory (path=None) needs a chroma_path or a "
                           "chroma_host for the chroma backend", field="vectors.chroma_path")
-    return ChromaVectorIndex.embedded(location, hnsw=hnsw)
+    return ChromaVectorIndex.embedded(location, hnsw=hnsw, prefix=settings.chroma_prefix)
 
 
 def setup_dense(
