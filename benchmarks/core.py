@@ -14,54 +14,17 @@ from __future__ import annotations
 
 import argparse
 import platform
-import random
 import sys
 import tempfile
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _synthetic import NOUNS, PLACES, percentile, queries, synthetic_facts  # noqa: E402
 
 from unified_memory import UnifiedMemory  # noqa: E402
-
-SUBJECTS = ["my sister", "my brother", "my boss", "my neighbour", "my friend", "my dentist", "my cousin",
-            "my coach", "my landlord", "my teacher", "the project lead", "our accountant"]
-VERBS = ["likes", "hates", "collects", "studies", "repairs", "paints", "photographs", "teaches", "sells",
-         "grows", "cooks", "writes about", "reviews", "imports", "restores"]
-ADJECTIVES = ["vintage", "organic", "rare", "handmade", "Italian", "Japanese", "electric", "antique", "tiny",
-              "giant", "blue", "spicy", "digital", "wooden", "ceramic", "silver", "seasonal", "local"]
-NOUNS = ["bicycles", "guitars", "orchids", "watches", "cameras", "teapots", "maps", "stamps", "kites", "lamps",
-         "novels", "cheeses", "motorbikes", "violins", "sculptures", "puzzles", "typewriters", "carpets",
-         "telescopes", "recipes", "chess sets", "surfboards", "posters", "coins"]
-PLACES = ["Lisbon", "Porto", "Berlin", "Oslo", "Kyoto", "Austin", "Lyon", "Turin", "Ghent", "Quito", "Perth",
-          "Dakar", "Hanoi", "Bergen", "Split", "Cusco", "Tartu", "Malmo", "Leeds", "Graz"]
-WHEN = ["on weekends", "every summer", "since 2019", "after work", "twice a month", "during winter",
-        "on Sunday mornings", "when travelling", "for charity", "with the kids"]
-
-
-def synthetic_facts(n: int, seed: int = 7) -> list[str]:
-    rng = random.Random(seed)
-    facts = []
-    for i in range(n):
-        facts.append(f"{rng.choice(SUBJECTS).capitalize()} {rng.choice(VERBS)} {rng.choice(ADJECTIVES)} "
-                     f"{rng.choice(NOUNS)} in {rng.choice(PLACES)} {rng.choice(WHEN)} (note {i})")
-    return facts
-
-
-def queries(n: int, seed: int = 11) -> list[str]:
-    rng = random.Random(seed)
-    shapes = [
-        lambda: f"who {rng.choice(VERBS)} {rng.choice(NOUNS)}?",
-        lambda: f"{rng.choice(ADJECTIVES)} {rng.choice(NOUNS)} in {rng.choice(PLACES)}",
-        lambda: f"what does {rng.choice(SUBJECTS)} do {rng.choice(WHEN)}",
-        lambda: f"{rng.choice(NOUNS)} {rng.choice(PLACES)}",
-    ]
-    return [rng.choice(shapes)() for _ in range(n)]
-
-
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
 def run(n_facts: int, n_queries: int, path: Path) -> list[str]:
