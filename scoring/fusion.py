@@ -20,6 +20,7 @@ query asks about.
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
@@ -142,17 +143,24 @@ def diversify(scores: Sequence[float], terms: Sequence[frozenset[str]], *, limit
         raise ValueError(f"diversity: must be in [0, 1], got {diversity!r}")
     if not 0.0 <= overlap < 1.0:
         raise ValueError(f"overlap: must be in [0, 1), got {overlap!r}")
-    remaining = list(range(len(scores)))
+    # Lazy greedy: an item's adjusted score only falls as picks accumulate, so a heap of
+    # possibly stale scores finds the best item by refreshing only those that reach the
+    # top (against the picks made since they were scored). Same picks as the eager loop.
     redundancy = [0.0] * len(scores)
+    seen = [0] * len(scores)  # how many picks each item's redundancy accounts for
+    heap = [(-score, i) for i, score in enumerate(scores)]
+    heapq.heapify(heap)
     picked: list[tuple[int, float]] = []
-    while remaining and len(picked) < limit:
-        best = max(remaining, key=lambda i: (scores[i] * (1.0 - diversity * redundancy[i]), -i))
-        picked.append((best, scores[best] * (1.0 - diversity * redundancy[best])))
-        remaining.remove(best)
-        chosen = terms[best]
-        for i in remaining:
-            union = len(terms[i] | chosen)
-            if union:
-                jaccard = len(terms[i] & chosen) / union
-                redundancy[i] = max(redundancy[i], max(0.0, jaccard - overlap) / (1.0 - overlap))
+    while heap and len(picked) < limit:
+        _, i = heapq.heappop(heap)
+        if seen[i] < len(picked):
+            for chosen, _ in picked[seen[i]:]:
+                union = len(terms[i] | terms[chosen])
+                if union:
+                    jaccard = len(terms[i] & terms[chosen]) / union
+                    redundancy[i] = max(redundancy[i], max(0.0, jaccard - overlap) / (1.0 - overlap))
+            seen[i] = len(picked)
+            heapq.heappush(heap, (-(scores[i] * (1.0 - diversity * redundancy[i])), i))
+            continue
+        picked.append((i, scores[i] * (1.0 - diversity * redundancy[i])))
     return picked

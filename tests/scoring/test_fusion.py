@@ -1,10 +1,10 @@
 import doctest
 
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import scoring.fusion
-from scoring.fusion import dense_relevance, fuse, hybrid_relevance, lexical_scale
+from scoring.fusion import dense_relevance, diversify, fuse, hybrid_relevance, lexical_scale
 
 
 def test_doctests():
@@ -45,3 +45,31 @@ def test_dense_and_hybrid_relevance_stay_in_unit_interval(cosine, lexical, weigh
     dense = dense_relevance(cosine, floor=0.1, ceiling=0.7)
     assert 0.0 <= dense <= 1.0
     assert 0.0 <= hybrid_relevance(lexical, dense, lexical_weight=weight) <= 1.0 + 1e-12
+
+
+def _eager_diversify(scores, terms, *, limit, diversity, overlap=0.5):
+    """The plain greedy MMR loop, the reference the lazy implementation must match."""
+    remaining = list(range(len(scores)))
+    redundancy = [0.0] * len(scores)
+    picked = []
+    while remaining and len(picked) < limit:
+        best = max(remaining, key=lambda i: (scores[i] * (1.0 - diversity * redundancy[i]), -i))
+        picked.append((best, scores[best] * (1.0 - diversity * redundancy[best])))
+        remaining.remove(best)
+        for i in remaining:
+            union = len(terms[i] | terms[best])
+            if union:
+                jaccard = len(terms[i] & terms[best]) / union
+                redundancy[i] = max(redundancy[i], max(0.0, jaccard - overlap) / (1.0 - overlap))
+    return picked
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from([0.1, 0.3, 0.5, 0.5, 0.8, 1.0]),
+                          st.frozensets(st.sampled_from("abcdefgh"), max_size=5)), max_size=40),
+       st.integers(1, 40), st.sampled_from([0.0, 0.3, 0.5, 1.0]))
+def test_lazy_diversify_picks_exactly_what_the_eager_greedy_picks(items, limit, diversity):
+    scores = [s for s, _ in items]
+    terms = [t for _, t in items]
+    assert diversify(scores, terms, limit=limit, diversity=diversity) == \
+        _eager_diversify(scores, terms, limit=limit, diversity=diversity)
