@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import socket
 import subprocess
+import sys
 import time
 import uuid
+from pathlib import Path
 
 import pytest
 
@@ -169,3 +172,60 @@ def store(make_store):
     return make_store()
 
 
+
+
+# --- a real Chroma server on loopback (``chroma run``), one per test module ----------------------
+
+SERVER_START_TIMEOUT = 60.0
+
+
+def _chroma_executable() -> str:
+    beside = Path(sys.executable).parent / "chroma"
+    if beside.exists():
+        return str(beside)
+    found = shutil.which("chroma")
+    if found is None:
+        pytest.fail(f"the `chroma` CLI is not installed (looked beside {sys.executable} and on PATH); "
+                    'chromadb is installed, so `pip install "unified-memory[chroma]"` should provide it')
+    return found
+
+
+@pytest.fixture(scope="module")
+def chroma_server(tmp_path_factory):
+    """A real ``chroma run`` on a free loopback port; yields the port, killed at teardown."""
+    pytest.importorskip("chromadb")
+    import httpx
+
+    data = tmp_path_factory.mktemp("chroma-server")
+    port = free_port()
+    log = open(data / "server.log", "wb")  # closed at teardown
+    proc = subprocess.Popen(
+        [_chroma_executable(), "run", "--path", str(data / "db"), "--host", "127.0.0.1", "--port", str(port)],
+        stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+        start_new_session=True, env={**os.environ, "ANONYMIZED_TELEMETRY": "False"},
+    )
+    try:
+        deadline = time.monotonic() + SERVER_START_TIMEOUT
+        while True:
+            if proc.poll() is not None:
+                pytest.fail(f"chroma run exited with {proc.returncode}: {(data / 'server.log').read_text()[-2000:]}")
+            try:
+                if httpx.get(f"http://127.0.0.1:{port}/api/v2/heartbeat", timeout=1.0).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            if time.monotonic() > deadline:
+                pytest.fail(f"chroma run did not answer within {SERVER_START_TIMEOUT}s")
+            time.sleep(0.1)
+        yield port
+    finally:
+        for sig, wait in ((signal.SIGTERM, 10), (signal.SIGKILL, 10)):
+            try:
+                os.killpg(proc.pid, sig)
+                proc.wait(wait)
+                break
+            except ProcessLookupError:
+                break
+            except subprocess.TimeoutExpired:
+                continue
+        log.close()

@@ -17,9 +17,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import shutil
-import signal
-import socket
 import sqlite3
 import subprocess
 import sys
@@ -36,7 +33,6 @@ ROOT = Path(__file__).resolve().parents[1]
 WORKERS = 4
 ROUNDS = 12  # facts and turns per worker
 EMBED_DIM = 64
-SERVER_START_TIMEOUT = 60.0
 WORKER_TIMEOUT = 120.0
 
 # -- the worker ---------------------------------------------------------------------------------
@@ -207,63 +203,6 @@ def run_workers(script: str, arguments: list[dict], timeout: float = WORKER_TIME
 
 
 # -- a real Chroma server on loopback (as in tests/tiers/test_chroma_index.py) ------------------
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def _chroma_executable() -> str:
-    beside = Path(sys.executable).parent / "chroma"
-    if beside.exists():
-        return str(beside)
-    found = shutil.which("chroma")
-    if found is None:
-        pytest.fail(f"the `chroma` CLI is not installed (looked beside {sys.executable} and on PATH)")
-    return found
-
-
-@pytest.fixture(scope="module")
-def chroma_server(tmp_path_factory):
-    """A real ``chroma run`` on a free loopback port; yields the port, killed at teardown."""
-    pytest.importorskip("chromadb")
-    import httpx
-
-    data = tmp_path_factory.mktemp("chroma-server")
-    port = _free_port()
-    log = open(data / "server.log", "wb")  # closed at teardown
-    proc = subprocess.Popen(
-        [_chroma_executable(), "run", "--path", str(data / "db"), "--host", "127.0.0.1", "--port", str(port)],
-        stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-        start_new_session=True, env={**os.environ, "ANONYMIZED_TELEMETRY": "False"},
-    )
-    try:
-        deadline = time.monotonic() + SERVER_START_TIMEOUT
-        while True:
-            if proc.poll() is not None:
-                pytest.fail(f"chroma run exited with {proc.returncode}: {(data / 'server.log').read_text()[-2000:]}")
-            try:
-                if httpx.get(f"http://127.0.0.1:{port}/api/v2/heartbeat", timeout=1.0).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if time.monotonic() > deadline:
-                pytest.fail(f"chroma run did not answer within {SERVER_START_TIMEOUT}s")
-            time.sleep(0.1)
-        yield port
-    finally:
-        for sig, wait in ((signal.SIGTERM, 10), (signal.SIGKILL, 10)):
-            try:
-                os.killpg(proc.pid, sig)
-                proc.wait(wait)
-                break
-            except ProcessLookupError:
-                break
-            except subprocess.TimeoutExpired:
-                continue
-        log.close()
 
 
 # -- the memory workload, run once per layout; the tests below check its outcome ----------------

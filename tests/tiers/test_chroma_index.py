@@ -3,21 +3,19 @@
 from __future__ import annotations
 
 import doctest
-import os
 import re
-import shutil
-import signal
 import socket
 import subprocess
 import sys
 import time
 import uuid
-from pathlib import Path
 
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+
+from tests.conftest import free_port
 
 chromadb = pytest.importorskip("chromadb")
 
@@ -32,7 +30,6 @@ from unified_memory.errors import (  # noqa: E402
 )
 from unified_memory.protocols import VectorIndex  # noqa: E402
 
-SERVER_START_TIMEOUT = 60.0
 ODD_PARTITIONS = ["facts/ada", "messages/some user id with spaces/üñí", "facts/ada ", "x", "a/b/c/d", "日本語/ユーザー"]
 
 
@@ -47,63 +44,6 @@ def brute_force(ids: list[str], vectors: np.ndarray, query: np.ndarray) -> list[
 
 
 # -- fixtures ------------------------------------------------------------------------
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def _chroma_executable() -> str:
-    beside = Path(sys.executable).parent / "chroma"
-    if beside.exists():
-        return str(beside)
-    found = shutil.which("chroma")
-    if found is None:
-        pytest.fail(f"the `chroma` CLI is not installed (looked beside {sys.executable} and on PATH); "
-                    'chromadb is installed, so `pip install "unified-memory[chroma]"` should provide it')
-    return found
-
-
-@pytest.fixture(scope="module")
-def chroma_server(tmp_path_factory):
-    """A real ``chroma run`` on a free loopback port; yields the port, killed at teardown."""
-    import httpx
-
-    data = tmp_path_factory.mktemp("chroma-server")
-    port = _free_port()
-    log = open(data / "server.log", "wb")  # closed at teardown
-    proc = subprocess.Popen(
-        [_chroma_executable(), "run", "--path", str(data / "db"), "--host", "127.0.0.1", "--port", str(port)],
-        stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-        start_new_session=True, env={**os.environ, "ANONYMIZED_TELEMETRY": "False"},
-    )
-    try:
-        deadline = time.monotonic() + SERVER_START_TIMEOUT
-        while True:
-            if proc.poll() is not None:
-                pytest.fail(f"chroma run exited with {proc.returncode}: {(data / 'server.log').read_text()[-2000:]}")
-            try:
-                if httpx.get(f"http://127.0.0.1:{port}/api/v2/heartbeat", timeout=1.0).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if time.monotonic() > deadline:
-                pytest.fail(f"chroma run did not answer within {SERVER_START_TIMEOUT}s")
-            time.sleep(0.1)
-        yield port
-    finally:
-        for sig, wait in ((signal.SIGTERM, 10), (signal.SIGKILL, 10)):
-            try:
-                os.killpg(proc.pid, sig)
-                proc.wait(wait)
-                break
-            except ProcessLookupError:
-                break
-            except subprocess.TimeoutExpired:
-                continue
-        log.close()
 
 
 @pytest.fixture
@@ -419,7 +359,7 @@ def test_two_clients_see_each_others_writes(chroma_server):
 def test_unreachable_server_fails_fast():
     start = time.monotonic()
     with pytest.raises(StorageError, match="not reachable"):
-        ChromaVectorIndex.server("127.0.0.1", _free_port(), timeout=2.0)
+        ChromaVectorIndex.server("127.0.0.1", free_port(), timeout=2.0)
     assert time.monotonic() - start < 5
 
 
