@@ -38,6 +38,7 @@ run, the tables and each target of the issue marked met / missed.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import platform
@@ -544,7 +545,9 @@ def main(argv: list[str] | None = None) -> str:
                         shutil.rmtree(done) if done.is_dir() else done.unlink()
                 args.out.parent.mkdir(parents=True, exist_ok=True)
                 args.out.write_text(render() + "\n_(partial: the run is still going)_\n", encoding="utf-8")
-            if size in args.peer_sizes:
+            if size in args.peer_sizes and importlib.util.find_spec("selectools") is None:
+                peer[size] = {"status": "skipped", "reason": "selectools is not installed (pip install selectools)"}
+            elif size in args.peer_sizes:
                 t0 = time.perf_counter()
                 spec = {"size": size, "mode": "selectools", "queries": args.queries,
                         "budget": args.peer_budget}
