@@ -11,7 +11,6 @@ import shutil
 import sqlite3
 import subprocess
 import sys
-from importlib import import_module
 from pathlib import Path
 
 import pytest
@@ -27,21 +26,6 @@ COMMANDS = ("demo", "recall", "context", "facts", "entities", "graph", "episodes
 LEX = ["--retrieval", "lexical"]
 
 
-def _available(module: str, name: str) -> bool:
-    try:
-        return callable(getattr(import_module(module), name, None))
-    except ImportError:
-        return False
-
-
-HAS_INGEST = _available("unified_memory.ingest", "ingest_file")
-HAS_EXPORT = callable(getattr(UnifiedMemory, "export_jsonl", None))
-HAS_IMPORT = callable(getattr(UnifiedMemory, "import_jsonl", None))
-HAS_FORGET = callable(getattr(UnifiedMemory, "forget", None))
-needs_ingest = pytest.mark.skipif(not HAS_INGEST, reason="unified_memory.ingest.ingest_file not there yet")
-needs_export = pytest.mark.skipif(not (HAS_EXPORT and HAS_IMPORT),
-                                  reason="UnifiedMemory.export_jsonl / import_jsonl not there yet")
-needs_forget = pytest.mark.skipif(not HAS_FORGET, reason="UnifiedMemory.forget not there yet")
 
 
 @pytest.fixture(scope="module")
@@ -259,7 +243,6 @@ def test_recall_with_the_default_retrieval(capsys, db):
 # -- ingest, export, import, forget ------------------------------------------------------------------
 
 
-@needs_ingest
 def test_ingest_an_openai_file_with_a_json_report(capsys, tmp_path):
     chat = tmp_path / "chat.json"
     chat.write_text(json.dumps([{"role": "user", "content": "My sister Maria lives in Lisbon."},
@@ -279,7 +262,6 @@ def test_ingest_a_missing_file(capsys, tmp_path):
     assert not memory.exists()
 
 
-@needs_ingest
 def test_ingest_malformed_json_names_the_line_and_writes_nothing(capsys, tmp_path):
     bad = tmp_path / "chat.jsonl"
     bad.write_text('{"role": "user", "content": "hi"}\n{"role": oops}\n')
@@ -289,7 +271,6 @@ def test_ingest_malformed_json_names_the_line_and_writes_nothing(capsys, tmp_pat
     assert not memory.exists()
 
 
-@needs_export
 def test_export_to_a_file_then_import_as_another_user(capsys, db, tmp_path):
     dump = tmp_path / "ada.jsonl"
     result = run_json(capsys, *LEX, "--user", "ada", "export", str(dump))
@@ -302,7 +283,6 @@ def test_export_to_a_file_then_import_as_another_user(capsys, db, tmp_path):
     assert code == 0 and out.startswith("imported 0 records")  # already there
 
 
-@needs_export
 def test_export_to_stdout_is_json_lines(capsys, db):
     code, out, err = run(capsys, *LEX, "--user", "ada", "export", "--all-users")
     assert code == 0
@@ -311,7 +291,6 @@ def test_export_to_stdout_is_json_lines(capsys, db):
     assert err.startswith(f"exported {len(records) - 1} records")
 
 
-@needs_export
 def test_import_a_bad_file_is_one_line_and_writes_nothing(capsys, tmp_path):
     bad = tmp_path / "dump.jsonl"
     bad.write_text('{"kind": "header"}\n{not json\n')
@@ -339,7 +318,6 @@ def test_forget_needs_a_user_or_ids(capsys, db):
     one_line_error(*run(capsys, *LEX, "forget", "--user", "ada", "--id", "x")[::2], expected_code=2)
 
 
-@needs_forget
 def test_forget_a_user_with_yes(capsys, db):
     counts = run_json(capsys, *LEX, "forget", "--user", "ada", "--yes")
     assert counts["messages"] > 20 and counts["facts"] > 3
@@ -347,7 +325,6 @@ def test_forget_a_user_with_yes(capsys, db):
     assert stats["messages"] == stats["facts"] == stats["entities"] == 0
 
 
-@needs_forget
 def test_forget_ids_after_confirming_on_a_terminal(capsys, db, monkeypatch):
     class Terminal(io.StringIO):
         def isatty(self) -> bool:

@@ -1,8 +1,6 @@
 """The commands that move data in and out: ingest, export, import, forget.
 
-They call :func:`unified_memory.ingest.ingest_file` and the memory's ``export_jsonl``,
-``import_jsonl`` and ``forget``, looked up when the command runs; a version without
-them answers with one line saying so.
+They call the memory's ``ingest``, ``export_jsonl``, ``import_jsonl`` and ``forget``.
 
     >>> print(counts_text({"messages": 3, "facts": 1}))
     forgot 3 messages, 1 facts
@@ -13,15 +11,13 @@ from __future__ import annotations
 import argparse
 import contextlib
 import sys
-from collections.abc import Callable, Iterator, Mapping
-from importlib import import_module
+from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any
 
 from unified_memory.cli._common import CliError, db_path, emit, open_memory, user_of
 from unified_memory.cli._format import format_pairs, progress, to_jsonable
 
-__all__ = ["existing_file", "library_function", "counts_text", "cmd_ingest", "cmd_export", "cmd_import",
+__all__ = ["existing_file", "counts_text", "cmd_ingest", "cmd_export", "cmd_import",
            "cmd_forget"]
 
 
@@ -39,29 +35,6 @@ def existing_file(name: str) -> Path:
     if path.is_dir():
         raise CliError(f"{name}: is a directory, not a file")
     return path
-
-
-def library_function(module: str, name: str, command: str) -> Callable[..., Any]:
-    """``module.name``, or a :class:`CliError` when this version of the library lacks it.
-
-    >>> library_function("unified_memory.demo", "load_sample", "demo").__name__
-    'load_sample'
-    """
-    try:
-        found = getattr(import_module(module), name, None)
-    except ImportError:
-        found = None
-    if not callable(found):
-        raise CliError(f"{command}: not available in this version of unified-memory ({module}.{name} is missing)")
-    return found
-
-
-def _method(mem: Any, name: str, command: str) -> Callable[..., Any]:
-    found = getattr(mem, name, None)
-    if not callable(found):
-        raise CliError(f"{command}: not available in this version of unified-memory "
-                       f"(UnifiedMemory.{name} is missing)")
-    return found
 
 
 @contextlib.contextmanager
@@ -91,10 +64,9 @@ def counts_text(counts: Mapping[str, int]) -> str:
 def cmd_ingest(args: argparse.Namespace) -> int:
     """``ingest FILE [--format auto|openai|jsonl|locomo]``: conversations from a file, with a progress bar."""
     path = existing_file(args.file)
-    ingest_file = library_function("unified_memory.ingest", "ingest_file", "ingest")
     with _new_file_removed_on_error(db_path(args)), open_memory(args, must_exist=False) as mem, \
             progress() as bar:
-        report = ingest_file(mem, path, format=args.format, user_id=args.user, progress=bar)
+        report = mem.ingest(path, format=args.format, user_id=args.user, progress=bar)
     fields = to_jsonable(report)
     emit(args, report, lambda: format_pairs(fields.items()) if isinstance(fields, dict) else str(fields))
     return 0
@@ -103,7 +75,7 @@ def cmd_ingest(args: argparse.Namespace) -> int:
 def cmd_export(args: argparse.Namespace) -> int:
     """``export [FILE|-] [--all-users]``: memories as JSON lines (to stdout with ``-``)."""
     with open_memory(args) as mem:
-        export = _method(mem, "export_jsonl", "export")
+        export = mem.export_jsonl
         if args.file != "-":
             count = export(str(args.file), all_users=args.all_users)
             emit(args, {"path": str(args.file), "records": count},
@@ -120,7 +92,7 @@ def cmd_import(args: argparse.Namespace) -> int:
     """``import FILE [--as-user U]``: memories from a JSON lines export."""
     path = existing_file(args.file)
     with _new_file_removed_on_error(db_path(args)), open_memory(args, must_exist=False) as mem:
-        count = _method(mem, "import_jsonl", "import")(str(path), user_id=args.as_user)
+        count = mem.import_jsonl(str(path), user_id=args.as_user)
         emit(args, {"path": str(path), "records": count, "user": args.as_user},
              lambda: f"imported {count} records from {path}" + (f" as user {args.as_user!r}" if args.as_user else ""))
     return 0
@@ -138,7 +110,7 @@ def _confirm(question: str) -> None:
 def cmd_forget(args: argparse.Namespace) -> int:
     """``forget (--user U | --id ID [--id ID ...]) [--yes]``: delete memories, after confirmation."""
     with open_memory(args) as mem:
-        forget = _method(mem, "forget", "forget")
+        forget = mem.forget
         if args.forget_user:
             stats = mem.scoped(user_id=args.forget_user).stats()
             held = (stats.messages + stats.facts + stats.superseded_facts + stats.evicted_facts + stats.entities
