@@ -158,6 +158,8 @@ CREATE UNIQUE INDEX IF NOT EXISTS embeddings_key ON embeddings(user_id, model, c
 
 CREATE INDEX IF NOT EXISTS triples_subject ON triples(subject_id, seq);
 CREATE INDEX IF NOT EXISTS triples_object ON triples(object_id, seq);
+-- The user's own names (recall reads them on every query) without scanning the user's triples.
+CREATE INDEX IF NOT EXISTS triples_predicate ON triples(user_id, predicate, seq);
 -- The running summary of what left each conversation's window (summarize-on-trim).
 CREATE TABLE IF NOT EXISTS summaries (
     user_id TEXT NOT NULL,
