@@ -19,7 +19,7 @@ import logging
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from tiers.window import plan_trim
+from tiers.window import TrimPlan, plan_trim
 from unified_memory.compaction import CompactionConfig, CompactionStats, compact
 from unified_memory.conversation_persistence import dump_message
 from unified_memory.errors import wrong_type
@@ -37,6 +37,7 @@ class ReductionMethods:
     and compaction (``compact``, strategies) for :class:`~unified_memory.Conversation`."""
 
     _messages: list[Any]
+    _lock: Any
     summary: str | None
     compactions: int
     compaction: CompactionConfig | None
@@ -61,11 +62,13 @@ class ReductionMethods:
             self._record({"type": "summary", "summary": self.summary})
             self._emit("summarise", "completed", messages=len(dropped), chars=len(summary))
 
-    def _trim(self, max_messages: int | None, max_tokens: int | None, reason: str) -> list[Any]:
+    def _plan(self, max_messages: int | None, max_tokens: int | None) -> TrimPlan:
         counts = [self.message_tokens(m) for m in self._messages] if max_tokens is not None else None
-        plan = plan_trim(self._messages, max_messages=max_messages or _UNBOUNDED, max_tokens=max_tokens,
+        return plan_trim(self._messages, max_messages=max_messages or _UNBOUNDED, max_tokens=max_tokens,
                          token_counts=counts)
-        _, dropped = plan.apply(self._messages)
+
+    def _trim(self, max_messages: int | None, max_tokens: int | None, reason: str) -> list[Any]:
+        _, dropped = self._plan(max_messages, max_tokens).apply(self._messages)
         if dropped:
             self._drop(dropped, reason)
         return dropped
@@ -78,6 +81,19 @@ class ReductionMethods:
                 and (self.max_tokens is None or sum(map(self.message_tokens, counted)) <= self.max_tokens)):
             return  # within the limits: no plan needed
         self._trim(self.max_messages, self.max_tokens, "enforce_limits")
+
+    def fit(self, max_tokens: int) -> list[Any]:
+        """The messages :meth:`trim_to_fit` would keep, without changing the conversation.
+
+        >>> from unified_memory import Conversation
+        >>> conv = Conversation()
+        >>> _ = conv.add(role="user", content="an old question " * 5); _ = conv.add(role="user", content="new")
+        >>> [m.content for m in conv.fit(10)], len(conv)
+        (['new'], 2)
+        """
+        with self._lock:
+            kept, _ = self._plan(None, check_limit("max_tokens", max_tokens)).apply(self._messages)
+            return kept
 
     def trim_to_fit(self, max_tokens: int) -> list[Any]:
         """Drop the oldest whole interactions until the messages fit ``max_tokens``

@@ -140,9 +140,7 @@ class ShortTermMemory:
 
     def messages(self) -> list[Message]:
         """The messages trimmed to ``max_tokens``; the buffer itself is not changed."""
-        copy = self.conversation.branch()
-        copy.trim_to_fit(self.max_tokens)
-        return copy.messages()
+        return self.conversation.fit(self.max_tokens)
 
     def trim_to_fit(self, max_tokens: int) -> None:
         """Drop the oldest whole interactions until the buffer fits ``max_tokens``."""
