@@ -14,13 +14,15 @@ An invalid value raises :class:`~unified_memory.errors.ConfigError` naming the f
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from collections.abc import Mapping
+from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from unified_memory.errors import ConfigError
+from unified_memory.errors import ConfigError, wrong_type
 
-__all__ = ["MemoryConfig", "RankingConfig", "EvictionConfig", "ContextConfig", "VectorConfig", "config_error"]
+__all__ = ["MemoryConfig", "RankingConfig", "EvictionConfig", "ContextConfig", "VectorConfig", "config_error",
+           "coerce_config"]
 
 
 class _Config(BaseModel):
@@ -256,3 +258,29 @@ def config_error(exc: ValidationError, prefix: str = "") -> ConfigError:
     if more:
         message += f" (and {more} more problem{'s' if more > 1 else ''})"
     return ConfigError(message, field=field)
+
+
+_C = TypeVar("_C", bound=BaseModel)
+
+
+def coerce_config(cls: type[_C], value: Any, field: str = "config") -> _C:
+    """``value`` (an instance of ``cls``, a dict of its fields, or ``None`` for the defaults)
+    as a ``cls``; a bad field is a ``ConfigError`` naming it (``config.safety_ratio``).
+
+    >>> coerce_config(VectorConfig, {"backend": "chroma"}).backend
+    'chroma'
+    >>> coerce_config(VectorConfig, {"chroma_port": 0}, "vectors")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    unified_memory.errors.ConfigError: vectors.chroma_port: ...
+    """
+    if value is None:
+        return cls()
+    if isinstance(value, cls):
+        return value
+    if not isinstance(value, Mapping):
+        raise wrong_type(field, f"{cls.__name__} or dict", value)
+    try:
+        return cls.model_validate(dict(value))
+    except ValidationError as exc:
+        raise config_error(exc, f"{field}.") from None

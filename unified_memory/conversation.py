@@ -35,7 +35,7 @@ from unified_memory.compaction import (
     select_window,
     summary_message,
 )
-from unified_memory.config import config_error
+from unified_memory.config import coerce_config
 from unified_memory.conversation_log import ConversationLog
 from unified_memory.conversation_persistence import PersistenceMethods, dump_message
 from unified_memory.conversation_reduction import ReductionMethods
@@ -91,7 +91,7 @@ class Conversation(ReductionMethods, PersistenceMethods):
                 raise invalid(field, "must be a non-empty string")
         self.max_messages = None if max_messages is None else check_limit("max_messages", max_messages)
         self.max_tokens = None if max_tokens is None else check_limit("max_tokens", max_tokens)
-        self.compaction = self._compaction_config(compaction)
+        self.compaction = None if compaction is None else coerce_config(CompactionConfig, compaction, "compaction")
         self.strategies = None if strategies is None else load_strategies(strategies)
         self.strategy_memory = strategy_memory
         if self.compaction is not None:
@@ -125,17 +125,6 @@ class Conversation(ReductionMethods, PersistenceMethods):
         self._log = ConversationLog(log_base_path, self.session_id) if log_base_path is not None else None
         if system_prompt is not None:
             self._record({"type": "system_prompt", "system_prompt": system_prompt})
-
-    @staticmethod
-    def _compaction_config(value: Any) -> CompactionConfig | None:
-        if value is None or isinstance(value, CompactionConfig):
-            return value
-        if not isinstance(value, Mapping):
-            raise wrong_type("compaction", "CompactionConfig or dict", value)
-        try:
-            return CompactionConfig.model_validate(dict(value))
-        except ValidationError as exc:
-            raise config_error(exc, "compaction.") from None
 
     # ---- reading -------------------------------------------------------------------------------
     @property

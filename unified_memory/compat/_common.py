@@ -8,19 +8,17 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, TypeVar
+from typing import Any
 
-from pydantic import BaseModel, ValidationError
+from pydantic import ValidationError
 
-from unified_memory.config import config_error
 from unified_memory.errors import wrong_type
 from unified_memory.types import Message
 from unified_memory.validation import pydantic_error
 
-__all__ = ["llm_dict", "as_message", "coerce_config", "OPTIONAL_FIELDS"]
+__all__ = ["llm_dict", "as_message", "OPTIONAL_FIELDS"]
 
 OPTIONAL_FIELDS = ("name", "tool_calls", "tool_call_id", "images", "reasoning_details")
-_C = TypeVar("_C", bound=BaseModel)
 
 
 def llm_dict(message: Message) -> dict[str, Any]:
@@ -50,18 +48,3 @@ def as_message(message: Any, field: str = "message") -> Message:
         return Message.model_validate(dict(message))
     except ValidationError as exc:
         raise pydantic_error(field, exc) from None
-
-
-def coerce_config(cls: type[_C], value: Any, field: str = "config") -> _C:
-    """``value`` (an instance of ``cls``, a dict of its fields, or ``None`` for the defaults)
-    as a ``cls``; a bad field is a ``ConfigError`` naming it (``config.safety_ratio``)."""
-    if value is None:
-        return cls()
-    if isinstance(value, cls):
-        return value
-    if not isinstance(value, Mapping):
-        raise wrong_type(field, f"{cls.__name__} or dict", value)
-    try:
-        return cls.model_validate(dict(value))
-    except ValidationError as exc:
-        raise config_error(exc, f"{field}.") from None

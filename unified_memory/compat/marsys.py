@@ -28,8 +28,8 @@ from unified_memory.compaction import (
     ToolTruncationConfig,
     summary_message,
 )
-from unified_memory.compat._common import coerce_config, llm_dict
-from unified_memory.config import _Config, config_error
+from unified_memory.compat._common import llm_dict
+from unified_memory.config import _Config, coerce_config, config_error
 from unified_memory.conversation import Conversation
 from unified_memory.errors import NotFoundError, invalid, wrong_type
 from unified_memory.events import MemoryEvent

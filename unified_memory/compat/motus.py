@@ -24,7 +24,8 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from unified_memory.compaction import CompactionConfig, ToolTruncationConfig, truncate_tool_results
-from unified_memory.compat._common import as_message, coerce_config, llm_dict
+from unified_memory.compat._common import as_message, llm_dict
+from unified_memory.config import coerce_config
 from unified_memory.conversation import Conversation
 from unified_memory.conversation_state import ConversationState
 from unified_memory.errors import ConfigError, invalid, wrong_type
