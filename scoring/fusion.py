@@ -147,6 +147,7 @@ def diversify(scores: Sequence[float], terms: Sequence[frozenset[str]], *, limit
     # possibly stale scores finds the best item by refreshing only those that reach the
     # top (against the picks made since they were scored). Same picks as the eager loop.
     redundancy = [0.0] * len(scores)
+    sizes = [len(t) for t in terms]
     seen = [0] * len(scores)  # how many picks each item's redundancy accounts for
     heap = [(-score, i) for i, score in enumerate(scores)]
     heapq.heapify(heap)
@@ -154,11 +155,14 @@ def diversify(scores: Sequence[float], terms: Sequence[frozenset[str]], *, limit
     while heap and len(picked) < limit:
         _, i = heapq.heappop(heap)
         if seen[i] < len(picked):
+            mine, size, worst = terms[i], sizes[i], redundancy[i]
             for chosen, _ in picked[seen[i]:]:
-                union = len(terms[i] | terms[chosen])
-                if union:
-                    jaccard = len(terms[i] & terms[chosen]) / union
-                    redundancy[i] = max(redundancy[i], max(0.0, jaccard - overlap) / (1.0 - overlap))
+                shared = len(mine & terms[chosen])
+                if shared:  # Jaccard = shared / union, with the union counted from the sizes
+                    excess = shared / (size + sizes[chosen] - shared) - overlap
+                    if excess > 0 and excess / (1.0 - overlap) > worst:
+                        worst = excess / (1.0 - overlap)
+            redundancy[i] = worst
             seen[i] = len(picked)
             heapq.heappush(heap, (-(scores[i] * (1.0 - diversity * redundancy[i])), i))
             continue

@@ -110,7 +110,7 @@ class DocumentIndex:
         """
         use_lexical = mode in ("lexical", "hybrid")
         use_dense = mode in ("embedding", "hybrid") and self.dense is not None and vector is not None
-        size = max(2 * want, 16)
+        size = want + max(4, want // 4)  # a little slack for rows the filter drops; more if short
         while True:
             lexical = self.lexical.search(user_id, query, size) if use_lexical else []
             dense = self.dense.search(user_id, vector, size) if use_dense else []  # type: ignore[union-attr]

@@ -171,11 +171,16 @@ class EntityGraph:
         """
         if not entity_ids:
             return set()
-        marks = ",".join("?" * len(entity_ids))
+        values = ",".join(["(?)"] * len(entity_ids))
+        # Indexed existence checks that stop at the first row: a busy entity ("my sister")
+        # can have thousands of relations, and all it takes is one that is current.
         rows = self.storage.execute(
-            f"SELECT e FROM (SELECT subject_id AS e, valid_to FROM triples WHERE subject_id IN ({marks}) "
-            f"UNION ALL SELECT object_id AS e, valid_to FROM triples WHERE object_id IN ({marks})) "
-            "GROUP BY e HAVING SUM(valid_to IS NULL) = 0", [*entity_ids, *entity_ids]).fetchall()
+            f"WITH ids(e) AS (VALUES {values}) SELECT e FROM ids WHERE "
+            "NOT EXISTS (SELECT 1 FROM triples INDEXED BY triples_subject WHERE subject_id = e AND valid_to IS NULL) "
+            "AND NOT EXISTS (SELECT 1 FROM triples INDEXED BY triples_object WHERE object_id = e AND valid_to IS NULL) "
+            "AND (EXISTS (SELECT 1 FROM triples INDEXED BY triples_subject WHERE subject_id = e) "
+            "OR EXISTS (SELECT 1 FROM triples INDEXED BY triples_object WHERE object_id = e))",
+            list(entity_ids)).fetchall()
         return {row[0] for row in rows}
 
     def own_names(self, user_id: str) -> list[str]:
@@ -297,16 +302,13 @@ class EntityGraph:
 
     def search(self, scope: Scope, query: str, want: int, *, since: float | None = None,
                where: dict[str, Any] | None = None, vector: Any = None,
-               mode: SearchMode = "lexical") -> list[tuple[Candidate, Entity, str]]:
-        """Candidates among the user's entities: ``(candidate, entity, description)``."""
+               mode: SearchMode = "lexical") -> list[tuple[Candidate, str]]:
+        """Candidates among the user's entities: ``(candidate, description)``; each
+        candidate's ``row`` holds the stored columns (JSON ones still encoded)."""
         sql, params = recall_filter(scope, where=where, since=since, time_column="last_seen")
         found = self.index.search(scope.user_id, query, want, table="entities", columns=_ENTITY_COLUMNS,
                                   filter_sql=sql, filter_params=params, vector=vector, mode=mode)
-        out = []
-        for candidate in found:
-            entity = _to_entity(candidate.row)
-            out.append((candidate, entity, candidate.row["description"] or self.describe(entity, [])))
-        return out
+        return [(c, c.row["description"] or self.describe(_to_entity(c.row), [])) for c in found]
 
     def entities(self, scope: Scope, *, type: str | None = None, limit: int | None = None) -> list[Entity]:
         """The user's entities, most mentioned first."""
@@ -359,9 +361,9 @@ class EntityGraph:
                 break
             marks = ",".join("?" * len(frontier))
             rows = self.storage.execute(
-                f"SELECT id, subject_id, object_id FROM triples WHERE user_id = ? AND "
-                f"(subject_id IN ({marks}) OR object_id IN ({marks}))",
-                [scope.user_id, *frontier, *frontier]).fetchall()
+                f"SELECT id, subject_id, object_id FROM triples WHERE subject_id IN ({marks}) AND user_id = ? "
+                f"UNION SELECT id, subject_id, object_id FROM triples WHERE object_id IN ({marks}) AND user_id = ?",
+                [*frontier, scope.user_id, *frontier, scope.user_id]).fetchall()
             frontier = set()
             for triple_id, subject_id, object_id in rows:
                 seen_triples.add(triple_id)
@@ -386,13 +388,17 @@ class EntityGraph:
         if not entity_ids:
             return []
         marks = ",".join("?" * len(entity_ids))
+        # Two indexed lookups (an OR across the two columns would scan every triple).
         rows = self.storage.execute(
-            f"SELECT subject_id, predicate, object_id FROM triples WHERE user_id = ? AND valid_to IS NULL "
-            f"AND (subject_id IN ({marks}) OR object_id IN ({marks})) ORDER BY seq DESC LIMIT ?",
-            [scope.user_id, *entity_ids, *entity_ids, 4 * limit]).fetchall()
+            f"SELECT id, subject_id, predicate, object_id, seq FROM triples INDEXED BY triples_subject "
+            f"WHERE subject_id IN ({marks}) "
+            f"AND user_id = ? AND valid_to IS NULL UNION SELECT id, subject_id, predicate, object_id, seq "
+            f"FROM triples INDEXED BY triples_object WHERE object_id IN ({marks}) AND user_id = ? AND valid_to IS NULL "
+            "ORDER BY seq DESC LIMIT ?",
+            [*entity_ids, scope.user_id, *entity_ids, scope.user_id, 4 * limit]).fetchall()
         start = set(entity_ids)
         via: dict[str, tuple[str, str]] = {}
-        for subject_id, predicate, object_id in rows:
+        for _, subject_id, predicate, object_id, _ in rows:
             other, origin = (object_id, subject_id) if subject_id in start else (subject_id, object_id)
             if other not in start:
                 via.setdefault(other, (origin, predicate))
@@ -410,7 +416,9 @@ class EntityGraph:
             if row is not None:
                 entity = _to_entity(row)
                 out.append((origin, predicate, entity, row["description"] or self.describe(entity, [])))
-        return out[:limit]
+                if len(out) == limit:
+                    break
+        return out
 
     def counts(self, user_id: str) -> tuple[int, int]:
         """``(entities, triples)`` held for the user."""

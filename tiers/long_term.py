@@ -260,14 +260,18 @@ class LongTermFacts:
 
     def search(self, scope: Scope, query: str, want: int, *, since: float | None = None,
                where: dict[str, Any] | None = None, now: float, vector: Any = None,
-               mode: SearchMode = "lexical") -> list[tuple[Candidate, Fact]]:
+               mode: SearchMode = "lexical") -> list[Candidate]:
         """Candidates among the user's live facts (active or superseded, not expired)
-        that pass the filters. ``since`` applies to the last time the fact was stated."""
+        that pass the filters. ``since`` applies to the last time the fact was stated.
+
+        Each candidate's ``row`` holds the stored columns (JSON ones still encoded):
+        recall scores many more candidates than it keeps, so records are built by the
+        caller, for the kept ones."""
         sql, params = recall_filter(scope, where=where, since=since, time_column="updated_at")
         sql += " AND status IN ('active', 'superseded') AND (expires_at IS NULL OR expires_at > ?)"
         found = self.index.search(scope.user_id, query, want, table="facts", columns=_COLUMNS, filter_sql=sql,
                                   filter_params=[*params, now], vector=vector, mode=mode)
-        return [(candidate, _row_to_fact(candidate.row)) for candidate in found]
+        return found
 
     def list(self, scope: Scope, *, include_inactive: bool = False, category: str | None = None,
              limit: int | None = None, order: Literal["time", "importance"] = "time",

@@ -39,7 +39,7 @@ from tiers.entities import EntityGraph, entity_importance
 from tiers.episodic import EpisodicLog, index_text
 from tiers.long_term import LongTermFacts
 from tiers.short_term import ShortTermWindow
-from tiers.storage import Scope
+from tiers.storage import Scope, loads
 from unified_memory.config import RankingConfig
 from unified_memory.types import TIERS, RecallHit, utc_from_timestamp
 
@@ -55,31 +55,35 @@ def _scale(candidates: Iterable[Candidate], ranking: RankingConfig) -> float:
 
 
 def _relevance(candidate: Candidate, scale: float, mode: str, ranking: RankingConfig,
-               weight: float = 1.0) -> tuple[float, dict[str, Any]]:
-    """One candidate's relevance in [0, 1] from its lexical and dense scores, with the parts;
-    ``weight`` multiplies the lexical part."""
+               weight: float = 1.0, *, parts: dict[str, Any] | None = None) -> float:
+    """One candidate's relevance in [0, 1] from its lexical and dense scores; ``weight``
+    multiplies the lexical part. ``parts``, when given, receives how it was made."""
     match = candidate.lexical
     lexical = weight * match.score / scale if match is not None and scale > 0 else 0.0
-    parts: dict[str, Any] = {"bm25": round(match.score, 6) if match else 0.0,
-                             "matched": " ".join(match.matched_terms) if match else ""}
+    if parts is not None:
+        parts.update(bm25=round(match.score, 6) if match else 0.0,
+                     matched=" ".join(match.matched_terms) if match else "")
     if mode == "lexical":
-        return lexical, parts
+        return lexical
     similarity = candidate.dense
     dense = (dense_relevance(similarity, floor=ranking.dense_floor, ceiling=ranking.dense_ceiling)
              if similarity is not None else 0.0)
-    parts.update(lexical=round(lexical, 6), dense=round(dense, 6),
-                 cosine=round(similarity, 6) if similarity is not None else None)
+    if parts is not None:
+        parts.update(lexical=round(lexical, 6), dense=round(dense, 6),
+                     cosine=round(similarity, 6) if similarity is not None else None)
     if mode == "embedding":
-        return dense, parts
-    return hybrid_relevance(lexical, dense, lexical_weight=ranking.lexical_weight), parts
+        return dense
+    return hybrid_relevance(lexical, dense, lexical_weight=ranking.lexical_weight)
 
 
 def _hit(tier: str, item_id: str, text: str, candidate: Candidate, *, scale: float, mode: str, importance: float,
          stamp: float | None, now: float, ranking: RankingConfig, superseded: bool = False,
-         metadata: dict[str, Any], extra: dict[str, Any], source: str | None = None,
+         metadata: dict[str, Any] | str | None, extra: dict[str, Any], source: str | None = None,
          lexical_weight: float = 1.0) -> dict[str, Any]:
-    """The fields of one :class:`RecallHit` (built only for the hits that are kept)."""
-    relevance, parts = _relevance(candidate, scale, mode, ranking, lexical_weight)
+    """The fields of one :class:`RecallHit`. Recall scores several times more candidates
+    than it keeps, so ``components`` holds only ``extra`` (and later notes) until the
+    hit is kept; ``_base`` rebuilds the score's parts then (:func:`_components`)."""
+    relevance = _relevance(candidate, scale, mode, ranking, lexical_weight)
     fresh = recency(age_seconds=now - stamp, half_life_days=ranking.recency_half_life_days) if stamp else 0.0
     # BM25 sums can differ in the last bits between an index built incrementally and one
     # rebuilt from the store; rounding keeps scores (and so ties) stable across reopening.
@@ -87,9 +91,21 @@ def _hit(tier: str, item_id: str, text: str, candidate: Candidate, *, scale: flo
                  tier_weight=ranking.tier_weights.get(tier, 1.0), superseded=superseded, base=ranking.base,
                  importance_weight=ranking.importance_weight, recency_weight=ranking.recency_weight,
                  superseded_penalty=ranking.superseded_penalty)
-    components: dict[str, Any] = {**fused.components(), **parts, **extra}
-    return {"id": item_id, "tier": tier, "text": text, "score": round(fused.score, 9), "components": components,
-            "metadata": metadata, "created_at": utc_from_timestamp(stamp), "_source": source or item_id}
+    return {"id": item_id, "tier": tier, "text": text, "score": round(fused.score, 9), "components": extra,
+            "metadata": metadata, "created_at": stamp, "_source": source or item_id,
+            "_base": (fused, candidate, scale, mode, ranking, lexical_weight)}
+
+
+def _components(hit: dict[str, Any]) -> dict[str, Any]:
+    """All of a hit's score components: the fused parts, how relevance was made, then
+    the tier's own fields and any notes added since (time match, redundancy)."""
+    base = hit.get("_base")
+    if base is None:
+        return hit["components"]
+    fused, candidate, scale, mode, ranking, weight = base
+    parts: dict[str, Any] = {}
+    _relevance(candidate, scale, mode, ranking, weight, parts=parts)
+    return {**fused.components(), **parts, **hit["components"]}
 
 
 def first_person(query: str, graph: EntityGraph, user_id: str) -> str:
@@ -142,37 +158,41 @@ def federated_recall(
     hits: list[dict[str, Any]] = []
     if "long_term" in tiers:
         found_facts = facts.search(scope, query, want, now=now, **search)
-        scale = _scale((c for c, _ in found_facts), ranking)
-        for candidate, fact in found_facts:
-            stated = fact.updated_at.timestamp()
-            confidence = decayed_confidence(fact.confidence, age_seconds=max(0.0, now - stated),
+        scale = _scale(found_facts, ranking)
+        for candidate in found_facts:
+            row = candidate.row
+            stated = row["updated_at"]
+            confidence = decayed_confidence(row["confidence"], age_seconds=max(0.0, now - stated),
                                             half_life_days=ranking.confidence_half_life_days)
+            sources = loads(row["source_message_ids"], [])
+            valid_to = row["valid_to"]
             hit = _hit(
-                "long_term", fact.id, fact.text, candidate, scale=scale, mode=mode, importance=fact.importance,
-                source=fact.source_message_ids[0] if fact.source_message_ids else fact.id,
-                stamp=stated, now=now, ranking=ranking, superseded=fact.status == "superseded",
-                metadata=fact.metadata, extra={"status": fact.status, "category": fact.category,
-                                               "valid_to": fact.valid_to.isoformat() if fact.valid_to else None,
-                                               "confidence": round(confidence, 6)})
+                "long_term", row["id"], row["text"], candidate, scale=scale, mode=mode, importance=row["importance"],
+                source=sources[0] if sources else row["id"], stamp=stated, now=now, ranking=ranking,
+                superseded=row["status"] == "superseded", metadata=row["metadata"],
+                extra={"status": row["status"], "category": row["category"],
+                       "valid_to": utc_from_timestamp(valid_to).isoformat() if valid_to is not None else None,
+                       "confidence": round(confidence, 6)})
             # Unconfirmed for long, a fact is less sure (reinforcing it restores confidence).
             hit["score"] = round(hit["score"] * (1.0 - ranking.confidence_weight * (1.0 - confidence)), 9)
             hits.append(hit)
     if "entity" in tiers:
         found_entities = graph.search(scope, query, want, **search)
-        scale = _scale((c for c, _, _ in found_entities), ranking)
-        former = graph.ended_only([entity.id for _, entity, _ in found_entities])
-        for candidate, entity, description in found_entities:
+        scale = _scale((c for c, _ in found_entities), ranking)
+        former = graph.ended_only([c.id for c, _ in found_entities])
+        for candidate, description in found_entities:
+            row = candidate.row
             # A query naming a person, place or organisation asks about it; a bare "thing"
             # (an attribute value such as "peanuts") gets no boost over the fact it came from.
-            name_terms = term_set(entity.name)
+            name_terms = term_set(row["name"])
             matched = set(candidate.lexical.matched_terms) if candidate.lexical else set()
             mentioned = bool(name_terms) and name_terms <= matched
-            named = mentioned and entity.type != "thing"
+            named = mentioned and row["type"] != "thing"
             hit = _hit(
-                "entity", entity.id, description, candidate, scale=scale, mode=mode,
-                importance=entity_importance(entity.mention_count), stamp=entity.last_seen.timestamp(), now=now,
-                ranking=ranking, metadata=entity.metadata, superseded=entity.id in former,
-                extra={"entity": entity.name, "type": entity.type, "mentions": entity.mention_count,
+                "entity", row["id"], description, candidate, scale=scale, mode=mode,
+                importance=entity_importance(row["mention_count"]), stamp=row["last_seen"], now=now,
+                ranking=ranking, metadata=row["metadata"], superseded=row["id"] in former,
+                extra={"entity": row["name"], "type": row["type"], "mentions": row["mention_count"],
                        "name_match": named})
             if named:  # the query names this entity: stronger evidence than a word in its relations
                 hit["score"] = round(hit["score"] * ranking.entity_name_boost, 9)
@@ -216,7 +236,19 @@ def federated_recall(
         for hit in hits:
             _weigh_time(hit, window_named, ranking)
     hits.sort(key=lambda h: (-h["score"], TIER_ORDER[h["tier"]], h["id"]))
-    return [RecallHit(**fields) for fields in _diverse(_one_per_source(hits), limit, ranking.diversity)]
+    return [_recall_hit(fields) for fields in _diverse(_one_per_source(hits), limit, ranking.diversity)]
+
+
+def _recall_hit(fields: dict[str, Any]) -> RecallHit:
+    """The record of one kept hit: its components built, stored metadata (still JSON)
+    decoded, its time made a datetime — for the hits kept, not every candidate scored."""
+    fields["components"] = _components(fields)
+    fields.pop("_base", None)
+    if isinstance(fields["metadata"], str) or fields["metadata"] is None:
+        fields["metadata"] = loads(fields["metadata"], {})
+    if isinstance(fields["created_at"], float | int):
+        fields["created_at"] = utc_from_timestamp(fields["created_at"])
+    return RecallHit(**fields)
 
 
 def _diverse(hits: list[dict[str, Any]], limit: int, diversity: float) -> list[dict[str, Any]]:
@@ -264,7 +296,7 @@ def _hops(hits: list[dict[str, Any]], graph: EntityGraph, scope: Scope, *, since
             have.add(entity.id)
             out.append({"id": entity.id, "tier": "entity", "text": description,
                         "score": round(source["score"] * factor, 9),
-                        "components": {**source["components"], "name_match": False, "entity": entity.name,
+                        "components": {**_components(source), "name_match": False, "entity": entity.name,
                                        "type": entity.type, "mentions": entity.mention_count,
                                        "hop_from": source["components"]["entity"], "via": predicate},
                         "metadata": entity.metadata, "created_at": entity.last_seen, "_source": entity.id})
@@ -277,7 +309,8 @@ def _weigh_time(hit: dict[str, Any], window: TimeWindow, ranking: RankingConfig)
     ``temporal_weight`` of their score (entities describe no single moment)."""
     if hit["tier"] == "entity" or hit["created_at"] is None:
         return
-    affinity = time_affinity(hit["created_at"].timestamp(), window, tolerance_days=ranking.temporal_tolerance_days)
+    stamp = hit["created_at"]
+    affinity = time_affinity(stamp if isinstance(stamp, float | int) else stamp.timestamp(), window, tolerance_days=ranking.temporal_tolerance_days)
     hit["score"] = round(hit["score"] * (1.0 - ranking.temporal_weight * (1.0 - affinity)), 9)
     hit["components"].update(time_window=window.phrase, time_match=round(affinity, 6))
 

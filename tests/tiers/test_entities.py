@@ -43,8 +43,8 @@ def test_neighbors_by_depth():
 def test_search_finds_entity_through_its_relations():
     graph = graph_with(("user", "has_sister", "Maria"), ("Maria", "lives_in", "Lisbon"))
     found = graph.search(ADA, "where does my sister live", 5)
-    assert found[0][1].name == "Maria"
-    assert "Maria lives in Lisbon" in found[0][2]
+    assert found[0][0].row["name"] == "Maria"
+    assert "Maria lives in Lisbon" in found[0][1]
 
 
 def test_graph_is_per_user():
@@ -67,7 +67,7 @@ def test_single_valued_relations_end_the_previous_one():
     assert state["user lives in Lisbon"].timestamp() == 9.0
     assert state["user lives in Berlin"] is None
     assert state["user likes jazz"] is None and state["user likes tea"] is None  # likes is many-valued
-    [(_, _, lisbon)] = [r for r in graph.search(ADA, "Lisbon", 5) if r[1].name == "Lisbon"]
+    [(_, lisbon)] = [r for r in graph.search(ADA, "Lisbon", 5) if r[0].row["name"] == "Lisbon"]
     assert lisbon == "Lisbon (thing): user formerly lives in Lisbon"
     # moving back revives the old relation and ends the other
     with graph.storage.atomic():

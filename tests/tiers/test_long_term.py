@@ -43,7 +43,7 @@ def test_contradiction_supersedes_and_keeps_history():
     assert history[old.id].superseded_by == new.id
     assert [f.id for f in facts.list(ADA)] == [new.id]
     # still searchable as history
-    assert {f.id for _, f in facts.search(ADA, "Lisbon", 5, now=11 * DAY)} == {old.id}
+    assert {f.row["id"] for f in facts.search(ADA, "Lisbon", 5, now=11 * DAY)} == {old.id}
 
 
 def test_same_slot_same_value_reinforces():
@@ -65,7 +65,7 @@ def test_users_never_see_each_others_facts():
     facts = make()
     add(facts, FactInput("My PIN is 1234", 0.9), scope=Scope("ada"))
     add(facts, FactInput("My PIN is 9999", 0.9), scope=Scope("bob"))
-    assert [f.text for _, f in facts.search(Scope("bob"), "PIN", 10, now=0.0)] == ["My PIN is 9999"]
+    assert [f.row["text"] for f in facts.search(Scope("bob"), "PIN", 10, now=0.0)] == ["My PIN is 9999"]
     [write] = add(facts, FactInput("My PIN is 1234", 0.9), scope=Scope("bob"))
     assert write.action == "created"  # dedupe is per user
 
@@ -75,7 +75,7 @@ def test_agent_scope_sees_own_and_shared_facts():
     add(facts, FactInput("shared fact about tea", 0.5), scope=Scope("ada"))
     add(facts, FactInput("bot one fact about tea", 0.5), scope=Scope("ada", "one"))
     add(facts, FactInput("bot two fact about tea", 0.5), scope=Scope("ada", "two"))
-    seen = {f.text for _, f in facts.search(Scope("ada", "one"), "tea", 10, now=0.0)}
+    seen = {f.row["text"] for f in facts.search(Scope("ada", "one"), "tea", 10, now=0.0)}
     assert seen == {"shared fact about tea", "bot one fact about tea"}
     assert len(facts.search(Scope("ada"), "tea", 10, now=0.0)) == 3
 
@@ -104,7 +104,7 @@ def test_eviction_prefers_unimportant_unused_old_facts_and_spares_the_new_one():
     assert {f.text for f in facts.list(ADA)} == {"old important fact", "used trivial note",
                                                   "brand new trivial note"}
     assert facts.search(ADA, "old trivial", 5, now=60 * DAY) == [] or all(
-        f.id != writes[0].id for _, f in facts.search(ADA, "old trivial", 5, now=60 * DAY))
+        f.id != writes[0].id for f in facts.search(ADA, "old trivial", 5, now=60 * DAY))
 
 
 def test_protected_facts_go_last_even_when_unimportant():
@@ -120,9 +120,9 @@ def test_search_filters_by_metadata_and_time():
     facts = make()
     add(facts, FactInput("tea with lemon", 0.5, metadata={"topic": "drinks"}), now=0.0)
     add(facts, FactInput("tea ceremony in Kyoto", 0.5, metadata={"topic": "travel"}), now=10 * DAY)
-    assert [f.text for _, f in facts.search(ADA, "tea", 5, where={"topic": "travel"}, now=10 * DAY)] == [
+    assert [f.row["text"] for f in facts.search(ADA, "tea", 5, where={"topic": "travel"}, now=10 * DAY)] == [
         "tea ceremony in Kyoto"]
-    assert [f.text for _, f in facts.search(ADA, "tea", 5, since=5 * DAY, now=10 * DAY)] == [
+    assert [f.row["text"] for f in facts.search(ADA, "tea", 5, since=5 * DAY, now=10 * DAY)] == [
         "tea ceremony in Kyoto"]
 
 
@@ -132,5 +132,5 @@ def test_index_is_rebuilt_from_the_store_after_reopen(tmp_path):
     add(facts, FactInput("I adopted a greyhound named Pixel", 0.8))
     facts.storage.close()
     reopened = LongTermFacts(Storage(path))
-    assert [f.text for _, f in reopened.search(ADA, "greyhound", 5, now=0.0)] == [
+    assert [c.row["text"] for c in reopened.search(ADA, "greyhound", 5, now=0.0)] == [
         "I adopted a greyhound named Pixel"]
