@@ -70,6 +70,7 @@ from _synthetic import (  # noqa: E402
 BATCH = 5000
 TURNS = 500
 CONTEXT_QUERIES = 100
+FOLLOWER_ROUNDS = 30
 N_NEEDLES = 50
 HASH_DIM = 384
 MODES = ("lexical", "hashing", "model")
@@ -165,6 +166,7 @@ def run_ours(n: int, mode: str, n_queries: int, path: Path, write_budget: float)
             assert mem.context(q, max_tokens=2000).tokens <= 2000
 
         res["context"] = _p(_ms(context, qs[:CONTEXT_QUERIES]))
+        res["follower"] = _follower(mem, path, mode, qs)
         hits = [[h.text for h in mem.recall(nd.query, limit=10)] for nd in needles]
         res["quality"] = _recall_at(hits, [nd.key for nd in needles])
     finally:
@@ -183,6 +185,20 @@ def run_ours(n: int, mode: str, n_queries: int, path: Path, write_budget: float)
                 res[f"{retrieval}_only_quality"] = _recall_at(hits, [nd.key for nd in needles])
     res.update(status="ok", wall_s=time.perf_counter() - t_start, rss_mb=_rss_mb())
     return res
+
+
+def _follower(writer: Any, path: Path, mode: str, qs: list[str]) -> dict[str, float]:
+    """Recall by a second connection (another process sharing the file) right after the
+    writer's turn: it replays the journalled change instead of rebuilding its indexes."""
+    with _open(path, mode) as other:
+        other.recall(qs[0], limit=10)
+        times = []
+        for i, q in enumerate(qs[:FOLLOWER_ROUNDS]):
+            writer.add_turn(f"Follower round {i}: I passed the {NOUNS[i % len(NOUNS)]} market", "Nice.")
+            t0 = time.perf_counter()
+            other.recall(q, limit=10)
+            times.append((time.perf_counter() - t0) * 1000)
+    return _p(times)
 
 
 def run_peer(n: int, n_queries: int, budget: float) -> dict[str, Any]:
@@ -393,12 +409,14 @@ def report(args: argparse.Namespace, argv: list[str], ours: dict, peer: dict, ve
             f"{size:,}", mode, r["index"], f"{r['write_rate']:,.0f}", f"{r['turn_rate']:,.0f}",
             f"{r['recall']['p50']:.2f} / {r['recall']['p95']:.2f}",
             "–" if emb is None else f"{emb:.2f} / {lex:.2f}",
-            f"{r['context']['p50']:.2f}", f"{r['first_recall_s']:.2f}", f"{r['reopen_s']:.2f}",
+            f"{r['context']['p50']:.2f}", f"{r['follower']['p50']:.2f}", f"{r['first_recall_s']:.2f}",
+            f"{r['reopen_s']:.2f}",
             f"{r['rss_mb']:,.0f}",
             f"{q['r@1']:.2f} / {q['r@5']:.2f}", f"{r['wall_s']:,.0f}"])
     ours_table = table(["facts", "mode", "vector index", "bulk write facts/s", "add_turn turns/s",
                         "recall p50 / p95 ms", "embedding-only / lexical-only p50 ms (same file)",
-                        "context p50 ms", "first recall after the write s", "reopen s", "peak RSS MB",
+                        "context p50 ms", "recall after another process's turn p50 ms",
+                        "first recall after the write s", "reopen s", "peak RSS MB",
                         "R@1 / R@5", "run s"], ok_rows)
     extra = []
     for (size, mode), r in sorted(ours.items(), key=_order):
@@ -439,7 +457,9 @@ def report(args: argparse.Namespace, argv: list[str], ours: dict, peer: dict, ve
         f"templates plus {N_NEEDLES} labelled needles, written with `remember_many` in batches of {BATCH:,} "
         f"into a durable SQLite file; add_turn: {TURNS} durable user + assistant turns on the loaded file; "
         f"recall: `recall(q, limit=10)` over {args.queries} distinct queries; context: "
-        f"`context(q, max_tokens=2000)` over {CONTEXT_QUERIES}; reopen: close, open, first recall. "
+        f"`context(q, max_tokens=2000)` over {CONTEXT_QUERIES}; recall after another process's turn: a second "
+        f"connection to the file recalls right after the first adds a turn ({FOLLOWER_ROUNDS} rounds; it "
+        "replays the journalled change, see `tiers/journal.py`); reopen: close, open, first recall. "
         f"`hashing` = hybrid with `HashingEmbedder({HASH_DIM})` (no model; isolates the vector index), "
         "`model` = hybrid with the bundled model. R@k: 50 queries whose answer fact is known by "
         "construction (an instrument + far-away place pair that only one fact holds; the answer is the "

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
 from scoring.lexical import LexicalMatch
+from tiers.journal import IndexJournal
 from tiers.partitions import Loader, PartitionedIndex
 from tiers.storage import Storage
 
@@ -63,7 +64,8 @@ class DocumentIndex:
         self.loader = loader
         self.kind = kind
         self.parts = parts  # how the dense index splits a document into separately embedded texts
-        self.lexical = PartitionedIndex(storage, loader, k1=k1, b=b)
+        self.journal = IndexJournal(storage, kind)
+        self.lexical = PartitionedIndex(storage, loader, kind=kind, k1=k1, b=b)
         self.dense: DensePartitions | None = None
 
     def attach_dense(self, dense: DensePartitions | None) -> None:
@@ -71,24 +73,34 @@ class DocumentIndex:
         self.dense = dense
 
     def add(self, user_id: str, items: Iterable[tuple[str, str]]) -> None:
-        """Index new or changed documents in every kind of partition."""
+        """Index new or changed documents in every kind of partition, and journal them
+        for the other processes sharing the file (call inside the write)."""
         items = list(items)
+        self.journal.put(user_id, items)
         self.lexical.add(user_id, items)
         if self.dense is not None and items:
             self.dense.add(user_id, items)
 
     def remove(self, user_id: str, keys: Iterable[str]) -> None:
-        """Drop documents from every kind of partition."""
+        """Drop documents from every kind of partition (journalled like :meth:`add`)."""
         keys = list(keys)
+        self.journal.delete(user_id, keys)
         self.lexical.remove(user_id, keys)
         if self.dense is not None and keys:
             self.dense.remove(user_id, keys)
 
     def invalidate(self, user_id: str | None = None) -> None:
-        """Forget in-memory state so it is rebuilt (or re-checked) from the store."""
+        """Forget this process's in-memory state so it is rebuilt (or re-checked) from the store."""
         self.lexical.invalidate(user_id)
         if self.dense is not None:
             self.dense.invalidate(user_id)
+
+    def reset(self, user_id: str | None) -> None:
+        """:meth:`invalidate` here and in every process sharing the file, for changes
+        too broad to journal one by one (call inside the write). ``None``: every user
+        (what a whole-user deletion uses, so that no entry names the user afterwards)."""
+        self.journal.reset(user_id)
+        self.invalidate(user_id)
 
     def search(
         self,

@@ -295,7 +295,7 @@ class EntityGraph:
         self.storage.execute(f"DELETE FROM triples WHERE user_id = ? AND {agent_sql}", [scope.user_id, *params])
         cursor = self.storage.execute(f"DELETE FROM entities WHERE user_id = ? AND {agent_sql}",
                                       [scope.user_id, *params])
-        self.index.invalidate(scope.user_id)
+        self.index.reset(scope.user_id)
         return cursor.rowcount
 
     # -- reads ----------------------------------------------------------------------------

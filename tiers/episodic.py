@@ -226,7 +226,7 @@ class EpisodicLog:
         agent_sql, agent_params = ("agent_id = ?", [scope.agent_id]) if scope.agent_id else ("1", [])
         cursor = self.storage.execute(
             f"DELETE FROM messages WHERE user_id = ? AND {agent_sql}", [scope.user_id, *agent_params])
-        self.index.invalidate(scope.user_id)
+        self.index.reset(scope.user_id)
         return cursor.rowcount
 
 

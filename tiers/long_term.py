@@ -42,6 +42,9 @@ _COLUMNS = (
     "reinforcement_count, valid_from, valid_to, superseded_by, expires_at, source, source_message_ids, metadata"
 )
 # What reinforcement and slot checks need of an existing fact.
+#: What recall reads of each candidate (fewer columns read measurably faster).
+_SEARCH_COLUMNS = ("id, text, importance, category, confidence, status, updated_at, valid_to, "
+                   "source_message_ids, metadata")
 _LOOKUP_COLUMNS = "id, norm_key, value, importance, confidence, source_message_ids, expires_at"
 _REINFORCE_BOOST = 0.05
 
@@ -253,7 +256,7 @@ class LongTermFacts:
         agent_sql, params = ("agent_id = ?", [scope.agent_id]) if scope.agent_id else ("1", [])
         cursor = self.storage.execute(f"DELETE FROM facts WHERE user_id = ? AND {agent_sql}",
                                       [scope.user_id, *params])
-        self.index.invalidate(scope.user_id)
+        self.index.reset(scope.user_id)
         return cursor.rowcount
 
     # -- reads ----------------------------------------------------------------------------
@@ -264,12 +267,12 @@ class LongTermFacts:
         """Candidates among the user's live facts (active or superseded, not expired)
         that pass the filters. ``since`` applies to the last time the fact was stated.
 
-        Each candidate's ``row`` holds the stored columns (JSON ones still encoded):
+        Each candidate's ``row`` holds the columns recall reads (JSON ones still encoded):
         recall scores many more candidates than it keeps, so records are built by the
         caller, for the kept ones."""
         sql, params = recall_filter(scope, where=where, since=since, time_column="updated_at")
         sql += " AND status IN ('active', 'superseded') AND (expires_at IS NULL OR expires_at > ?)"
-        found = self.index.search(scope.user_id, query, want, table="facts", columns=_COLUMNS, filter_sql=sql,
+        found = self.index.search(scope.user_id, query, want, table="facts", columns=_SEARCH_COLUMNS, filter_sql=sql,
                                   filter_params=[*params, now], vector=vector, mode=mode)
         return found
 

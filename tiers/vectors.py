@@ -28,6 +28,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 import numpy as np
 
 from scoring.linalg import unit_rows
+from tiers.journal import IndexJournal
 from tiers.numpy_index import NumpyVectorIndex
 from tiers.storage import Storage
 from unified_memory.errors import invalid, wrong_type
@@ -206,7 +207,7 @@ class PartitionedVectors:
         self._deferring = 0
         self._pending: dict[str, dict[str, str]] = {}  # user -> id -> document, while deferring
         self._keys: dict[str, dict[str, str]] = {}  # user -> id -> index key, for synced users
-        self._data_version = storage.data_version()
+        self._journal = IndexJournal(storage, kind)
 
     def partition(self, user_id: str) -> str:
         """The index partition of a user: ``"<kind>/<user_id>"``."""
@@ -218,10 +219,26 @@ class PartitionedVectors:
         return f"{item_id}|{digest}"
 
     def _sync(self) -> None:
-        version = self.storage.data_version()
-        if version != self._data_version:  # another connection committed
+        """Replay what other processes changed since the last look (see :mod:`tiers.journal`);
+        their vectors are in the embedding cache already, so replaying embeds nothing."""
+        changes = self._journal.changes()
+        if changes is None:  # too far behind: re-check each user's partition against the store
             self._keys.clear()
-            self._data_version = version
+            return
+        for change in changes:
+            if change.user_id is None:
+                self._keys.clear()
+                continue
+            keys = self._keys.get(change.user_id)
+            if keys is None:  # not in step here anyway: checked against the store on next use
+                continue
+            if change.key is None:
+                del self._keys[change.user_id]
+            elif change.text is None:
+                if change.key in keys:
+                    self.index.delete(self.partition(change.user_id), [keys.pop(change.key)])
+            else:
+                self._put(change.user_id, keys, {change.key: change.text})
 
     def _put(self, user_id: str, keys: dict[str, str], items: dict[str, str]) -> None:
         """Upsert ``items`` (id -> text) not already held under the same key."""

@@ -150,6 +150,9 @@ def import_jsonl(mem: UnifiedMemory, source: Any, *, user_id: str | None = None)
     try:
         with view._write():
             result = import_rows(backend.storage, parsed, user_id=user_id)
+            for index in indexes:  # other processes sharing the file rebuild them too
+                for user in touched:
+                    index.journal.reset(user)
     finally:  # the derived indexes of every user the rows belong to are rebuilt from the store
         for index in indexes:
             for user in touched:
@@ -219,9 +222,9 @@ def forget(mem: UnifiedMemory, *, user_id: str | None = None, ids: Sequence[str]
     indexes = (backend.log.index, backend.facts.index, backend.graph.index)
     with view._write():
         if checked is None:
-            counts = delete_user_rows(storage, target)
-            for index in indexes:
-                index.invalidate(target)
+            counts = delete_user_rows(storage, target)  # the user's journal entries too
+            for index in indexes:  # every process rebuilds; no entry may name the forgotten user
+                index.reset(None)
             if backend.dense is not None:
                 for partitions in backend.dense.partitions.values():
                     partitions.drop(target)  # the numpy partition, or the chroma collection
@@ -260,6 +263,10 @@ def _forget_items(mem: UnifiedMemory, user_id: str, ids: list[str]) -> dict[str,
     backend.log.index.remove(user_id, [row["id"] for row in deleted.get("messages", [])])
     if deleted.get("messages"):  # the neighbouring turns' documents held the removed text
         backend.log.index.invalidate(user_id)
+    # The user's journal entries may hold the removed text: erased, and the other
+    # processes sharing the file rebuild the user's indexes instead (tiers.journal).
+    for index in (backend.facts.index, backend.graph.index, backend.log.index):
+        index.journal.reset(user_id)
     if storage.execute("SELECT 1 FROM embeddings WHERE user_id = ? LIMIT 1", [user_id]).fetchone():
         counts["embeddings"] = counts.get("embeddings", 0) + prune_embeddings(
             storage, user_id, _live_texts(mem, user_id))

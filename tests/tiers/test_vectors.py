@@ -5,6 +5,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tiers import journal
+from tiers.journal import IndexJournal
 from tiers.storage import Storage
 from tiers.vectors import EmbeddingCache, NumpyVectorIndex, PartitionedVectors, content_hash
 from unified_memory.errors import MemoryTypeError, MemoryValueError
@@ -227,13 +229,16 @@ class Docs:
         with store.atomic():
             store.execute("CREATE TABLE IF NOT EXISTS docs (user_id TEXT, id TEXT PRIMARY KEY, text TEXT)")
 
-    def put(self, user_id, item_id, text):
+    def put(self, user_id, item_id, text):  # journalled, as tiers.documents.DocumentIndex writes do
         with self.store.atomic():
             self.store.execute("INSERT OR REPLACE INTO docs VALUES (?, ?, ?)", [user_id, item_id, text])
+            IndexJournal(self.store, "facts").put(user_id, [(item_id, text)])
 
     def delete(self, item_id):
         with self.store.atomic():
+            [(user_id,)] = self.store.execute("SELECT user_id FROM docs WHERE id = ?", [item_id]).fetchall()
             self.store.execute("DELETE FROM docs WHERE id = ?", [item_id])
+            IndexJournal(self.store, "facts").delete(user_id, [item_id])
 
     def __call__(self, user_id):
         self.calls += 1
@@ -323,7 +328,7 @@ def test_search_only_returns_the_users_own_ids(items, query):
         assert sorted(found) == sorted(k for k, u in owner.items() if u == user)
 
 
-def test_commit_by_another_connection_is_picked_up(db_path):
+def test_commit_by_another_connection_is_replayed_from_the_journal(db_path):
     store, other = Storage(db_path), Storage(db_path)
     docs, dense = make(store)
     docs.put("ada", "f1", "loves jazz")
@@ -331,6 +336,18 @@ def test_commit_by_another_connection_is_picked_up(db_path):
     Docs(other).put("ada", "f2", "jazz concert in Lisbon")
     Docs(other).delete("f1")
     assert top(dense, "ada", "jazz") == ["f2"]
+    assert docs.calls == 1  # caught up without reloading the user's documents
+
+
+def test_a_follower_too_far_behind_rechecks_against_the_store(db_path, monkeypatch):
+    monkeypatch.setattr(journal, "REPLAY_LIMIT", 1)
+    store, other = Storage(db_path), Storage(db_path)
+    docs, dense = make(store)
+    docs.put("ada", "f1", "loves jazz")
+    assert top(dense, "ada", "jazz") == ["f1"]
+    Docs(other).put("ada", "f2", "jazz concert in Lisbon")
+    Docs(other).put("ada", "f3", "more jazz")
+    assert sorted(top(dense, "ada", "jazz")) == ["f1", "f2", "f3"]
     assert docs.calls == 2
 
 

@@ -1,0 +1,149 @@
+"""What each write changed in the derived indexes, for the other processes sharing the file.
+
+Every process keeps in-memory indexes derived from the store (BM25 postings, numpy
+vectors). When another connection commits, a process could drop them all and
+rebuild from the store — seconds per 100,000 documents, paid by every process after
+every foreign write. Instead, each write journals its document changes in the same
+transaction (``index_journal``: put a key's text, delete a key, or reset a user's
+partition), and a process that sees a foreign commit (``PRAGMA data_version``)
+replays the entries it has not seen, oldest first.
+
+A bulk write journals one reset instead of thousands of rows (rebuilding is then
+cheaper than replaying). The journal is bounded: writers keep the newest
+:data:`JOURNAL_KEEP` entries, and a reader that fell behind the pruned part, or
+has more than :data:`REPLAY_LIMIT` entries to replay, rebuilds everything, as if
+there were no journal. An in-memory store has one connection and journals nothing.
+
+    >>> from tiers.storage import Storage
+    >>> import tempfile, os
+    >>> path = os.path.join(tempfile.mkdtemp(), "m.db")
+    >>> writer, reader = Storage(path), Storage(path)
+    >>> follower = IndexJournal(reader, "facts")
+    >>> with writer.atomic():
+    ...     IndexJournal(writer, "facts").put("ada", [("f1", "I like tea")])
+    >>> [(c.user_id, c.key, c.text) for c in follower.changes()]
+    [('ada', 'f1', 'I like tea')]
+    >>> follower.changes()
+    []
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from tiers.storage import Storage
+
+__all__ = ["IndexJournal", "Change", "JOURNAL_KEEP", "REPLAY_LIMIT", "BULK_RESET"]
+
+#: Entries kept after pruning (older ones are deleted by the writer that crosses a multiple of it).
+JOURNAL_KEEP = 20_000
+#: More entries than this to replay: rebuilding from the store is the cheaper way to catch up.
+REPLAY_LIMIT = 5_000
+#: A write that changes more documents of one user than this journals one reset instead.
+BULK_RESET = 1_000
+_PRUNED_KEY = "index_journal_pruned_through"
+
+
+@dataclass(frozen=True, slots=True)
+class Change:
+    """One journalled change: ``key`` is ``None`` for a reset (of ``user_id``'s
+    partition, or every user's when ``user_id`` is ``None``); ``text`` is ``None`` for
+    a deletion."""
+
+    user_id: str | None
+    key: str | None
+    text: str | None
+
+
+class IndexJournal:
+    """Writes and follows the journal of one kind of document (``facts``, ``messages``,
+    ``entities``). A writer calls :meth:`put`, :meth:`delete` and :meth:`reset` inside
+    its write transaction; a follower calls :meth:`changes` before it reads its index."""
+
+    def __init__(self, storage: Storage, kind: str) -> None:
+        self.storage = storage
+        self.kind = kind
+        self.enabled = storage.path is not None
+        self._version = storage.data_version()
+        self._seen = self._head() if self.enabled else 0
+
+    # -- writing (inside the write transaction) -------------------------------------------
+
+    def put(self, user_id: str, items: Sequence[tuple[str, str]]) -> None:
+        """Journal new or changed documents of the user.
+
+        >>> from tiers.storage import Storage
+        >>> IndexJournal(Storage(None), "facts").put("ada", [("f1", "tea")])  # in memory: nothing to tell
+        """
+        if self.enabled and items:
+            if len(items) > BULK_RESET:
+                self.reset(user_id)
+            else:
+                self._write([(user_id, key, text) for key, text in items])
+
+    def delete(self, user_id: str, keys: Sequence[str]) -> None:
+        """Journal removed documents of the user.
+
+        >>> from tiers.storage import Storage
+        >>> IndexJournal(Storage(None), "facts").delete("ada", ["f1"])
+        """
+        if self.enabled and keys:
+            if len(keys) > BULK_RESET:
+                self.reset(user_id)
+            else:
+                self._write([(user_id, key, None) for key in keys])
+
+    def reset(self, user_id: str | None) -> None:
+        """Journal that the user's partition (every user's, for ``None``) must be
+        rebuilt from the store: a bulk change, or a deletion. The user's earlier entries
+        of this kind are erased (the reset supersedes them), so deleted text does not
+        outlive its rows here.
+
+        >>> from tiers.storage import Storage
+        >>> IndexJournal(Storage(None), "facts").reset(None)
+        """
+        if self.enabled:
+            if user_id is not None:
+                self.storage.execute("DELETE FROM index_journal WHERE user_id = ? AND kind = ?", [user_id, self.kind])
+            self._write([(user_id or "", None, None)])
+
+    def _write(self, rows: list[tuple[str, str | None, str | None]]) -> None:
+        storage = self.storage
+        storage.executemany(
+            "INSERT INTO index_journal (origin, kind, user_id, key, text) VALUES (?, ?, ?, ?, ?)",
+            [(storage.origin, self.kind, user, key, text) for user, key, text in rows])
+        head = self._head()
+        if head // JOURNAL_KEEP != (head - len(rows)) // JOURNAL_KEEP:  # crossed a multiple: prune
+            through = head - JOURNAL_KEEP
+            storage.execute("DELETE FROM index_journal WHERE seq <= ?", [through])
+            storage.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", [_PRUNED_KEY, str(through)])
+
+    def _head(self) -> int:
+        row = self.storage.execute("SELECT seq FROM sqlite_sequence WHERE name = 'index_journal'").fetchone()
+        return int(row[0]) if row else 0
+
+    # -- following --------------------------------------------------------------------------
+
+    def changes(self) -> list[Change] | None:
+        """What other connections journalled for this kind since the last call, oldest
+        first; ``None`` when replaying is not possible or not worth it (rebuild all)."""
+        if not self.enabled:
+            return []
+        version = self.storage.data_version()
+        if version == self._version:
+            return []
+        self._version = version
+        head = self._head()
+        if head <= self._seen:  # the sequence only grows: a smaller head means a replaced file
+            replaced, self._seen = head < self._seen, head
+            return None if replaced else []
+        seen, self._seen = self._seen, head
+        pruned = int(self.storage.get_meta(_PRUNED_KEY) or 0)
+        if seen < pruned or head - seen > REPLAY_LIMIT:
+            return None
+        rows = self.storage.execute(
+            "SELECT origin, user_id, key, text FROM index_journal WHERE seq > ? AND seq <= ? AND kind = ? "
+            "ORDER BY seq", [seen, head, self.kind]).fetchall()
+        origin = self.storage.origin
+        return [Change(user or None, key, text) for who, user, key, text in rows if who != origin]
