@@ -36,10 +36,11 @@ from tiers.storage import Storage
 
 __all__ = ["IndexJournal", "Change", "JOURNAL_KEEP", "REPLAY_LIMIT", "BULK_RESET"]
 
-#: Entries kept after pruning (older ones are deleted by the writer that crosses a multiple of it).
-JOURNAL_KEEP = 20_000
+#: Entries kept after pruning (deleted by the writer that crosses a multiple of it); a reader
+#: further behind rebuilds anyway.
+JOURNAL_KEEP = 5_000
 #: More entries than this to replay: rebuilding from the store is the cheaper way to catch up.
-REPLAY_LIMIT = 5_000
+REPLAY_LIMIT = JOURNAL_KEEP
 #: A write that changes more documents of one user than this journals one reset instead.
 BULK_RESET = 1_000
 _PRUNED_KEY = "index_journal_pruned_through"
