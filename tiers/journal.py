@@ -36,14 +36,14 @@ from tiers.storage import Storage
 
 __all__ = ["IndexJournal", "Change", "JOURNAL_KEEP", "REPLAY_LIMIT", "BULK_RESET"]
 
-#: Entries kept after pruning (deleted by the writer that crosses a multiple of it); a reader
-#: further behind rebuilds anyway.
+#: Entries kept when a writer prunes (at twice as many); a reader further behind rebuilds anyway.
 JOURNAL_KEEP = 5_000
 #: More entries than this to replay: rebuilding from the store is the cheaper way to catch up.
 REPLAY_LIMIT = JOURNAL_KEEP
 #: A write that changes more documents of one user than this journals one reset instead.
 BULK_RESET = 1_000
 _PRUNED_KEY = "index_journal_pruned_through"
+_PRUNE_CHECK_EVERY = 256  # entries written by one journal between looks at the journal's length
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,6 +68,7 @@ class IndexJournal:
         self.enabled = storage.path is not None
         self._version = storage.data_version()
         self._seen = self._head() if self.enabled else 0
+        self._written = 0
 
     # -- writing (inside the write transaction) -------------------------------------------
 
@@ -114,11 +115,14 @@ class IndexJournal:
         storage.executemany(
             "INSERT INTO index_journal (origin, kind, user_id, key, text) VALUES (?, ?, ?, ?, ?)",
             [(storage.origin, self.kind, user, key, text) for user, key, text in rows])
-        head = self._head()
-        if head // JOURNAL_KEEP != (head - len(rows)) // JOURNAL_KEEP:  # crossed a multiple: prune
-            through = head - JOURNAL_KEEP
-            storage.execute("DELETE FROM index_journal WHERE seq <= ?", [through])
-            storage.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", [_PRUNED_KEY, str(through)])
+        self._written += len(rows)
+        if self._written >= _PRUNE_CHECK_EVERY:  # look now and then, not on every write
+            self._written = 0
+            head, pruned = self._head(), int(storage.get_meta(_PRUNED_KEY) or 0)
+            if head - pruned > 2 * JOURNAL_KEEP:
+                through = head - JOURNAL_KEEP
+                storage.execute("DELETE FROM index_journal WHERE seq <= ?", [through])
+                storage.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", [_PRUNED_KEY, str(through)])
 
     def _head(self) -> int:
         row = self.storage.execute("SELECT seq FROM sqlite_sequence WHERE name = 'index_journal'").fetchone()

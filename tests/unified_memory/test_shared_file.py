@@ -6,6 +6,7 @@ import sqlite3
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tiers import journal
 from unified_memory import UnifiedMemory
 
 
@@ -108,3 +109,19 @@ def test_followers_answer_like_a_fresh_reader(tmp_path_factory, ops):
                 expected = [(h.id, h.score) for h in fresh.recall(word, limit=20)]
                 for mem in (a, b):
                     assert [(h.id, h.score) for h in mem.recall(word, limit=20)] == expected
+
+
+def test_journal_stays_bounded_and_a_reader_left_behind_rebuilds(db_path, monkeypatch):
+    monkeypatch.setattr(journal, "JOURNAL_KEEP", 20)
+    monkeypatch.setattr(journal, "REPLAY_LIMIT", 20)
+    monkeypatch.setattr(journal, "_PRUNE_CHECK_EVERY", 5)
+    with open_memory(db_path) as a, open_memory(db_path) as b:
+        a.remember("I collect stamps")
+        assert b.recall("stamps", tiers="long_term")
+        loads = counting_loader(b)
+        for i in range(60):
+            a.remember(f"Entry {i}: I bought a kite in town {i}")
+        found = b.recall("kite", limit=100, tiers="long_term")
+        assert len(found) == 60 and loads == ["ada"]  # too far behind: rebuilt from the store
+    rows = sqlite3.connect(db_path).execute("SELECT COUNT(*) FROM index_journal").fetchone()[0]
+    assert rows <= 2 * 20 + 5
