@@ -27,6 +27,7 @@ Every hit's ``components`` say how its score was made.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -248,7 +249,9 @@ def _recall_hit(fields: dict[str, Any]) -> RecallHit:
         fields["metadata"] = loads(fields["metadata"], {})
     if isinstance(fields["created_at"], float | int):
         fields["created_at"] = utc_from_timestamp(fields["created_at"])
-    return RecallHit(**fields)
+    if not math.isfinite(fields["score"]):  # the one check validation would add to what is built here
+        raise ValueError(f"score: recall computed a non-finite score for {fields['id']!r}")
+    return RecallHit.model_construct(**fields)
 
 
 def _diverse(hits: list[dict[str, Any]], limit: int, diversity: float) -> list[dict[str, Any]]:

@@ -4,7 +4,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from unified_memory import UnifiedMemory
+from unified_memory import RecallHit, UnifiedMemory
 
 NOW = datetime(2023, 6, 15, 12, 0, tzinfo=UTC)
 
@@ -140,3 +140,18 @@ def test_a_former_home_and_its_turn_rank_below_the_current_one(clock):
         lisbon = [h for h in hits if "Lisbon" in h.text]
         assert lisbon and all(h.components["superseded"] for h in lisbon)  # the fact, its turn, the place
         assert max(h.score for h in lisbon) < 0.5 * max(h.score for h in hits if "Berlin" in h.text)
+
+
+def test_hits_hold_plain_json_values_in_every_mode(clock):
+    from scoring.embeddings import HashingEmbedder
+
+    for mode in ("lexical", "embedding", "hybrid"):
+        with UnifiedMemory(clock=clock, retrieval=mode, embedder=None if mode == "lexical" else HashingEmbedder(64)) as m:
+            m.remember("I like green tea in Lisbon", metadata={"topic": "taste"})
+            m.add_turn("Tea time with Maria in Lisbon", "nice")
+            hits = m.recall("tea Lisbon")
+            assert hits
+            for hit in hits:
+                assert type(hit.score) is float
+                assert all(type(v) in (float, int, str, bool, type(None)) for v in hit.components.values())
+                assert RecallHit.model_validate_json(hit.model_dump_json()) == hit
