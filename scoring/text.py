@@ -84,7 +84,6 @@ DOC_BREAK = "\x00"
 _STEMMER = snowballstemmer.stemmer("english")
 
 
-@lru_cache(maxsize=1 << 16)
 def stem(word: str) -> str:
     """The Snowball English stem of one lowercase word (cached), with one extra rule:
     a stem of six or more letters ending in "i" loses it, so the "-y"/"-ies" nouns
@@ -95,6 +94,13 @@ def stem(word: str) -> str:
     >>> stem("allergies") == stem("allergy") == stem("allergic")
     True
     """
+    if word.isdigit():  # numbers (dates, amounts, ids) have no suffixes; often unique, so kept out of the cache
+        return word
+    return _stem_word(word)
+
+
+@lru_cache(maxsize=1 << 16)
+def _stem_word(word: str) -> str:
     stemmed = _STEMMER.stemWord(word)
     if len(stemmed) >= 6 and stemmed.endswith("i"):
         return stemmed[:-1]
