@@ -48,7 +48,7 @@ import numpy as np
 from scoring.text import DOC_BREAK, analyze, raw_token_stream, raw_tokens, token_terms
 from unified_memory.errors import invalid, wrong_type
 
-__all__ = ["LexicalIndex", "LexicalMatch"]
+__all__ = ["LexicalIndex", "LexicalMatch", "LexicalState"]
 
 _MIN_MERGE = 20_000  # pending (or dead) postings before a merge, at the least
 _MIN_RENUMBER = 1024  # dead slots before a merge renumbers, at the least
@@ -70,6 +70,18 @@ class _TokenIds(dict[str, tuple[int, ...]]):
         vocab = self.vocab
         ids = self[token] = tuple(vocab.setdefault(t, len(vocab)) for t in token_terms(token))
         return ids
+
+
+class LexicalState(NamedTuple):
+    """What :meth:`LexicalIndex.state` captures: keys by slot (``None`` for removed
+    ones), terms by id, the per-slot and postings arrays, and the BM25 parameters."""
+
+    keys: list[str | None]
+    vocab: list[str]
+    arrays: dict[str, np.ndarray]
+    total_len: int
+    k1: float
+    b: float
 
 
 class LexicalMatch(NamedTuple):
@@ -353,6 +365,58 @@ class LexicalIndex:
         slot_key = self._slot_key
         return [LexicalMatch(slot_key[slot], s, min(1.0, s / bound), tuple(m))  # type: ignore[arg-type]
                 for slot, s, m in zip(cand[chosen].tolist(), scores[chosen].tolist(), matched, strict=True)]
+
+    # -- snapshots -------------------------------------------------------------------------
+
+    def state(self) -> LexicalState:
+        """Everything the index holds, as plain lists and numpy arrays (pending postings
+        merged first), for :meth:`from_state`; only for the default analyzer.
+
+        >>> index = LexicalIndex(); index.add_many([("a", "red fox"), ("b", "blue fox")])
+        >>> copy = LexicalIndex.from_state(index.state())
+        >>> [m.key for m in copy.search("red fox")] == [m.key for m in index.search("red fox")]
+        True
+        """
+        if self._analyzer is not analyze:
+            raise invalid("analyzer", "only an index with the default analyzer has a state to save")
+        self._merge(None)
+        n = len(self._slot_key)
+        vocab = [""] * len(self._vocab)
+        for term, tid in self._vocab.items():
+            vocab[tid] = term
+        arrays = {"doc_len": self._doc_len[:n], "alive": self._alive[:n], "uniq": self._uniq[:n],
+                  "indptr": self._indptr, "post_slot": self._post_slot, "post_tf": self._post_tf}
+        return LexicalState(list(self._slot_key), vocab, {k: v.copy() for k, v in arrays.items()},
+                            self._total_len, self._k1, self._b)
+
+    @classmethod
+    def from_state(cls, state: LexicalState) -> LexicalIndex:
+        """An index holding what :meth:`state` captured (checked for consistency:
+        a damaged state raises ``MemoryValueError`` naming the part).
+
+        >>> LexicalIndex.from_state(LexicalIndex().state()).search("anything")
+        []
+        """
+        index = cls(k1=state.k1, b=state.b)
+        a = state.arrays
+        n, n_terms = len(state.keys), len(state.vocab)
+        lengths = {"doc_len": n, "alive": n, "uniq": n, "indptr": n_terms + 1}
+        for name, size in lengths.items():
+            if len(a[name]) != size:
+                raise invalid(f"state.{name}", f"holds {len(a[name])} values for {size} expected")
+        postings = len(a["post_slot"])
+        if len(a["post_tf"]) != postings or a["indptr"][0] != 0 or a["indptr"][-1] != postings \
+                or np.any(np.diff(a["indptr"]) < 0) or (postings and not 0 <= a["post_slot"].min() <= a[
+                    "post_slot"].max() < max(n, 1)):
+            raise invalid("state.postings", "are inconsistent with the documents and the vocabulary")
+        index._slot_key = list(state.keys)
+        index._key_slot = {key: slot for slot, key in enumerate(state.keys) if key is not None}
+        index._vocab = {term: tid for tid, term in enumerate(state.vocab)}
+        index._token_ids = _TokenIds(index._vocab)
+        index._doc_len, index._alive, index._uniq = a["doc_len"], a["alive"], a["uniq"]
+        index._indptr, index._post_slot, index._post_tf = a["indptr"], a["post_slot"], a["post_tf"]
+        index._total_len = int(state.total_len)
+        return index
 
     def _choose(self, scores: np.ndarray, cand: np.ndarray, limit: int | None,
                 keys_allowed: Callable[[str], bool] | None) -> np.ndarray:

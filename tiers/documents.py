@@ -95,6 +95,11 @@ class DocumentIndex:
         if self.dense is not None:
             self.dense.invalidate(user_id)
 
+    def save_snapshots(self) -> int:
+        """Save this tier's large lexical partitions for the next process (see
+        :mod:`tiers.snapshots`); returns how many were saved."""
+        return self.lexical.save_snapshots()
+
     def reset(self, user_id: str | None) -> None:
         """:meth:`invalidate` here and in every process sharing the file, for changes
         too broad to journal one by one (call inside the write). ``None``: every user

@@ -99,8 +99,8 @@ class IndexJournal:
     def reset(self, user_id: str | None) -> None:
         """Journal that the user's partition (every user's, for ``None``) must be
         rebuilt from the store: a bulk change, or a deletion. The user's earlier entries
-        of this kind are erased (the reset supersedes them), so deleted text does not
-        outlive its rows here.
+        and saved index of this kind (:mod:`tiers.snapshots`) are erased (the reset
+        supersedes them), so deleted text does not outlive its rows there.
 
         >>> from tiers.storage import Storage
         >>> IndexJournal(Storage(None), "facts").reset(None)
@@ -108,6 +108,8 @@ class IndexJournal:
         if self.enabled:
             if user_id is not None:
                 self.storage.execute("DELETE FROM index_journal WHERE user_id = ? AND kind = ?", [user_id, self.kind])
+                self.storage.execute("DELETE FROM index_snapshots WHERE user_id = ? AND kind = ?",
+                                     [user_id, self.kind])
             self._write([(user_id or "", None, None)])
 
     def _write(self, rows: list[tuple[str, str | None, str | None]]) -> None:
@@ -123,6 +125,28 @@ class IndexJournal:
                 through = head - JOURNAL_KEEP
                 storage.execute("DELETE FROM index_journal WHERE seq <= ?", [through])
                 storage.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", [_PRUNED_KEY, str(through)])
+
+    def head(self) -> int:
+        """The position of the newest entry ever written (0 before the first)."""
+        return self._head() if self.enabled else 0
+
+    def since(self, user_id: str, position: int) -> list[Change] | None:
+        """Every entry of this kind for the user after ``position`` (from every
+        connection, this one too), oldest first: what to replay on a snapshot taken
+        there. ``None`` when it cannot be replayed: pruned past it, a reset since, or
+        too many entries.
+
+        >>> from tiers.storage import Storage
+        >>> IndexJournal(Storage(None), "facts").since("ada", 0)
+        """
+        if not self.enabled or position < int(self.storage.get_meta(_PRUNED_KEY) or 0):
+            return None
+        rows = self.storage.execute(
+            "SELECT user_id, key, text FROM index_journal WHERE seq > ? AND kind = ? AND user_id IN (?, '') "
+            "ORDER BY seq LIMIT ?", [position, self.kind, user_id, REPLAY_LIMIT + 1]).fetchall()
+        if len(rows) > REPLAY_LIMIT or any(key is None for _, key, _ in rows):
+            return None
+        return [Change(user, key, text) for user, key, text in rows]
 
     def _head(self) -> int:
         row = self.storage.execute("SELECT seq FROM sqlite_sequence WHERE name = 'index_journal'").fetchone()

@@ -18,7 +18,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 
 from scoring.lexical import LexicalIndex, LexicalMatch
-from tiers.journal import IndexJournal
+from tiers import snapshots
+from tiers.journal import Change, IndexJournal
 from tiers.storage import Storage
 
 __all__ = ["PartitionedIndex", "Loader"]
@@ -36,7 +37,9 @@ class PartitionedIndex:
         self._k1 = k1
         self._b = b
         self._parts: dict[str, LexicalIndex] = {}
+        self._kind = kind
         self._journal = IndexJournal(storage, kind)
+        self._unsaved: set[str] = set()  # users whose loaded index differs from their saved snapshot
 
     def _sync(self) -> None:
         """Replay what other processes changed since the last look (see :mod:`tiers.journal`)."""
@@ -53,10 +56,28 @@ class PartitionedIndex:
                 continue
             if change.key is None:
                 del self._parts[change.user_id]
-            elif change.text is None:
-                index.remove(change.key)
             else:
-                index.add(change.key, change.text)
+                _apply(index, change)
+                self._unsaved.add(change.user_id)
+
+    def _restore(self, user_id: str) -> LexicalIndex | None:
+        """The user's saved index brought up to date from the journal, when usable."""
+        found = snapshots.load(self._storage, user_id, self._kind) if self._journal.enabled else None
+        if found is None:
+            return None
+        state, position = found
+        changes = self._journal.since(user_id, position)
+        if changes is None or (state.k1, state.b) != (self._k1, self._b):
+            return None
+        try:
+            index = LexicalIndex.from_state(state)
+        except ValueError:  # damaged: built from the store instead
+            return None
+        for change in changes:
+            _apply(index, change)
+        if changes:
+            self._unsaved.add(user_id)
+        return index
 
     def get(self, user_id: str) -> LexicalIndex:
         """The user's index, built from the store on first use."""
@@ -64,10 +85,39 @@ class PartitionedIndex:
             self._sync()
             index = self._parts.get(user_id)
             if index is None:
-                index = LexicalIndex(k1=self._k1, b=self._b)
-                index.add_many(self._loader(user_id))
+                index = self._restore(user_id)
+                if index is None:
+                    index = LexicalIndex(k1=self._k1, b=self._b)
+                    index.add_many(self._loader(user_id))
+                    self._unsaved.add(user_id)
                 self._parts[user_id] = index
             return index
+
+    def save_snapshots(self) -> int:
+        """Save the loaded indexes of at least :data:`~tiers.snapshots.SNAPSHOT_MIN_DOCS`
+        documents that changed since they were built or restored, so that the next
+        process restores them instead of re-analysing every text. Returns how many.
+
+        >>> from tiers.storage import Storage
+        >>> PartitionedIndex(Storage(None), lambda user_id: []).save_snapshots()
+        0
+        """
+        with self._storage.lock:
+            users = [u for u in sorted(self._unsaved)
+                     if u in self._parts and len(self._parts[u]) >= snapshots.SNAPSHOT_MIN_DOCS]
+            if not users or not self._journal.enabled:
+                return 0
+            with self._storage.atomic():  # no other writer between catching up and the position
+                self._sync()
+                position = self._journal.head()
+                saved = 0
+                for user in users:
+                    index = self._parts.get(user)
+                    if index is not None:
+                        snapshots.save(self._storage, user, self._kind, index.state(), head=position)
+                        self._unsaved.discard(user)
+                        saved += 1
+            return saved
 
     def add(self, user_id: str, items: Iterable[tuple[str, str]]) -> None:
         """Index new or changed documents, if the user's index is loaded (else it loads them later)."""
@@ -76,6 +126,7 @@ class PartitionedIndex:
             index = self._parts.get(user_id)
             if index is not None:
                 index.add_many(items)
+                self._unsaved.add(user_id)
 
     def remove(self, user_id: str, keys: Iterable[str]) -> None:
         """Drop documents from the user's index, if it is loaded."""
@@ -85,6 +136,7 @@ class PartitionedIndex:
             if index is not None:
                 for key in keys:
                     index.remove(key)
+                self._unsaved.add(user_id)
 
     def search(
         self,
@@ -106,3 +158,11 @@ class PartitionedIndex:
                 self._parts.clear()
             else:
                 self._parts.pop(user_id, None)
+
+
+def _apply(index: LexicalIndex, change: Change) -> None:
+    """One journalled put or delete (resets are the caller's)."""
+    if change.text is None:
+        index.remove(change.key)  # type: ignore[arg-type]
+    else:
+        index.add(change.key, change.text)  # type: ignore[arg-type]

@@ -170,6 +170,15 @@ CREATE TABLE IF NOT EXISTS index_journal (
     key TEXT,
     text TEXT
 );
+-- Saved lexical indexes of large partitions, valid at a journal position (tiers.snapshots).
+CREATE TABLE IF NOT EXISTS index_snapshots (
+    user_id TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    head INTEGER NOT NULL,
+    header TEXT NOT NULL,
+    arrays BLOB NOT NULL,
+    PRIMARY KEY (user_id, kind)
+);
 -- The running summary of what left each conversation's window (summarize-on-trim).
 CREATE TABLE IF NOT EXISTS summaries (
     user_id TEXT NOT NULL,

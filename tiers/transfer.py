@@ -4,8 +4,8 @@ Every table with a ``user_id`` column is user data. Tables are discovered from
 ``sqlite_master`` and ``PRAGMA table_info`` / ``foreign_key_list`` / ``index_list``
 (so a table added later by another module is covered), ordered so that a table
 comes after the tables its foreign keys reference. Derived tables
-(:data:`DERIVED_TABLES`: the embedding cache, the index journal) are deleted with their user but never
-exported: they are rebuilt from the rest.
+(:data:`DERIVED_TABLES`: the embedding cache, the index journal and snapshots) are
+deleted with their user but never exported: they are rebuilt from the rest.
 
 The export format is JSON Lines: a header, then ``{"kind": <table>, "row": {...}}``
 per row, values exactly as stored (REAL as JSON floats, which round-trip exactly;
@@ -65,7 +65,7 @@ __all__ = [
 FORMAT = "unified-memory.export"
 FORMAT_VERSION = 1
 #: Tables derived from the others (rebuilt on demand): deleted with their user, never exported.
-DERIVED_TABLES = frozenset({"embeddings", "index_journal"})
+DERIVED_TABLES = frozenset({"embeddings", "index_journal", "index_snapshots"})
 # Preferred order of the known tables (foreign keys still come first).
 _PREFERRED = ("messages", "window", "facts", "entities", "triples", "summaries")
 # Text columns that hold JSON: an import checks they parse.
@@ -183,7 +183,8 @@ def user_tables(storage: Storage) -> list[TableInfo]:
 
     >>> from tiers.storage import Storage
     >>> [t.name for t in user_tables(Storage(None))]
-    ['messages', 'window', 'facts', 'entities', 'triples', 'summaries', 'embeddings', 'index_journal']
+    ['messages', 'window', 'facts', 'entities', 'triples', 'summaries', 'embeddings', 'index_journal',
+     'index_snapshots']
     """
     rows = storage.execute(
         "SELECT name, COALESCE(sql, '') FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'"

@@ -11,7 +11,9 @@
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
+import sqlite3
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -27,7 +29,7 @@ from tiers.summaries import ConversationSummaries
 from tiers.window import message_token_counts
 from unified_memory.async_api import AsyncMethods
 from unified_memory.config import MemoryConfig
-from unified_memory.errors import invalid, wrong_type
+from unified_memory.errors import StorageError, invalid, wrong_type
 from unified_memory.events import EventBus, MemoryEvent
 from unified_memory.extraction import RuleExtractor
 from unified_memory.promotion import Promoter, PromotionReport, Proposal
@@ -51,6 +53,8 @@ from unified_memory.validation import (
     parse_when,
     to_message,
 )
+
+_LOG = logging.getLogger(__name__)
 
 __all__ = ["UnifiedMemory"]
 
@@ -216,10 +220,19 @@ class UnifiedMemory(ReadingMethods, AsyncMethods):
         return self._backend.mode
 
     def close(self) -> None:
-        """Close the file (idempotent). Scoped views share it and are closed too."""
-        if self._backend.dense is not None and not self._backend.storage.closed:
-            self._backend.dense.close()
-        self._backend.storage.close()
+        """Close the file (idempotent). Scoped views share it and are closed too.
+        Large lexical indexes built or changed here are saved first, so the next
+        process restores them instead of rebuilding (:mod:`tiers.snapshots`)."""
+        backend = self._backend
+        if not backend.storage.closed:
+            try:
+                for documents in (backend.facts.index, backend.graph.index, backend.log.index):
+                    documents.save_snapshots()
+            except (StorageError, sqlite3.Error) as exc:  # e.g. locked by a writer: the next open rebuilds
+                _LOG.warning("close: index snapshots not saved: %s", exc)
+            if backend.dense is not None:
+                backend.dense.close()
+        backend.storage.close()
 
     def _check_drift(self) -> None:
         """Compare a persistent vector index with the store for this user; rebuild what drifted."""
