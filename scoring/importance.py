@@ -76,6 +76,32 @@ DEFAULT_CATEGORY_WEIGHTS: dict[str, float] = {
 _NEGATED = {"identity": 0.25, "health": 0.8, "relationship": 0.85, "location": 0.85, "work": 0.85,
             "preference": 0.95, "schedule": 0.7, "goal": 0.7, "possession": 0.7, "event": 0.7}
 
+_ASK_CUT = re.compile(r"[,;:]|\b(?:but|and)\b")  # where the asking part of "I'm vegan, can you ...?" may start
+_DIGIT_OR_NAME = re.compile(r"\d|\s[A-Z]")
+_STARTS = frozenset({head for head, _ in TRIGGERS} | {"i", "we", "im"})  # the words a cue rule can start at
+_DIGITS = frozenset("0123456789")  # ... and numbers ("#")
+
+
+def _negated_before(texts: list[str], idx: list[int], j: int) -> bool:
+    """Is there a negation among the five tokens before word ``j`` (``texts[idx[j]]``), in its clause?
+
+    The word itself must not be a negation; a clause starts at "but"/"and" or after punctuation.
+
+    >>> texts = "i do n't really live here , but i".split()
+    >>> _negated_before(texts, [0, 1, 2, 3, 4, 5, 7, 8], 4), _negated_before(texts, [0, 1, 2, 3, 4, 5, 7, 8], 7)
+    (True, False)
+    """
+    i = idx[j]
+    for jj in range(j, -1, -1):
+        p = idx[jj]
+        if p < i - 5:
+            return False
+        word = texts[p]
+        if word in NEG_WORDS or word.endswith("n't"):  # the last negation so far
+            return p < i
+        if (p and texts[p - 1] in PUNCT) or word in BOUNDARY:  # the clause starts here
+            return False
+    return False
 
 
 @dataclass(frozen=True)
@@ -103,7 +129,7 @@ def split_sentences(text: str) -> list[str]:
         joinable = False  # never join across a line break
         for piece in SPLIT.split(line):
             piece = piece.strip()
-            if piece and joinable and ABBREV.search(out[-1]):
+            if piece and joinable and out[-1].endswith(".") and ABBREV.search(out[-1]):
                 out[-1] = f"{out[-1]} {piece}"
             elif piece:
                 out.append(piece)
@@ -174,43 +200,40 @@ class HeuristicImportanceScorer:
         return any(w in PRONOUNS for w in words) or NAMED_START.match(s) is not None or any(
             w.lower() not in COMMON for w in CAPWORD.findall(s, 1))
 
-    def _cues(self, s: str, low: str, question_at: int, mem_at: int) -> tuple[list[tuple[float, str, str, int]], bool]:
-        """Every cue of a sentence as ``(weight, category, reason, offset)``, and whether one starts the sentence."""
-        toks = list(TOKEN.finditer(low))
-        idx = [i for i, t in enumerate(toks) if t.group(0) not in PUNCT]
+    def _cues(self, s: str, low: str, question_at: int, mem_at: int,
+              toks: list[re.Match[str]], texts: list[str]) -> tuple[list[tuple[float, str, str, int]], bool]:
+        """Every cue of a sentence as ``(weight, category, reason, offset)``, and whether one starts the sentence
+        (``toks``: the :data:`TOKEN` matches of ``low``, ``texts`` their strings)."""
+        idx = [i for i, t in enumerate(texts) if t not in PUNCT]
         cues: list[tuple[float, str, str, int]] = []
-        clause_start, last_neg, implicit = 0, -99, False
-        for j, i in enumerate(idx):
-            tok = toks[i]
-            key = tok.group(0)
-            if key in NEG_WORDS or key.endswith("n't"):
-                last_neg = i
-            if (i and toks[i - 1].group(0) in PUNCT) or key in BOUNDARY:
-                clause_start = i
+        implicit = False
+        for j in [j for j, i in enumerate(idx) if texts[i] in _STARTS or texts[i][0] in _DIGITS]:
+            i = idx[j]
+            key = texts[i]
             head, k = ("#" if key[0].isdigit() else key), j + 1  # the trigger: this word and the next
-            if head in ("i", "we") and k < len(idx) and toks[idx[k]].group(0) in ("am", "are"):
+            if head in ("i", "we") and k < len(idx) and texts[idx[k]] in ("am", "are"):
                 head, k = ("i'm" if head == "i" else "we're"), k + 1
             elif head == "im":
                 head = "i'm"
-            nxt = toks[idx[k]].group(0) if k < len(idx) else None
+            nxt = texts[idx[k]] if k < len(idx) else None
             if nxt is not None:
                 nxt = "#" if nxt[0].isdigit() else nxt[:-2] if nxt.endswith("'s") else nxt
             candidates = TRIGGERS.get((head, None), ())
             if nxt is not None and (head, nxt) in TRIGGERS:
                 candidates += TRIGGERS[head, nxt]
             for rule, rx in candidates:
-                m = rx.match(low, tok.start())
+                m = rx.match(low, toks[i].start())
                 checked = None if m is None else check(rule, s, m) if rule in CHECKED else (1.0, "")
                 if m is None or checked is None:
                     continue
                 cat, off, neg_mode = RULE_INFO[rule]
                 weight = min(1.0, max(0.0, self.category_weights[cat] + off)) * checked[0]
                 reason = f"{cat}:{rule}" + (f" ({checked[1]})" if checked[1] else "")
-                pre_neg = max(clause_start, i - 5) <= last_neg < i
-                if neg_mode != "none" and (pre_neg or (neg_mode == "any" and NEG.search(m.group(0)))):
+                if neg_mode != "none" and (_negated_before(texts, idx, j) or (
+                        neg_mode == "any" and NEG.search(m.group(0)))):
                     weight *= _NEGATED[cat]
                     reason += " negated"
-                if question_at <= m.start() < mem_at and not (i and toks[i - 1].group(0) in SUBORD):
+                if question_at <= m.start() < mem_at and not (i and texts[i - 1] in SUBORD):
                     weight *= 0.35
                     reason += " in question"
                 cues.append((weight, cat, reason, m.start()))
@@ -222,7 +245,9 @@ class HeuristicImportanceScorer:
         if len(low) != len(s):  # a few characters change length when lower-cased; keep offsets aligned
             s = "".join(c if len(c.lower()) == 1 else " " for c in s)
             low = s.lower()
-        words = [w for w in TOKEN.findall(low) if w not in PUNCT]
+        toks = list(TOKEN.finditer(low))
+        texts = [t.group(0) for t in toks]
+        words = [w for w in texts if w not in PUNCT]
         if len(s) < 4 or not words:
             return 0.02 if s else 0.0, None, ("too short",)
         if all(w in SMALLTALK for w in words):
@@ -236,8 +261,8 @@ class HeuristicImportanceScorer:
                 len(words) > 1 and words[1] in AUX)):  # but "When I was ten, I moved..." is a statement
             question_at = 0
         elif low.rstrip().endswith("?"):  # "I'm vegan, can you ...?": only the last clause asks
-            question_at = max((m.end() for m in re.finditer(r"[,;:]|\b(?:but|and)\b", low)), default=0)
-        cues, implicit = self._cues(s, low, question_at, mem.start() if mem else len(s) + 1)
+            question_at = max((m.end() for m in _ASK_CUT.finditer(low)), default=0)
+        cues, implicit = self._cues(s, low, question_at, mem.start() if mem else len(s) + 1, toks, texts)
         reasons: list[str] = []
         cue_at = 0
         if cues:
@@ -254,7 +279,7 @@ class HeuristicImportanceScorer:
         else:
             category = "general" if first else None
             score = self.category_weights["general"] if first else (0.25 if self._named(s, words) else 0.15)
-            if first and len(words) >= 6 and re.search(r"\d|\s[A-Z]", s):
+            if first and len(words) >= 6 and _DIGIT_OR_NAME.search(s):
                 score += 0.05
             if question_at <= len(s):
                 score *= 0.5

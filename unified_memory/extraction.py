@@ -122,7 +122,9 @@ class RuleExtractor:
         is_user = message.role == "user"
         speaker = (message.name or "").strip() or "user" if is_user else "user"
         out = _Builder(speaker)
-        for sentence, wording in zip(split_sentences(text), split_sentences(original), strict=True):
+        sentences = split_sentences(text)
+        wordings = sentences if original == text else split_sentences(original)
+        for sentence, wording in zip(sentences, wordings, strict=True):
             spans = _clauses(sentence) if is_user else [(0, len(sentence))]
             for start, end in spans:
                 filler = _FILLER.match(sentence, start, end)  # "Hi, I'm Ada": the fact is "I'm Ada"
