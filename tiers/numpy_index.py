@@ -1,8 +1,11 @@
-"""An exact in-process vector index: one float32 matrix per partition.
+"""An in-process vector index: one float32 matrix per partition, exact; large partitions
+(``approximate_above`` vectors and more) switch to an approximate inverted file
+(:class:`tiers.ivf_index.IvfPartition`).
 
-Re-exported by :mod:`tiers.vectors`. A search is one matrix-vector product (in
+Re-exported by :mod:`tiers.vectors`. An exact search is one matrix-vector product (in
 single-threaded slices) and a partial sort; it is bound by memory bandwidth: about
-1.5 ms at 10,000 x 384 and 15 ms at 100,000 x 384 on a 2-core machine.
+1.5 ms at 10,000 x 384 and 15 ms at 100,000 x 384 on a 2-core machine. An approximate
+search scores ``nprobe`` of about ``4·sqrt(n)`` lists (``benchmarks/vector_index.py``).
 
     >>> index = NumpyVectorIndex()
     >>> index.upsert("facts/ada", ["a"], np.array([[1.0, 0.0]]))
@@ -17,7 +20,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from scoring.checks import check_str_list
+from scoring.checks import check_int, check_str_list
+from tiers.ivf_index import IvfPartition
 from unified_memory.errors import invalid
 
 __all__ = ["NumpyVectorIndex"]
@@ -39,6 +43,9 @@ class _Partition:
         self.rows: dict[str, int] = {}
         self.next_order = 0
 
+    def __len__(self) -> int:
+        return len(self.ids)
+
     def reserve(self, size: int) -> None:
         if size > len(self.matrix):
             capacity = max(size, 2 * len(self.matrix))
@@ -49,11 +56,30 @@ class _Partition:
             self.matrix, self.order = matrix, order
 
 
+def _dim(part: _Partition | IvfPartition) -> int:
+    return part.dim if isinstance(part, IvfPartition) else part.matrix.shape[1]
+
+
+def _exact(part: IvfPartition) -> _Partition:
+    """An exact partition holding what an inverted file holds (same tie ranks)."""
+    ids, vectors, orders = part.export()
+    exact = _Partition(part.dim)
+    exact.reserve(len(ids))
+    exact.matrix[:len(ids)], exact.order[:len(ids)] = vectors, orders
+    exact.ids, exact.rows = ids, {key: row for row, key in enumerate(ids)}
+    exact.next_order = part.next_order
+    return exact
+
+
 class NumpyVectorIndex:
-    """An exact in-process :class:`~unified_memory.protocols.VectorIndex`: one growable
-    float32 matrix per partition; a search is one matrix-vector product and a partial
-    sort. Scores are dot products (cosine, for the L2-normalised vectors it is given);
-    ties go to the earlier inserted id. Not persistent: rebuilt in every process.
+    """An in-process :class:`~unified_memory.protocols.VectorIndex`: one growable float32
+    matrix per partition; a search is one matrix-vector product and a partial sort. Scores
+    are dot products (cosine, for the L2-normalised vectors it is given); ties go to the
+    earlier inserted id. Not persistent: rebuilt in every process.
+
+    A partition that reaches ``approximate_above`` vectors (``None``: never) becomes an
+    inverted file searched over its ``nprobe`` best lists, its vectors kept as bfloat16;
+    it turns exact again below half that size. ``similarity`` stays exact for its ids.
 
     >>> index = NumpyVectorIndex()
     >>> index.upsert("facts/ada", ["a", "b"], np.array([[1, 0], [0.6, 0.8]], dtype=np.float32))
@@ -65,9 +91,21 @@ class NumpyVectorIndex:
 
     persistent = False
 
-    def __init__(self) -> None:
-        self._parts: dict[str, _Partition] = {}
+    def __init__(self, *, approximate_above: int | None = 50_000, nprobe: int = 16,
+                 lists_per_sqrt: float = 4.0) -> None:
+        if approximate_above is not None:
+            check_int("approximate_above", approximate_above, minimum=2)
+        if isinstance(lists_per_sqrt, bool) or not isinstance(lists_per_sqrt, int | float) or not (
+                0 < lists_per_sqrt <= 64):
+            raise invalid("lists_per_sqrt", f"expected a number in (0, 64], got {lists_per_sqrt!r}")
+        self.approximate_above = approximate_above
+        self.nprobe = check_int("nprobe", nprobe, minimum=1)
+        self.lists_per_sqrt = float(lists_per_sqrt)
+        self._parts: dict[str, _Partition | IvfPartition] = {}
         self._lock = threading.RLock()
+
+    def _approximate(self, ids: list[str], vectors: np.ndarray, orders: np.ndarray) -> IvfPartition:
+        return IvfPartition.build(ids, vectors, orders, nprobe=self.nprobe, lists_per_sqrt=self.lists_per_sqrt)
 
     def upsert(self, partition: str, ids: Sequence[str], vectors: object) -> None:
         """Add vectors, replacing those of ids already present (they keep their rank in ties)."""
@@ -79,11 +117,23 @@ class NumpyVectorIndex:
             return
         with self._lock:
             part = self._parts.get(partition)
+            if part is not None and vectors.shape[1] != _dim(part):
+                raise invalid("vectors", f"partition {partition!r} holds {_dim(part)}-dimensional "
+                                         f"vectors, got {vectors.shape[1]}")
+            if isinstance(part, IvfPartition) or (
+                    self.approximate_above is not None and (part is None or not part.ids)
+                    and len(ids) >= self.approximate_above):  # straight to an inverted file: no float32 copy
+                last = {key: i for i, key in enumerate(ids)}  # a repeated id: its last vector, first rank
+                if len(last) < len(ids):
+                    ids, vectors = list(last), vectors[list(last.values())]
+                if isinstance(part, IvfPartition):
+                    part.upsert(ids, vectors)
+                else:
+                    first = part.next_order if part is not None else 0
+                    self._parts[partition] = self._approximate(ids, vectors, np.arange(first, first + len(ids)))
+                return
             if part is None:
                 part = self._parts[partition] = _Partition(vectors.shape[1])
-            elif vectors.shape[1] != part.matrix.shape[1]:
-                raise invalid("vectors", f"partition {partition!r} holds {part.matrix.shape[1]}-dimensional "
-                                         f"vectors, got {vectors.shape[1]}")
             part.reserve(len(part.ids) + len(ids))
             for i, key in enumerate(ids):
                 row = part.rows.get(key)
@@ -93,6 +143,11 @@ class NumpyVectorIndex:
                     part.order[row] = part.next_order
                     part.next_order += 1
                 part.matrix[row] = vectors[i]
+            if self.approximate_above is not None and len(part.ids) >= self.approximate_above:
+                size = len(part.ids)
+                ivf = self._approximate(part.ids, part.matrix[:size], part.order[:size])
+                ivf.next_order = max(ivf.next_order, part.next_order)
+                self._parts[partition] = ivf
 
     def delete(self, partition: str, ids: Sequence[str]) -> None:
         """Remove ids (unknown ids are ignored)."""
@@ -100,6 +155,11 @@ class NumpyVectorIndex:
         with self._lock:
             part = self._parts.get(partition)
             if part is None:
+                return
+            if isinstance(part, IvfPartition):
+                part.delete(ids)
+                if len(part) < self.approximate_above // 2:  # small again: exact
+                    self._parts[partition] = _exact(part)
                 return
             for key in ids:
                 row = part.rows.pop(key, None)
@@ -118,8 +178,12 @@ class NumpyVectorIndex:
         vector = np.asarray(vector, dtype=np.float32).reshape(-1)
         with self._lock:
             part = self._parts.get(partition)
-            if part is None or limit <= 0 or not part.ids:
+            if part is None or limit <= 0 or not len(part):
                 return []
+            if vector.shape[0] != _dim(part):
+                raise invalid("vector", f"expected {_dim(part)} dimensions, got {vector.shape[0]}")
+            if isinstance(part, IvfPartition):
+                return part.search(vector, limit, nprobe=self.nprobe)
             size = len(part.ids)
             if vector.shape[0] != part.matrix.shape[1]:
                 raise invalid("vector", f"expected {part.matrix.shape[1]} dimensions, got {vector.shape[0]}")
@@ -149,6 +213,10 @@ class NumpyVectorIndex:
             part = self._parts.get(partition)
             if part is None:
                 return {}
+            if isinstance(part, IvfPartition):
+                if vector.shape[0] != part.dim and any(key in part.rows for key in ids):
+                    raise invalid("vector", f"expected {part.dim} dimensions, got {vector.shape[0]}")
+                return part.similarity(vector, ids)
             rows = [(key, part.rows[key]) for key in ids if key in part.rows]
             if not rows:
                 return {}
@@ -161,7 +229,9 @@ class NumpyVectorIndex:
         """The ids held in a partition."""
         with self._lock:
             part = self._parts.get(partition)
-            return set(part.ids) if part is not None else set()
+            if part is None:
+                return set()
+            return part.ids() if isinstance(part, IvfPartition) else set(part.ids)
 
     def drop(self, partition: str) -> None:
         """Forget a partition."""
