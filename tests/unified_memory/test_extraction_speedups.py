@@ -46,19 +46,24 @@ def _variants(sentence: str) -> list[str]:
 CORPUS = [v for s in SENTENCES for v in _variants(s)]
 
 
+def _gate_bits(sentence: str) -> int:
+    """The gate bits ``find_hits`` computes for a sentence (recomputed here, uncached)."""
+    low = patterns_module._folded(sentence)
+    bits = 0
+    for word, bit in patterns_module._ELSEWHERE:
+        bits |= bit if word in low else 0
+    for run in patterns_module._LETTERS.findall(low):
+        bits |= patterns_module._run_bits(run)
+    return bits
+
+
 def test_every_gated_pattern_is_exercised_and_never_skipped_where_it_matches() -> None:
     matched = set()
     for sentence in CORPUS:
         for index, (need, entry) in enumerate(patterns_module._GATED):
             if entry[-1].search(sentence):
                 matched.add(index)
-                low = patterns_module._folded(sentence)
-                bits = 0
-                for word, bit in patterns_module._ELSEWHERE:
-                    bits |= bit if word in low else 0
-                for run in patterns_module._LETTERS.findall(low):
-                    bits |= patterns_module._run_bits(run)
-                assert bits & need == need, (entry[0], sentence)
+                assert _gate_bits(sentence) & need == need, (entry[0], sentence)
     assert matched == set(range(len(patterns_module._GATED)))
 
 
@@ -105,12 +110,7 @@ _VOCAB = sorted({w for s in SENTENCES for w in re.findall(r"[\w'/]+|[,.;:!?-]", 
 @given(st.lists(st.sampled_from(_VOCAB), min_size=1, max_size=14))
 def test_gates_never_skip_a_pattern_that_matches_random_sentences(words: list[str]) -> None:
     sentence = " ".join(words)
-    low = patterns_module._folded(sentence)
-    bits = 0
-    for word, bit in patterns_module._ELSEWHERE:
-        bits |= bit if word in low else 0
-    for run in patterns_module._LETTERS.findall(low):
-        bits |= patterns_module._run_bits(run)
+    low, bits = patterns_module._folded(sentence), _gate_bits(sentence)
     for need, entry in patterns_module._GATED:
         if entry[-1].search(sentence):
             assert bits & need == need, (entry[0], sentence)
