@@ -13,6 +13,7 @@ from scoring.embeddings import (
     SentenceTransformerEmbedder,
     default_embedder,
     embeddings_available,
+    length_batches,
 )
 from unified_memory.errors import DependencyError, MemoryTypeError, MemoryValueError
 from unified_memory.protocols import Embedder
@@ -216,11 +217,23 @@ def test_real_model_vectors_are_normalised_float32_and_match_the_model(real_mode
 def test_a_query_embedded_directly_equals_the_batch_encoding():
     pytest.importorskip("sentence_transformers")
     emb = SentenceTransformerEmbedder()
-    texts = ["which food must I avoid?", "I'm allergic to peanuts", "My sister Maria lives in Lisbon"]
+    texts = ["which food must I avoid?", "I'm allergic to peanuts", "My sister Maria lives in Lisbon",
+             "Maria: " + "lives in Lisbon, works at Acme, owns a dog named Biscuit; " * 12]  # 150+ tokens
     reference = emb.model.encode(texts, normalize_embeddings=True)
     one_by_one = np.vstack([emb.embed([text]) for text in texts])  # the short path (a query)
-    many = emb.embed(texts * 4)  # more than a few texts: encode() in batches
+    many = emb.embed(texts * 4)  # more than a few texts: batches grouped by length, input order kept
     assert one_by_one.dtype == np.float32
     np.testing.assert_allclose(one_by_one, reference, atol=1e-5)
-    np.testing.assert_allclose(many[:3], reference, atol=1e-5)
+    np.testing.assert_allclose(many, np.tile(reference, (4, 1)), atol=1e-5)
     np.testing.assert_allclose(np.linalg.norm(one_by_one, axis=1), 1.0, atol=1e-5)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.integers(1, 256), max_size=300), st.integers(1, 64), st.floats(1.0, 4.0))
+def test_length_batches_cover_every_text_once_within_size_and_spread(lengths, batch_size, spread):
+    batches = length_batches(lengths, batch_size, spread=spread)
+    assert sorted(i for batch in batches for i in batch) == list(range(len(lengths)))
+    for batch in batches:
+        assert 1 <= len(batch) <= batch_size
+        longest = max(lengths[i] for i in batch)
+        assert all(lengths[i] * spread >= longest for i in batch)  # padding bounded by the spread
