@@ -220,7 +220,9 @@ class PartitionedVectors:
 
     def _sync(self) -> None:
         """Replay what other processes changed since the last look (see :mod:`tiers.journal`);
-        their vectors are in the embedding cache already, so replaying embeds nothing."""
+        their vectors are in the embedding cache already, so replaying embeds nothing, and a
+        persistent index shared with them (chroma) is not written again: only what this
+        process knows it holds is updated."""
         changes = self._journal.changes()
         if changes is None:  # too far behind: re-check each user's partition against the store
             self._keys.clear()
@@ -234,6 +236,11 @@ class PartitionedVectors:
                 continue
             if change.key is None:
                 del self._keys[change.user_id]
+            elif self.index.persistent:  # a shared index (chroma) already holds the writer's change
+                if change.text is None:
+                    keys.pop(change.key, None)
+                else:
+                    keys[change.key] = self._key(change.key, change.text)
             elif change.text is None:
                 if change.key in keys:
                     self.index.delete(self.partition(change.user_id), [keys.pop(change.key)])
@@ -275,16 +282,19 @@ class PartitionedVectors:
             self._sync()
             if user_id in self._keys:
                 return
-            docs = dict(self._loader(user_id))
-            want = {item_id: self._key(item_id, text) for item_id, text in docs.items()}
-            name = self.partition(user_id)
-            have = self.index.ids(name)
-            stale = have - set(want.values())
-            if stale:
-                self.index.delete(name, sorted(stale))
-            keys = {item_id: key for item_id, key in want.items() if key in have}
-            self._put(user_id, keys, docs)
-            self._keys[user_id] = keys
+            # A persistent index is shared with other processes, which update it just before
+            # they commit: the write lock makes the store and the index one consistent moment.
+            with self.storage.atomic() if self.index.persistent else contextlib.nullcontext():
+                docs = dict(self._loader(user_id))
+                want = {item_id: self._key(item_id, text) for item_id, text in docs.items()}
+                name = self.partition(user_id)
+                have = self.index.ids(name)
+                stale = have - set(want.values())
+                if stale:
+                    self.index.delete(name, sorted(stale))
+                keys = {item_id: key for item_id, key in want.items() if key in have}
+                self._put(user_id, keys, docs)
+                self._keys[user_id] = keys
 
     def _loaded(self, user_id: str) -> dict[str, str] | None:
         self._sync()
