@@ -148,9 +148,10 @@ class EntityGraph:
 
     def _selves(self, user_id: str) -> set[str]:
         """Case-folded names of the user entity and of speakers ("relation: self")."""
-        rows = self.storage.execute(
-            "SELECT name FROM entities WHERE user_id = ? AND (norm_name = ? OR "
-            "json_extract(attributes, '$.relation') = 'self')", [user_id, USER_ENTITY]).fetchall()
+        rows = self.storage.execute(  # two indexed lookups (an OR would scan the user's entities)
+            "SELECT name FROM entities WHERE user_id = ? AND norm_name = ? UNION ALL SELECT name FROM entities "
+            "WHERE user_id = ? AND json_extract(attributes, '$.relation') = 'self'",
+            [user_id, USER_ENTITY, user_id]).fetchall()
         return {row[0].casefold() for row in rows} | {USER_ENTITY}
 
     def ended_only(self, entity_ids: Sequence[str]) -> set[str]:

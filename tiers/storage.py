@@ -128,6 +128,8 @@ CREATE TABLE IF NOT EXISTS entities (
 );
 
 CREATE UNIQUE INDEX IF NOT EXISTS entities_id ON entities(id);
+-- The user's speakers ("relation: self"), read on every graph write, without scanning the user's entities.
+CREATE INDEX IF NOT EXISTS entities_self ON entities(user_id) WHERE json_extract(attributes, '$.relation') = 'self';
 CREATE TABLE IF NOT EXISTS triples (
     seq INTEGER PRIMARY KEY,
     id TEXT NOT NULL,
