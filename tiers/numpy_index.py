@@ -91,7 +91,7 @@ class NumpyVectorIndex:
 
     persistent = False
 
-    def __init__(self, *, approximate_above: int | None = 50_000, nprobe: int = 16,
+    def __init__(self, *, approximate_above: int | None = 200_000, nprobe: int = 16,
                  lists_per_sqrt: float = 4.0) -> None:
         if approximate_above is not None:
             check_int("approximate_above", approximate_above, minimum=2)
