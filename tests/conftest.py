@@ -229,3 +229,22 @@ def chroma_server(tmp_path_factory):
             except subprocess.TimeoutExpired:
                 continue
         log.close()
+
+
+@pytest.fixture
+def count_fact_loads():
+    """``count(mem)`` makes the memory's facts index record each time it loads a user's
+    documents from the store (rather than restoring or replaying them); returns that list."""
+
+    def count(mem):
+        lexical = mem._backend.facts.index.lexical
+        calls, original = [], lexical._loader
+
+        def loader(user_id):
+            calls.append(user_id)
+            return original(user_id)
+
+        lexical._loader = loader
+        return calls
+
+    return count

@@ -21,15 +21,17 @@ def open_memory(path):
     return UnifiedMemory(path, user_id="ada", retrieval="lexical", long_term_limit=None, clock=lambda: 1.7e9)
 
 
-def loads_of(mem):
-    lexical = mem._backend.facts.index.lexical
-    calls, original = [], lexical._loader
-    lexical._loader = lambda user_id: calls.append(user_id) or original(user_id)
-    return calls
-
-
 def answers(mem, words=("cello", "Porto", "kite", "tea", "note")):
     return {w: [(h.id, h.score) for h in mem.recall(w, limit=20, tiers="long_term")] for w in words}
+
+
+def reopened_answers(path, count_fact_loads, *, expect_loads):
+    """Answers of a memory opened on ``path``, checking which users it rebuilt from the store."""
+    with open_memory(path) as mem:
+        calls = count_fact_loads(mem)
+        got = answers(mem)
+        assert calls == expect_loads
+    return got
 
 
 def fresh_answers(path):
@@ -60,50 +62,38 @@ def test_state_round_trips_through_the_stored_format():
     assert restored.search("parrots")[0].key == "k3"
 
 
-def test_reopen_restores_instead_of_rebuilding(db_path):
+def test_reopen_restores_instead_of_rebuilding(db_path, count_fact_loads):
     fill(db_path)
-    with open_memory(db_path) as mem:
-        calls = loads_of(mem)
-        got = answers(mem)
-        assert calls == []
+    got = reopened_answers(db_path, count_fact_loads, expect_loads=[])
     assert got == fresh_answers(db_path)
 
 
-def test_writes_after_the_snapshot_are_replayed(db_path):
+def test_writes_after_the_snapshot_are_replayed(db_path, count_fact_loads):
     fill(db_path)
     with open_memory(db_path) as writer:  # never searches, so it saves nothing at close
         writer.remember("I moved to Porto with my tea set")
         writer.remember("My kite is red")
-    with open_memory(db_path) as mem:
-        calls = loads_of(mem)
-        got = answers(mem)
-        assert calls == []  # the snapshot plus two replayed entries
+    got = reopened_answers(db_path, count_fact_loads, expect_loads=[])  # the snapshot plus two replayed entries
     assert got == fresh_answers(db_path)
     assert len(got["kite"]) == 9  # eight notes and the red kite
 
 
-def test_a_reset_since_the_snapshot_means_a_rebuild(db_path, monkeypatch):
+def test_a_reset_since_the_snapshot_means_a_rebuild(db_path, monkeypatch, count_fact_loads):
     monkeypatch.setattr(journal, "BULK_RESET", 2)
     fill(db_path)
     with UnifiedMemory(db_path, user_id="ada", retrieval="lexical", long_term_limit=None) as other:
         other.remember_many(["I fly kites", "I like tea", "Porto is lovely"])  # journals one reset
-    with open_memory(db_path) as mem:
-        calls = loads_of(mem)
-        got = answers(mem)
-        assert calls == ["ada"]
+    got = reopened_answers(db_path, count_fact_loads, expect_loads=["ada"])
     assert got == fresh_answers(db_path)
 
 
-def test_a_damaged_snapshot_is_ignored(db_path):
+def test_a_damaged_snapshot_is_ignored(db_path, count_fact_loads):
     fill(db_path)
     con = sqlite3.connect(db_path)
     con.execute("UPDATE index_snapshots SET arrays = substr(arrays, 1, 10)")
     con.commit()
     con.close()
-    with open_memory(db_path) as mem:
-        calls = loads_of(mem)
-        got = answers(mem)
-        assert calls == ["ada"]
+    got = reopened_answers(db_path, count_fact_loads, expect_loads=["ada"])
     assert got == fresh_answers(db_path)
 
 

@@ -15,29 +15,15 @@ def open_memory(path, user="ada"):
     return UnifiedMemory(path, user_id=user, retrieval="lexical", long_term_limit=None, clock=lambda: 1.7e9)
 
 
-def counting_loader(mem):
-    """Count how often the facts index reloads a user's documents from the store."""
-    lexical = mem._backend.facts.index.lexical
-    calls = []
-    original = lexical._loader
-
-    def loader(user_id):
-        calls.append(user_id)
-        return original(user_id)
-
-    lexical._loader = loader
-    return calls
-
-
 def texts(hits):
     return [h.text for h in hits]
 
 
-def test_another_writer_is_caught_up_without_reloading(db_path):
+def test_another_writer_is_caught_up_without_reloading(db_path, count_fact_loads):
     with open_memory(db_path) as a, open_memory(db_path) as b:
         a.remember("I play the cello on Sundays")
         assert texts(b.recall("cello", tiers="long_term")) == ["I play the cello on Sundays"]
-        loads = counting_loader(b)
+        loads = count_fact_loads(b)
         a.remember("My sister plays the cello too")
         a.remember("I moved to Porto last spring")
         assert sorted(texts(b.recall("cello", tiers="long_term"))) == [
@@ -68,11 +54,11 @@ def test_forgotten_user_is_not_named_in_the_journal(db_path):
     assert not any("ada@example.com" in user or "peanut" in text for user, text in journal)
 
 
-def test_bulk_write_elsewhere_is_one_reset(db_path):
+def test_bulk_write_elsewhere_is_one_reset(db_path, count_fact_loads):
     with open_memory(db_path) as a, open_memory(db_path) as b:
         a.remember("I collect stamps")
         assert b.recall("stamps")
-        loads = counting_loader(b)
+        loads = count_fact_loads(b)
         a.remember_many([f"note {i}: I collect maps from {i}" for i in range(1500)])
         assert len(b.recall("maps", limit=5, tiers="long_term")) == 5
         assert loads == ["ada"]  # rebuilt once, not replayed entry by entry
@@ -111,14 +97,14 @@ def test_followers_answer_like_a_fresh_reader(tmp_path_factory, ops):
                     assert [(h.id, h.score) for h in mem.recall(word, limit=20)] == expected
 
 
-def test_journal_stays_bounded_and_a_reader_left_behind_rebuilds(db_path, monkeypatch):
+def test_journal_stays_bounded_and_a_reader_left_behind_rebuilds(db_path, monkeypatch, count_fact_loads):
     monkeypatch.setattr(journal, "JOURNAL_KEEP", 20)
     monkeypatch.setattr(journal, "REPLAY_LIMIT", 20)
     monkeypatch.setattr(journal, "_PRUNE_CHECK_EVERY", 5)
     with open_memory(db_path) as a, open_memory(db_path) as b:
         a.remember("I collect stamps")
         assert b.recall("stamps", tiers="long_term")
-        loads = counting_loader(b)
+        loads = count_fact_loads(b)
         for i in range(60):
             a.remember(f"Entry {i}: I bought a kite in town {i}")
         found = b.recall("kite", limit=100, tiers="long_term")
