@@ -29,12 +29,13 @@ there were no journal. An in-memory store has one connection and journals nothin
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from tiers.storage import Storage
 
-__all__ = ["IndexJournal", "Change", "JOURNAL_KEEP", "REPLAY_LIMIT", "BULK_RESET"]
+__all__ = ["IndexJournal", "Change", "replay", "JOURNAL_KEEP", "REPLAY_LIMIT", "BULK_RESET"]
 
 #: Entries kept when a writer prunes (at twice as many); a reader further behind rebuilds anyway.
 JOURNAL_KEEP = 5_000
@@ -176,3 +177,32 @@ class IndexJournal:
             "ORDER BY seq", [seen, head, self.kind]).fetchall()
         origin = self.storage.origin
         return [Change(user or None, key, text) for who, user, key, text in rows if who != origin]
+
+
+def replay(changes: list[Change] | None, held: dict[str, Any], apply: Callable[[str, Any, Change], None]) -> None:
+    """Bring per-user in-memory state ``held`` (user id -> state) in step with followed
+    ``changes`` (:meth:`IndexJournal.changes`): ``None`` or a reset of every user forgets
+    it all, a user's reset forgets theirs (rebuilt from the store on next use), and a put
+    or delete of a user whose state is held goes to ``apply(user_id, state, change)``;
+    users not held are skipped, as they load from the store anyway.
+
+    >>> held = {"ada": ["f1"], "bo": []}
+    >>> replay([Change("ada", "f2", "tea"), Change("bo", None, None)], held,
+    ...        lambda user, state, change: state.append(change.key))
+    >>> held
+    {'ada': ['f1', 'f2']}
+    """
+    if changes is None:
+        held.clear()
+        return
+    for change in changes:
+        if change.user_id is None:
+            held.clear()
+            continue
+        state = held.get(change.user_id)
+        if state is None:
+            continue
+        if change.key is None:
+            del held[change.user_id]
+        else:
+            apply(change.user_id, state, change)

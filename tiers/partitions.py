@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterable
 
 from scoring.lexical import LexicalIndex, LexicalMatch
 from tiers import snapshots
-from tiers.journal import Change, IndexJournal
+from tiers.journal import Change, IndexJournal, replay
 from tiers.storage import Storage
 
 __all__ = ["PartitionedIndex", "Loader"]
@@ -43,22 +43,11 @@ class PartitionedIndex:
 
     def _sync(self) -> None:
         """Replay what other processes changed since the last look (see :mod:`tiers.journal`)."""
-        changes = self._journal.changes()
-        if changes is None:  # too far behind to replay: rebuild each user's index on next use
-            self._parts.clear()
-            return
-        for change in changes:
-            if change.user_id is None:
-                self._parts.clear()
-                continue
-            index = self._parts.get(change.user_id)
-            if index is None:  # not loaded here: it is built from the store on first use
-                continue
-            if change.key is None:
-                del self._parts[change.user_id]
-            else:
-                _apply(index, change)
-                self._unsaved.add(change.user_id)
+        replay(self._journal.changes(), self._parts, self._replayed)
+
+    def _replayed(self, user_id: str, index: LexicalIndex, change: Change) -> None:
+        _apply(index, change)
+        self._unsaved.add(user_id)
 
     def _restore(self, user_id: str) -> LexicalIndex | None:
         """The user's saved index brought up to date from the journal, when usable."""

@@ -28,7 +28,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 import numpy as np
 
 from scoring.linalg import unit_rows
-from tiers.journal import IndexJournal
+from tiers.journal import Change, IndexJournal, replay
 from tiers.numpy_index import NumpyVectorIndex
 from tiers.storage import Storage
 from unified_memory.errors import invalid, wrong_type
@@ -223,29 +223,19 @@ class PartitionedVectors:
         their vectors are in the embedding cache already, so replaying embeds nothing, and a
         persistent index shared with them (chroma) is not written again: only what this
         process knows it holds is updated."""
-        changes = self._journal.changes()
-        if changes is None:  # too far behind: re-check each user's partition against the store
-            self._keys.clear()
-            return
-        for change in changes:
-            if change.user_id is None:
-                self._keys.clear()
-                continue
-            keys = self._keys.get(change.user_id)
-            if keys is None:  # not in step here anyway: checked against the store on next use
-                continue
-            if change.key is None:
-                del self._keys[change.user_id]
-            elif self.index.persistent:  # a shared index (chroma) already holds the writer's change
-                if change.text is None:
-                    keys.pop(change.key, None)
-                else:
-                    keys[change.key] = self._key(change.key, change.text)
-            elif change.text is None:
-                if change.key in keys:
-                    self.index.delete(self.partition(change.user_id), [keys.pop(change.key)])
+        replay(self._journal.changes(), self._keys, self._replayed)
+
+    def _replayed(self, user_id: str, keys: dict[str, str], change: Change) -> None:
+        if self.index.persistent:  # a shared index (chroma) already holds the writer's change
+            if change.text is None:
+                keys.pop(change.key, None)  # type: ignore[arg-type]
             else:
-                self._put(change.user_id, keys, {change.key: change.text})
+                keys[change.key] = self._key(change.key, change.text)  # type: ignore[index,arg-type]
+        elif change.text is None:
+            if change.key in keys:
+                self.index.delete(self.partition(user_id), [keys.pop(change.key)])  # type: ignore[arg-type]
+        else:
+            self._put(user_id, keys, {change.key: change.text})  # type: ignore[dict-item]
 
     def _put(self, user_id: str, keys: dict[str, str], items: dict[str, str]) -> None:
         """Upsert ``items`` (id -> text) not already held under the same key."""
