@@ -223,8 +223,9 @@ def forget(mem: UnifiedMemory, *, user_id: str | None = None, ids: Sequence[str]
     with view._write():
         if checked is None:
             counts = delete_user_rows(storage, target)  # the user's journal entries too
-            for index in indexes:  # every process rebuilds; no entry may name the forgotten user
-                index.reset(None)
+            for index in indexes:  # other processes rebuild all (no entry may name the forgotten user)
+                index.journal.reset(None)
+                index.invalidate(target)  # here, only the forgotten user's indexes are stale
             if backend.dense is not None:
                 for partitions in backend.dense.partitions.values():
                     partitions.drop(target)  # the numpy partition, or the chroma collection
