@@ -29,6 +29,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from unified_memory.context import clean_item
 from unified_memory.errors import invalid, wrong_type
 from unified_memory.llm import as_llm
 from unified_memory.protocols import Extractor
@@ -153,11 +154,12 @@ def _transcript(message: Message, context: Sequence[Message]) -> str:
     earlier = [m for m in context if isinstance(m, Message) and m.text().strip()]
     if earlier:
         lines.append("Conversation so far (for reference only):")
-        lines.extend(f"[{m.role}] {m.text()}" for m in earlier)
+        lines.extend(f"[{m.role}] {clean_item(m.text())}" for m in earlier)
         lines.append("")
-    speaker = f"{message.role} ({message.name})" if message.name else message.role
+    speaker = f"{message.role} ({clean_item(message.name)})" if message.name else message.role
+    # One line per message (⏎ marks its line breaks): a message cannot forge the next heading.
     lines.append(f"Extract memory from this message by the {speaker}:")
-    lines.append(message.text())
+    lines.append(clean_item(message.text()))
     return "\n".join(lines)
 
 

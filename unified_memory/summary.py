@@ -23,6 +23,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from scoring.importance import HeuristicImportanceScorer
+from unified_memory.context import clean_item
 from unified_memory.errors import LLMError, invalid
 from unified_memory.types import Message
 
@@ -139,7 +140,8 @@ def transcript(messages: Sequence[Message]) -> str:
             lines.append(f"{speaker} called {function.get('name') or call.get('name') or 'a tool'}({arguments})")
         if m.images:
             lines.append(f"{speaker}: [{len(m.images)} image(s)]")
-    return "\n".join(lines)
+    # clean_item: a name, text or tool argument cannot start a forged line of the transcript
+    return "\n".join(clean_item(line) for line in lines)
 
 
 _COMPACT_PROMPT = (

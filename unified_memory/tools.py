@@ -24,6 +24,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from unified_memory.context import clean_item
 from unified_memory.errors import invalid, wrong_type
 from unified_memory.validation import check_limit, check_text
 
@@ -214,8 +215,10 @@ def _line(hit: Any) -> str:
     if hit.components.get("superseded"):
         tags.append("superseded")
     speaker = hit.components.get("speaker") or hit.components.get("role")
+    speaker = clean_item(speaker)[:40] if isinstance(speaker, str) else ""
     said = f"{speaker}: " if speaker and hit.tier in ("episodic", "short_term") else ""
-    return f"[{', '.join(tags)}] {said}{' '.join(hit.text.split())} (score {hit.score:.2f})"
+    # clean_item: stored text stays on its own numbered line (no breaks, control or bidi characters)
+    return f"[{', '.join(tags)}] {said}{clean_item(hit.text)} (score {hit.score:.2f})"
 
 
 def memory_tools(memory: Any, *, prefix: str = "", limit: int = 5) -> list[MemoryTool]:

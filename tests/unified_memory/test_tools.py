@@ -120,7 +120,7 @@ def test_recall_output_is_readable_and_has_no_ids(mem, clock):
         assert marker not in answer
     assert "[fact, 2023-11-14] Maria has a dog called Biscuit" in answer
     assert "user: My sister Maria lives in Lisbon." in answer
-    assert "Ada: I'm allergic to peanuts" in answer  # the speaker, and one line per hit
+    assert "Ada: I'm allergic to ⏎ peanuts" in answer  # the speaker, and one line per hit (⏎: its line break)
     assert "assistant: Lovely city." in answer
 
 

@@ -22,6 +22,7 @@ from unified_memory.compat.marsys import (
     ManagedConversationMemory,
     ManagedMemoryConfig,
 )
+from unified_memory.context import clean_item
 from unified_memory.conversation import Conversation
 from unified_memory.errors import NotFoundError, StorageError, invalid
 
@@ -85,7 +86,8 @@ class KGMemory(ConversationMemory):
         messages = super().get_messages()
         facts = self.facts()
         if facts:
-            lines = "\n".join(f"- {f['subject']} {f['predicate'].replace('_', ' ')} {f['object']}" for f in facts)
+            lines = "\n".join(clean_item(f"- {f['subject']} {f['predicate'].replace('_', ' ')} {f['object']}")
+                              for f in facts)
             at = 1 if self._conversation.system_prompt else 0
             messages.insert(at, {"role": "system", "content": f"Known facts:\n{lines}"})
         return messages

@@ -1,0 +1,52 @@
+"""Shared helpers of the reliability suite (issue 8): figures and scale.
+
+Each reliability test reports what it tried through the ``figures`` fixture, e.g.
+``figures("crash", kills=100, acknowledged=4123, lost=0)``. The figures are always
+printed (``pytest -s`` shows them) and, when ``UM_RELIABILITY_REPORT`` names a file,
+appended to it as one JSON object per line: ``benchmarks/reliability.py`` runs this
+suite and turns that file into the README's reliability figures.
+
+``UM_RELIABILITY_SCALE`` (default 1) multiplies the trial counts of the heavy tests
+(:func:`scaled`), so the benchmark can run them harder than CI does.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable
+
+import pytest
+
+
+def scaled(count: int) -> int:
+    """``count`` times ``UM_RELIABILITY_SCALE`` (a float, default 1), at least 1.
+
+    >>> scaled(100)  # with the variable unset
+    100
+    """
+    try:
+        factor = float(os.environ.get("UM_RELIABILITY_SCALE", "1"))
+    except ValueError:
+        factor = 1.0
+    return max(1, round(count * factor))
+
+
+def record_figures(test: str, name: str, **values: object) -> None:
+    """Print one figures row and append it to ``UM_RELIABILITY_REPORT`` if set (see the module doc)."""
+    row = {"test": test, "name": name, **values}
+    print(f"[reliability] {json.dumps(row)}")
+    target = os.environ.get("UM_RELIABILITY_REPORT")
+    if target:
+        with open(target, "a", encoding="utf-8") as handle:
+            handle.write(json.dumps(row) + "\n")
+
+
+@pytest.fixture
+def figures(request) -> Callable[..., None]:
+    """Record the figures of one test: ``figures("name", key=number, ...)``."""
+
+    def record(name: str, **values: object) -> None:
+        record_figures(request.node.nodeid, name, **values)
+
+    return record
