@@ -3,7 +3,8 @@
 Each partition (``"facts/ada"``) is its own chroma collection, so one user's search
 can never see another user's vectors (and a search is ~20x faster than a ``where``
 filter over one shared collection). Collection names are derived from the partition
-(``um-facts-<sha1 prefix>``); the partition itself is kept in the collection metadata.
+(``um-facts-<sha1 prefix>``); the collection metadata keeps the partition's SHA-256
+(never the user id itself) to detect a collision.
 Collections use cosine space and no embedding function: we always pass our vectors.
 
     >>> import numpy as np, tempfile
@@ -64,6 +65,12 @@ def _check_options(prefix: str, hnsw: Mapping[str, Any] | None) -> None:
     unknown = set(hnsw or {}) - _HNSW_KEYS
     if unknown:
         raise invalid("hnsw", f"unknown keys {sorted(unknown)}; allowed: {sorted(_HNSW_KEYS)}")
+
+
+def _fingerprint(partition: object) -> str:
+    """What a collection records of its partition: a hash, so that a user's id (part of
+    the partition) does not stay readable in chroma's files after the user is forgotten."""
+    return hashlib.sha256(str(partition).encode("utf-8")).hexdigest()
 
 
 def collection_name(partition: str, prefix: str = "um") -> str:
@@ -310,15 +317,16 @@ class ChromaVectorIndex:
             return col
         if create:
             col = self._client.get_or_create_collection(
-                name, configuration={"hnsw": self._hnsw}, metadata={"partition": partition}, embedding_function=None
-            )
+                name, configuration={"hnsw": self._hnsw}, metadata={"partition_sha256": _fingerprint(partition)},
+                embedding_function=None)
         else:
             try:
                 col = self._client.get_collection(name, embedding_function=None)
             except self._chroma.errors.NotFoundError:
                 return None
-        owner = (col.metadata or {}).get("partition")
-        if owner != partition:
+        metadata = col.metadata or {}
+        if metadata.get("partition_sha256", _fingerprint(metadata.get("partition"))) != _fingerprint(partition):
+            owner = metadata.get("partition", "another partition")
             raise StorageError(f"collection {name!r} belongs to partition {owner!r}, not {partition!r}")
         with self._lock:
             return self._collections.setdefault(partition, col)

@@ -153,6 +153,12 @@ class EmbeddingCache:
                 self._queries.popitem(last=False)
         return vector
 
+    def clear_queries(self) -> None:
+        """Drop the remembered query vectors (queries are not attributed to users, so a
+        forgotten user's queries can only be dropped with everyone's)."""
+        with self._lock:
+            self._queries.clear()
+
     def delete_user(self, user_id: str) -> int:
         """Forget every cached vector of a user (all models); returns how many."""
         with self.storage.atomic():

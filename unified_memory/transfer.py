@@ -229,6 +229,7 @@ def forget(mem: UnifiedMemory, *, user_id: str | None = None, ids: Sequence[str]
             if backend.dense is not None:
                 for partitions in backend.dense.partitions.values():
                     partitions.drop(target)  # the numpy partition, or the chroma collection
+                backend.dense.cache.clear_queries()  # the user's recent queries, kept in memory
         else:
             counts = _forget_items(mem, target, checked)
         view._event("reset", "completed", **counts)

@@ -298,9 +298,22 @@ def test_a_foreign_collection_with_our_name_is_refused(tmp_path):
 
     client = chromadb.PersistentClient(path=str(tmp_path / "own"), settings=Settings(anonymized_telemetry=False))
     client.create_collection(collection_name("facts/ada"), metadata={"partition": "someone else"}, embedding_function=None)
+    client.create_collection(collection_name("facts/bob"), embedding_function=None)  # no metadata at all
+    client.create_collection(collection_name("facts/eve"), metadata={"partition": "facts/eve"},  # an older version's
+                             embedding_function=None)
     with pytest.raises(StorageError, match="belongs to partition"):
         ChromaVectorIndex(client).ids("facts/ada")
+    with pytest.raises(StorageError, match="belongs to partition"):
+        ChromaVectorIndex(client).ids("facts/bob")
+    assert ChromaVectorIndex(client).ids("facts/eve") == set()
     client.close()
+
+
+def test_collections_do_not_record_the_user_id(tmp_path):
+    with ChromaVectorIndex.embedded(tmp_path / "chroma") as index:
+        index.upsert("facts/ada-lovelace", ["f1"], np.ones((1, 4), dtype=np.float32))
+        assert index.ids("facts/ada-lovelace") == {"f1"}
+    assert not [p for p in (tmp_path / "chroma").rglob("*") if p.is_file() and b"ada-lovelace" in p.read_bytes()]
 
 
 @given(st.text(min_size=1, max_size=200), st.sampled_from(["um", "a", "Prefix_16_chars_"]))
