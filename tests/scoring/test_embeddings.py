@@ -1,3 +1,4 @@
+import hashlib
 import socket
 import subprocess
 import sys
@@ -69,7 +70,7 @@ def test_hashing_embedder_is_stable_across_processes():
                        env={"PYTHONHASHSEED": seed, "PATH": ""}).stdout
         for seed in ("1", "2")
     }
-    digests.add(__import__("hashlib").sha256(HashingEmbedder(64).embed(["peanut allergy in Lisbon"]).tobytes())
+    digests.add(hashlib.sha256(HashingEmbedder(64).embed(["peanut allergy in Lisbon"]).tobytes())
                 .hexdigest() + "\n")
     assert len(digests) == 1
 
