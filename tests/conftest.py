@@ -190,6 +190,10 @@ def _chroma_executable() -> str:
     return found
 
 
+CHROMA_SERVER_DIRS: dict[int, Path] = {}
+"""The data directory of each running ``chroma_server``, by port (tests that scan its files)."""
+
+
 @pytest.fixture(scope="module")
 def chroma_server(tmp_path_factory):
     """A real ``chroma run`` on a free loopback port; yields the port, killed at teardown."""
@@ -198,6 +202,7 @@ def chroma_server(tmp_path_factory):
 
     data = tmp_path_factory.mktemp("chroma-server")
     port = free_port()
+    CHROMA_SERVER_DIRS[port] = data / "db"
     log = open(data / "server.log", "wb")  # closed at teardown
     proc = subprocess.Popen(
         [_chroma_executable(), "run", "--path", str(data / "db"), "--host", "127.0.0.1", "--port", str(port)],

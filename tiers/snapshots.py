@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from typing import Any
 
 import numpy as np
@@ -67,23 +68,57 @@ def decode(header: str, blob: bytes) -> LexicalState:
     >>> decode('{"format": 99}', b"")
     Traceback (most recent call last):
     ValueError: index snapshot: format or analyzer differ (format 99)
+    >>> decode('[' * 100_000, b"")
+    Traceback (most recent call last):
+    ValueError: index snapshot: the header is not JSON
     """
-    meta: dict[str, Any] = json.loads(header)
+    try:
+        meta = json.loads(header)
+    except (TypeError, ValueError, RecursionError):  # not text, not JSON, nested too deeply
+        raise ValueError("index snapshot: the header is not JSON") from None
+    if not isinstance(meta, dict) or not isinstance(blob, bytes):
+        raise ValueError("index snapshot: the header is not an object, or the arrays not bytes")
     if meta.get("format") != _FORMAT or meta.get("analyzer") != ANALYZER_TAG:
-        raise ValueError(f"index snapshot: format or analyzer differ (format {meta.get('format')})")
+        raise ValueError(f"index snapshot: format or analyzer differ (format {meta.get('format')!r:.40})")
+    layout = meta.get("layout")
+    if not isinstance(layout, list) or not all(
+            isinstance(part, list) and len(part) == 2 and part[0] in _DTYPES and _count(part[1]) is not None
+            and part[1] % np.dtype(_DTYPES[part[0]]).itemsize == 0 for part in layout) \
+            or sorted(part[0] for part in layout) != sorted(_DTYPES):
+        raise ValueError("index snapshot: the array layout is damaged")
     arrays, offset = {}, 0
-    for name, size in meta["layout"]:
-        if name not in _DTYPES or offset + size > len(blob):
+    for name, size in layout:
+        if offset + size > len(blob):
             raise ValueError(f"index snapshot: array {name!r} does not fit the stored bytes")
         arrays[name] = np.frombuffer(blob, dtype=_DTYPES[name], count=size // np.dtype(_DTYPES[name]).itemsize,
                                      offset=offset).copy()  # writable, native-owned
         offset += size
-    if offset != len(blob) or set(arrays) != set(_DTYPES):
+    if offset != len(blob):
         raise ValueError("index snapshot: arrays and stored bytes differ")
-    keys, vocab = meta["keys"], meta["vocab"]
-    if not all(k is None or isinstance(k, str) for k in keys) or not all(isinstance(t, str) for t in vocab):
+    keys, vocab = meta.get("keys"), meta.get("vocab")
+    if not isinstance(keys, list) or not isinstance(vocab, list) \
+            or not all(k is None or isinstance(k, str) for k in keys) or not all(isinstance(t, str) for t in vocab):
         raise ValueError("index snapshot: keys and terms must be strings")
-    return LexicalState(keys, vocab, arrays, int(meta["total_len"]), float(meta["k1"]), float(meta["b"]))
+    total_len, k1, b = _count(meta.get("total_len")), _number(meta.get("k1")), _number(meta.get("b"))
+    if total_len is None or k1 is None or b is None:
+        raise ValueError("index snapshot: total_len, k1 and b must be finite numbers")
+    return LexicalState(keys, vocab, arrays, total_len, k1, b)
+
+
+def _count(value: Any) -> int | None:
+    """``value`` if it is an int >= 0 (not a bool)."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+
+
+def _number(value: Any) -> float | None:
+    """``value`` as a finite float, if it is a number (not a bool)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    try:
+        number = float(value)
+    except OverflowError:  # an int too large for a float
+        return None
+    return number if math.isfinite(number) else None
 
 
 def save(storage: Storage, user_id: str, kind: str, state: LexicalState, *, head: int) -> None:

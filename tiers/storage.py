@@ -14,6 +14,7 @@ A file that is not ours (or is newer than this code) is refused, never overwritt
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import json
 import os
@@ -28,7 +29,7 @@ from typing import Any
 
 import sqlite_utils
 
-from unified_memory.errors import ClosedError, StorageError, invalid, wrong_type
+from unified_memory.errors import ClosedError, StorageError, check_path, invalid, wrong_type
 
 __all__ = ["Storage", "Scope", "SCHEMA_VERSION", "new_id", "dumps", "loads", "NO_SCOPE", "metadata_where", "recall_filter"]
 
@@ -227,6 +228,56 @@ def new_id(prefix: str) -> str:
     return f"{prefix}_{uuid.uuid4().hex}"
 
 
+def is_damage(exc: sqlite3.Error) -> bool:
+    """Whether a ``sqlite3`` error says the file is damaged (corrupt, not a database, text
+    that is not UTF-8, a header SQLite will only read), rather than a constraint, a lock
+    or a bad statement.
+
+    >>> is_damage(sqlite3.DatabaseError("database disk image is malformed"))
+    True
+    >>> is_damage(sqlite3.IntegrityError("UNIQUE constraint failed: facts.id"))
+    False
+    """
+    name = getattr(exc, "sqlite_errorname", "") or ""
+    if name.startswith(("SQLITE_CORRUPT", "SQLITE_NOTADB", "SQLITE_READONLY")) or type(exc) is sqlite3.DatabaseError:
+        return True
+    text = str(exc)
+    return isinstance(exc, sqlite3.OperationalError) and ("Could not decode to UTF-8" in text
+                                                          or "malformed" in text)
+
+
+class _Rows:
+    """A cursor whose fetches turn a damaged file's ``sqlite3`` errors into :class:`StorageError`
+    (rows are read lazily, so corruption can surface after ``execute`` returned)."""
+
+    __slots__ = ("_cursor", "_damage")
+
+    def __init__(self, cursor: sqlite3.Cursor, damage: Any) -> None:
+        self._cursor, self._damage = cursor, damage
+
+    def fetchone(self) -> Any:
+        with self._damage():
+            return self._cursor.fetchone()
+
+    def fetchall(self) -> list[Any]:
+        with self._damage():
+            return self._cursor.fetchall()
+
+    def fetchmany(self, size: int = 1) -> list[Any]:
+        with self._damage():
+            return self._cursor.fetchmany(size)
+
+    def __iter__(self) -> Iterator[Any]:
+        return self
+
+    def __next__(self) -> Any:
+        with self._damage():
+            return next(self._cursor)
+
+    def __getattr__(self, name: str) -> Any:  # rowcount, lastrowid, description, close ...
+        return getattr(self._cursor, name)
+
+
 def dumps(value: Any) -> str:
     """JSON-encode a stored value (compact, strict: no NaN).
 
@@ -302,6 +353,75 @@ def recall_filter(scope: Scope, *, where: dict[str, Any] | None, since: float | 
     return sql, params
 
 
+class _WriterQueue:
+    """The turns of this process's writers to one file, first come first served.
+
+    SQLite lets a writer wait for the file's lock by polling, with sleeps growing to
+    100 ms: a writer that has waited long loses the lock, again and again, to writers
+    that just arrived (they poll after 1 ms). With several connections of one process
+    on a file kept busy, one of them could wait past its busy timeout although no
+    transaction held the lock for that long ("database is locked"). The connections of
+    a process therefore take turns here before asking SQLite for the lock; SQLite's
+    waiting remains for the other processes (one connection each at a time).
+
+    >>> queue = _WriterQueue()
+    >>> queue.acquire(0.1), queue.acquire(0.01)
+    (True, False)
+    >>> queue.release(); queue.acquire(0.01)
+    True
+    """
+
+    def __init__(self) -> None:
+        self._mutex = threading.Lock()
+        self._held = False
+        self._waiting: collections.deque[threading.Event] = collections.deque()
+
+    def acquire(self, timeout: float) -> bool:
+        """Wait for this writer's turn, at most ``timeout`` seconds; whether it came."""
+        with self._mutex:
+            if not self._held and not self._waiting:
+                self._held = True
+                return True
+            turn = threading.Event()
+            self._waiting.append(turn)
+        if turn.wait(timeout):
+            return True
+        with self._mutex:
+            if turn.is_set():  # handed over just as the wait timed out
+                return True
+            self._waiting.remove(turn)
+            return False
+
+    def release(self) -> None:
+        """End this writer's turn: hand it to the writer that has waited longest."""
+        with self._mutex:
+            if self._waiting:
+                self._waiting.popleft().set()
+            else:
+                self._held = False
+
+
+_WRITER_QUEUES: dict[str, _WriterQueue] = {}
+_WRITER_QUEUES_LOCK = threading.Lock()
+
+
+def _fresh_writer_queues() -> None:
+    """In a forked child: no writer of the parent will ever release its turn here."""
+    global _WRITER_QUEUES, _WRITER_QUEUES_LOCK
+    _WRITER_QUEUES, _WRITER_QUEUES_LOCK = {}, threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_fresh_writer_queues)
+
+
+def _writer_queue(path: Path) -> _WriterQueue:
+    """The queue of this process's writers to the file at ``path``."""
+    key = os.path.realpath(path)
+    with _WRITER_QUEUES_LOCK:
+        return _WRITER_QUEUES.setdefault(key, _WriterQueue())
+
+
 class Storage:
     """One SQLite database (a file, or in memory when ``path`` is None).
 
@@ -311,19 +431,25 @@ class Storage:
     """
 
     def __init__(self, path: str | os.PathLike[str] | None, *, busy_timeout_ms: int = 10_000) -> None:
-        self.path: Path | None = Path(path) if path is not None else None
+        self.path: Path | None = Path(check_path("path", path)) if path is not None else None
         self.lock = threading.RLock()
         self.origin = uuid.uuid4().hex  # tells this connection's journal entries from others' (tiers.journal)
         self._closed = False
+        self._writers = _writer_queue(self.path) if self.path is not None else None
         if self.path is not None:
-            self._refuse_foreign_file(self.path)
-            if self.path.parent and not self.path.parent.exists():
-                raise StorageError(f"path: directory {str(self.path.parent)!r} does not exist")
+            try:
+                self._refuse_foreign_file(self.path)
+                missing = bool(self.path.parent) and not self.path.parent.exists()
+            except OSError as exc:  # e.g. a name too long for the file system, no permission
+                raise StorageError(f"path: cannot use {str(self.path)[:200]!r}: {exc.strerror or exc}",
+                                   field="path") from None
+            if missing:
+                raise StorageError(f"path: directory {str(self.path.parent)!r} does not exist", field="path")
         target = ":memory:" if self.path is None else str(self.path)
         try:
             conn = sqlite3.connect(target, timeout=busy_timeout_ms / 1000, check_same_thread=False)
         except sqlite3.Error as exc:
-            raise StorageError(f"path: cannot open {target!r}: {exc}") from None
+            raise StorageError(f"path: cannot open {target!r}: {exc}", field="path") from None
         try:
             self.db = sqlite_utils.Database(conn, execute_plugins=False)
             self._configure(busy_timeout_ms)
@@ -332,7 +458,7 @@ class Storage:
             self._migrate()
         except sqlite3.DatabaseError as exc:
             conn.close()
-            raise StorageError(f"path: {target!r} is not a usable SQLite database: {exc}") from None
+            raise StorageError(f"path: {target!r} is not a usable SQLite database: {exc}", field="path") from None
         except BaseException:
             conn.close()
             raise
@@ -342,11 +468,11 @@ class Storage:
         if not path.exists():
             return
         if path.is_dir():
-            raise StorageError(f"path: {str(path)!r} is a directory, not a database file")
+            raise StorageError(f"path: {str(path)!r} is a directory, not a database file", field="path")
         with path.open("rb") as handle:
             head = handle.read(len(_SQLITE_MAGIC))
         if head and head != _SQLITE_MAGIC:
-            raise StorageError(f"path: {str(path)!r} is not a SQLite database; refusing to overwrite it")
+            raise StorageError(f"path: {str(path)!r} is not a SQLite database; refusing to overwrite it", field="path")
 
     def _configure(self, busy_timeout_ms: int) -> None:
         self._busy_timeout_ms = int(busy_timeout_ms)
@@ -364,7 +490,7 @@ class Storage:
             conn = self.db.conn
             mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
             if str(mode).lower() != "wal":
-                raise StorageError(f"path: could not enable WAL journaling (got {mode!r})")
+                raise StorageError(f"path: could not enable WAL journaling (got {mode!r})", field="path")
             conn.execute("PRAGMA synchronous = NORMAL")
 
     def _check_ownership(self) -> None:
@@ -373,25 +499,37 @@ class Storage:
         if tables and "meta" not in tables:
             raise StorageError(
                 f"path: {str(self.path)!r} is a SQLite database of another application "
-                f"(tables: {', '.join(sorted(tables)[:5])}); refusing to modify it"
+                f"(tables: {', '.join(sorted(tables)[:5])}); refusing to modify it", field="path"
             )
         version = None
         if "meta" in tables:
             row = self.db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
-            version = int(row[0]) if row else None
+            version = self._version_of(row)
             if version is None and len(tables) > 1:
-                raise StorageError(f"path: {str(self.path)!r} has no schema version; refusing to modify it")
+                raise StorageError(f"path: {str(self.path)!r} has no schema version; refusing to modify it", field="path")
         if version is not None and version > SCHEMA_VERSION:
             raise StorageError(
                 f"path: {str(self.path)!r} was written by a newer unified-memory "
-                f"(schema {version}, this version reads up to {SCHEMA_VERSION}); upgrade the package"
+                f"(schema {version}, this version reads up to {SCHEMA_VERSION}); upgrade the package",
+                field="path",
             )
+
+    def _version_of(self, row: Sequence[Any] | None) -> int | None:
+        """The stored schema version (``None``: no row); a value that is not a version
+        number means the file is not ours or is damaged, and is refused."""
+        if row is None:
+            return None
+        value = row[0]
+        if isinstance(value, int) or (isinstance(value, str) and value.isascii() and value.isdigit()):
+            return int(value)
+        raise StorageError(f"path: {str(self.path)!r} has a schema version {value!r:.40} that is not a number; "
+                           "refusing to modify it", field="path")
 
     def _migrate(self) -> None:
         present = {row[0] for row in self.db.execute("SELECT name FROM sqlite_master").fetchall()}
         row = self.db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() \
             if "meta" in present else None
-        if row is not None and int(row[0]) == SCHEMA_VERSION and _SCHEMA_OBJECTS <= present:
+        if row is not None and self._version_of(row) == SCHEMA_VERSION and _SCHEMA_OBJECTS <= present:
             return  # up to date: opening writes nothing, so many processes can open at once
         with self.atomic():
             for statement in _SCHEMA.split(";"):
@@ -415,6 +553,8 @@ class Storage:
         first (waiting up to the busy timeout while another process writes), so a write
         that reads before it writes cannot fail half-way because another process
         committed in between. A lock held longer than the timeout is a :class:`StorageError`.
+        The connections of this process to the same file first queue for their turn, first
+        come first served (:class:`_WriterQueue`), so that none of them starves.
         """
         with self.lock:
             self._check_open()
@@ -423,24 +563,31 @@ class Storage:
                 with self.db.atomic():  # a savepoint
                     yield self.db
                 return
+            queue = self._writers
+            if queue is not None and not queue.acquire(self._busy_timeout_ms / 1000):
+                raise self._busy(sqlite3.OperationalError("database is locked"))
             try:
-                conn.execute("BEGIN IMMEDIATE")
-            except sqlite3.OperationalError as exc:
-                raise self._busy(exc) from exc
-            try:
-                yield self.db
-            except BaseException as exc:
-                if conn.in_transaction:
-                    conn.execute("ROLLBACK")
-                if isinstance(exc, sqlite3.OperationalError) and "locked" in str(exc):
+                try:
+                    conn.execute("BEGIN IMMEDIATE")
+                except sqlite3.OperationalError as exc:
                     raise self._busy(exc) from exc
-                raise
-            try:
-                conn.execute("COMMIT")
-            except sqlite3.OperationalError as exc:
-                if conn.in_transaction:
-                    conn.execute("ROLLBACK")
-                raise self._busy(exc) from exc
+                try:
+                    yield self.db
+                except BaseException as exc:
+                    if conn.in_transaction:
+                        conn.execute("ROLLBACK")
+                    if isinstance(exc, sqlite3.OperationalError) and "locked" in str(exc):
+                        raise self._busy(exc) from exc
+                    raise
+                try:
+                    conn.execute("COMMIT")
+                except sqlite3.OperationalError as exc:
+                    if conn.in_transaction:
+                        conn.execute("ROLLBACK")
+                    raise self._busy(exc) from exc
+            finally:
+                if queue is not None:
+                    queue.release()
 
     def _busy(self, exc: sqlite3.OperationalError) -> StorageError:
         where = "in memory" if self.path is None else str(self.path)
@@ -449,23 +596,36 @@ class Storage:
 
     def execute(self, sql: str, params: Sequence[Any] | dict[str, Any] = ()) -> sqlite3.Cursor:
         """Run one parameterised statement under the lock (reads, or writes inside :meth:`atomic`)."""
-        with self.lock:
+        with self.lock, self._damage():
             self._check_open()
-            return self.db.execute(sql, params)
+            return _Rows(self.db.execute(sql, params), self._damage)  # type: ignore[return-value]
 
     def query(self, sql: str, params: Sequence[Any] | dict[str, Any] = ()) -> list[dict[str, Any]]:
         """Run a parameterised SELECT and return its rows as dicts."""
-        with self.lock:
+        with self.lock, self._damage():
             self._check_open()
             cursor = self.db.execute(sql, params)
-            columns = [c[0] for c in cursor.description]
+            columns = [c[0] for c in cursor.description]  # fetched below, inside _damage
             return [dict(zip(columns, row, strict=True)) for row in cursor.fetchall()]
 
     def executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
         """Run one parameterised statement for many rows (call inside :meth:`atomic`)."""
-        with self.lock:
+        with self.lock, self._damage():
             self._check_open()
             self.db.conn.executemany(sql, rows)
+
+    @contextlib.contextmanager
+    def _damage(self) -> Iterator[None]:
+        """A damaged file found by a statement (a corrupt page, text that is not UTF-8) is a
+        :class:`StorageError` naming the file, not a ``sqlite3`` error; constraint and lock
+        errors pass through (callers handle them)."""
+        try:
+            yield
+        except sqlite3.DatabaseError as exc:
+            if not is_damage(exc):
+                raise
+            where = "the in-memory database" if self.path is None else repr(str(self.path))
+            raise StorageError(f"path: {where} is damaged or cannot be written: {exc}", field="path") from exc
 
     def get_meta(self, key: str) -> str | None:
         """Read a value of the ``meta`` table."""
@@ -494,6 +654,36 @@ class Storage:
                 raise StorageError("checkpoint: not possible inside a transaction")
             row = self.db.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
             return (int(row[0]), int(row[1]), int(row[2]))
+
+    def vacuum(self) -> None:
+        """Rewrite the database file compactly (``VACUUM``), under this process's writer turn.
+
+        ``secure_delete`` zeroes deleted cells and freed pages, but a page the b-tree
+        rebuilds keeps stale bytes of moved cells in its unused gap; rewriting the file is
+        what leaves no deleted text behind (:func:`~unified_memory.transfer.forget`). In
+        memory: nothing.
+
+        >>> Storage(None).vacuum()
+        """
+        with self.lock:
+            self._check_open()
+            if self.path is None:
+                return
+            if self.db.conn.in_transaction:
+                raise StorageError("vacuum: not possible inside a transaction")
+            queue = self._writers
+            if queue is not None and not queue.acquire(self._busy_timeout_ms / 1000):
+                raise self._busy(sqlite3.OperationalError("database is locked"))
+            try:
+                with self._damage():
+                    self.db.conn.execute("VACUUM")
+            except sqlite3.OperationalError as exc:
+                if "locked" in str(exc) or "busy" in str(exc):
+                    raise self._busy(exc) from exc
+                raise
+            finally:
+                if queue is not None:
+                    queue.release()
 
     @property
     def closed(self) -> bool:

@@ -69,8 +69,15 @@ DERIVED_TABLES = frozenset({"embeddings", "index_journal", "index_snapshots"})
 # Preferred order of the known tables (foreign keys still come first).
 _PREFERRED = ("messages", "window", "facts", "entities", "triples", "summaries")
 # Text columns that hold JSON: an import checks they parse.
-_JSON_COLUMNS = frozenset({"metadata", "attributes", "source_message_ids", "tool_calls", "images",
-                           "reasoning_details"})
+# JSON text columns and the JSON type they hold.
+_JSON_COLUMNS: dict[str, type | tuple[type, ...]] = {
+    "metadata": dict, "attributes": dict, "source_message_ids": list, "tool_calls": list, "images": list,
+    "reasoning_details": (list, dict)}
+# REAL columns holding POSIX seconds: read back as datetimes, so within 0001-01-01 .. 9999-12-31.
+_TIME_COLUMNS = frozenset({"created_at", "updated_at", "last_accessed", "valid_from", "valid_to", "expires_at",
+                           "first_seen", "last_seen", "ingested_at", "at"})
+_TIMES = (-62135596800.0, 253402300799.0)
+_INT64 = (-(2**63), 2**63 - 1)
 
 
 # -- schema discovery ----------------------------------------------------------------------
@@ -321,21 +328,39 @@ def _check_value(column: Column, value: Any) -> Any:
             raise ValueError("is not valid base64") from None
     if isinstance(value, bool) or not isinstance(value, str | int | float):
         raise ValueError(f"expected a scalar, got {type(value).__name__}")
+    if isinstance(value, int) and not _INT64[0] <= value <= _INT64[1]:
+        raise ValueError("is an integer too large for SQLite (64 bits)")
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ValueError(f"must be a finite number, got {value!r}")
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise ValueError("is not valid unicode text (it holds a lone surrogate)") from None
     affinity = column.affinity
     if affinity == "INTEGER" and not isinstance(value, int):
-        raise ValueError(f"expected an integer, got {value!r}")
+        raise ValueError(f"expected an integer, got {value!r:.60}")
     if affinity == "REAL":
         if not isinstance(value, int | float):
             raise ValueError(f"expected a number, got {type(value).__name__}")
-        return float(value)
+        try:
+            value = float(value)
+        except OverflowError:
+            raise ValueError("is a number too large") from None
+        if column.name in _TIME_COLUMNS and not _TIMES[0] <= value <= _TIMES[1]:
+            raise ValueError(f"must be a moment from 0001-01-01 to 9999-12-31 (POSIX seconds), got {value!r}")
+        return value
     if affinity == "TEXT":
         if not isinstance(value, str):
             raise ValueError(f"expected text, got {type(value).__name__}")
         if column.name in _JSON_COLUMNS:
             try:
-                json.loads(value)
-            except ValueError:
+                decoded = json.loads(value)
+            except (ValueError, RecursionError):  # RecursionError: nested too deeply
                 raise ValueError("is not valid JSON text") from None
+            shape = _JSON_COLUMNS[column.name]
+            if not isinstance(decoded, shape) and not (decoded is None and not column.notnull):
+                raise ValueError(f"must hold a JSON {'object' if shape is dict else 'array'}")
     return value
 
 
@@ -356,6 +381,8 @@ def parse_export(lines: Iterable[str], *, source: str, tables: Sequence[TableInf
             obj = json.loads(text)
         except ValueError as exc:
             raise _fail(source, number, f"not valid JSON ({exc})") from None
+        except RecursionError:
+            raise _fail(source, number, "not valid JSON (nested too deeply)") from None
         if not isinstance(obj, dict) or not isinstance(obj.get("kind"), str):
             raise _fail(source, number, 'expected an object with a "kind"')
         if header is None:

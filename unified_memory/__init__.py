@@ -92,6 +92,9 @@ _LAZY = {
     "context_window": "unified_memory.model_windows",
     "register_model": "unified_memory.model_windows",
     "ConversationStore": "unified_memory.protocols",
+    "Redactor": "unified_memory.protocols",
+    "SecretRedactor": "unified_memory.redaction",
+    "redact_secrets": "unified_memory.redaction",
     "InMemoryConversationStore": "tiers.sessions",
     "JSONConversationStore": "tiers.sessions",
     "SQLiteConversationStore": "tiers.sessions",
@@ -126,6 +129,7 @@ __all__ = [
     "RedisConversationStore", "StoreUnavailableError", "IngestReport", "ingest_file",
     "MemoryMaxTokensStrategy", "MemoryMaxMessagesStrategy", "SummarizerStrategy", "NeuralyzerStrategy",
     "MemoryStrategies", "StrategyOutcome", "load_strategies", "load_short_term_strategy", "load_long_term_strategy",
+    "Redactor", "SecretRedactor", "redact_secrets",
     "__version__",
 ]
 
@@ -161,11 +165,13 @@ if TYPE_CHECKING:
         Embedder,
         Extractor,
         ImportanceScorer,
+        Redactor,
         Reranker,
         Summarizer,
         TokenCounter,
         VectorIndex,
     )
+    from unified_memory.redaction import SecretRedactor, redact_secrets
     from unified_memory.strategies import (
         MemoryMaxMessagesStrategy,
         MemoryMaxTokensStrategy,

@@ -157,6 +157,8 @@ def check_condition(expression: str, *, allowed: frozenset[str]) -> str:
         _parse(expression)
     except SyntaxError as exc:
         raise ValueError(f"{prefix}: syntax error: {exc.msg}") from None
+    except (RecursionError, MemoryError):  # 'not not not ...' or '----1' thousands deep: the parser gives up
+        raise ValueError(f"{prefix:.80}...: nested too deeply to parse") from None
     if len(tree.body) != 1 or not isinstance(tree.body[0], ast.Expr):
         raise ValueError(f"{prefix}: must be a single expression, not a statement")
     for node in ast.walk(tree):
@@ -328,8 +330,8 @@ def read_source(source: Any) -> tuple[Any, str | None]:
     if isinstance(source, Path):
         try:
             text = source.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
-            raise ConfigError(f"{source}: cannot read the strategies file: {exc}", field="source") from None
+        except (OSError, ValueError) as exc:  # ValueError: not UTF-8, or a NUL byte in the name
+            raise ConfigError(f"source: {source}: cannot read the strategies file: {exc}", field="source") from None
         return _parse_json(text, str(source)), str(source)
     if isinstance(source, str):
         return _parse_json(source, None), None
@@ -346,3 +348,7 @@ def _parse_json(text: str, label: str | None) -> Any:
                 if label is None and text.strip().endswith(".json") and not text.lstrip().startswith("{") else "")
         raise ConfigError(f"{label or 'source'}: invalid JSON at line {exc.lineno}, column {exc.colno}: "
                           f"{exc.msg}{hint}", field="source") from None
+    except RecursionError:  # a recursion bomb ('[[[[...')
+        raise ConfigError(f"{label or 'source'}: invalid JSON: nested too deeply", field="source") from None
+    except ValueError as exc:  # an integer of more than 4300 digits
+        raise ConfigError(f"{label or 'source'}: invalid JSON: {exc}", field="source") from None

@@ -74,6 +74,8 @@ def get_store(name: str) -> UnifiedMemory:
     ...
     unified_memory.errors.NotFoundError: store: no memory registered as 'nowhere'; call register_store('nowhere', memory) first
     """
+    if not isinstance(name, str):
+        raise wrong_type("name", "str", name)
     with _STORES_LOCK:
         memory = _STORES.get(name)
     if memory is None:
@@ -251,6 +253,13 @@ def remember(store: Any = None, *, extract: bool = True, inject: bool = True, to
             raise invalid(name, f"must be a positive int, got {value!r}")
     if on_error is not None and not callable(on_error):
         raise wrong_type("on_error", "callable", on_error)
+    for name, value in (("method", method), ("prompt_attribute", prompt_attribute)):
+        if value is None and name == "method":
+            continue
+        if not isinstance(value, str):
+            raise wrong_type(name, "str", value)
+        if not value.isidentifier():
+            raise invalid(name, f"must be an attribute name, got {value!r:.80}")
     extractor = None
     if extraction_model is not None:
         from unified_memory.llm_extraction import LLMExtractor

@@ -46,6 +46,7 @@ _MESSAGE_KEYS = ("role", "content", "name", "tool_calls", "tool_call_id", "metad
 _TIME_KEYS = ("created_at", "when", "timestamp")
 _SESSION = re.compile(r"session_(\d+)")
 _LOCOMO_DATE = "%I:%M %p on %d %B, %Y"
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,11 +117,11 @@ def detect_format(name: str, text: str) -> str:
         return "jsonl"
     try:
         data = json.loads(text)
-    except json.JSONDecodeError:
+    except (ValueError, RecursionError):  # not JSON, nested too deeply, an int of more than 4300 digits
         first = next((line for line in text.splitlines() if line.strip()), "")
         try:
             return "jsonl" if isinstance(json.loads(first), dict) else "openai"
-        except json.JSONDecodeError:
+        except (ValueError, RecursionError):
             return "openai"  # parsing reports the error with its line
     samples = data if isinstance(data, list) else [data]
     if samples and all(isinstance(s, Mapping) and isinstance(s.get("conversation"), Mapping) for s in samples):
@@ -152,11 +153,39 @@ def parse_chat_text(text: str, format: str, *, source: str = "<text>") -> Parsed
         raise MemoryValueError(f"{prefix}{exc}", field=exc.location or None) from None
 
 
+def _surrogate_at(data: Any) -> str | None:
+    """The path of the first string (or key) holding a lone surrogate (``"\\ud800"`` in the
+    JSON: it cannot be stored as UTF-8), or ``None``."""
+    stack: list[tuple[Any, str]] = [(data, "")]
+    while stack:
+        value, where = stack.pop()
+        if isinstance(value, str):
+            if _SURROGATE.search(value):
+                return where or "value"
+        elif isinstance(value, dict):
+            for key, item in reversed(value.items()):
+                path = f"{where}.{key}" if where else str(key)
+                if _SURROGATE.search(key):
+                    return path
+                stack.append((item, path))
+        elif isinstance(value, list):
+            stack.extend((item, f"{where}[{i}]") for i, item in reversed(list(enumerate(value))))
+    return None
+
+
 def _loads(text: str, line_offset: int) -> Any:
     try:
-        return json.loads(text)
+        data = json.loads(text)
     except json.JSONDecodeError as exc:
         raise _Bad("", f"malformed JSON: {exc.msg} (column {exc.colno})", exc.lineno + line_offset) from None
+    except RecursionError:  # a recursion bomb ('[[[[...'): refused like any malformed JSON
+        raise _Bad("", "malformed JSON: nested too deeply") from None  # a JSONL line: named by the caller
+    except ValueError as exc:  # an integer of more than 4300 digits
+        raise _Bad("", f"malformed JSON: {exc}") from None
+    where = _surrogate_at(data)
+    if where is not None:
+        raise _Bad(where, "not valid unicode text (it holds a lone surrogate)")
+    return data
 
 
 def _message(location: str, value: Any) -> Message:
@@ -339,7 +368,7 @@ def _locomo_turn(where: str, turn: Any, roles: dict[str, str], sample_id: str, w
     if not isinstance(turn, Mapping):
         raise _Bad(where, f"expected a turn object, got {type(turn).__name__}")
     speaker, text = turn.get("speaker"), turn.get("text")
-    if speaker not in roles:
+    if not isinstance(speaker, str) or speaker not in roles:
         raise _Bad(f"{where}.speaker", f"expected one of {sorted(roles)}, got {speaker!r}")
     if not isinstance(text, str):
         raise _Bad(f"{where}.text", f"expected a string, got {type(text).__name__}")

@@ -50,6 +50,7 @@ from unified_memory.errors import ConfigError, MemoryValueError, wrong_type
 from unified_memory.model_windows import context_window
 from unified_memory.tokens import chars_per_token_counter, message_tokens
 from unified_memory.types import Message
+from unified_memory.validation import check_messages, check_optional_text
 
 __all__ = [
     "CompactionConfig",
@@ -268,7 +269,9 @@ def compact(messages: Sequence[Message], *, config: CompactionConfig,
     (['now'], 1)
     """
     _check(config, count_tokens, summarize)
-    current = list(messages)
+    current = check_messages("messages", messages)
+    for name, value in (("system_prompt", system_prompt), ("previous_summary", previous_summary)):
+        check_optional_text(name, value)
     threshold, target = config.threshold(), config.target()
     estimate = config.image_token_estimate
     prompt_tokens = count_tokens(system_prompt) if system_prompt else 0

@@ -28,6 +28,22 @@ __all__ = ["MemoryConfig", "RankingConfig", "EvictionConfig", "ContextConfig", "
 class _Config(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_assignment=True, frozen=False)
 
+    # Built directly (``MemoryConfig(short_term_limit=0)``) or assigned, a bad field is a
+    # ConfigError naming it, like everywhere else, not pydantic's ValidationError.
+    def __init__(self, **data: Any) -> None:
+        try:
+            super().__init__(**data)
+        except ValidationError as exc:
+            raise config_error(exc) from None
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if not name.startswith("_") and name not in type(self).model_fields:
+            raise ConfigError(f"{name}: unknown setting", field=name)
+        try:
+            super().__setattr__(name, value)
+        except ValidationError as exc:
+            raise config_error(exc) from None
+
 
 class RankingConfig(_Config):
     """How a recall hit's score is made from its parts (see :func:`scoring.fusion.fuse`).
@@ -208,6 +224,10 @@ class MemoryConfig(_Config):
         default=True, description="Fold what leaves the window into the conversation's running summary, "
                                   "which context() shows before the conversation.")
     promote_roles: tuple[Literal["user", "assistant", "system", "tool"], ...] = ("user",)
+    redact_secrets: bool = Field(
+        default=False, description="Scrub API keys, credentials, e-mail addresses, phone and card numbers "
+                                   "from every text before it is stored (SecretRedactor), unless a "
+                                   "redactor is passed.")
     context_max_tokens: int = Field(default=4000, ge=1)
     compaction_ratio: float | None = Field(
         default=0.7, gt=0.0, le=1.0,
@@ -242,6 +262,8 @@ class MemoryConfig(_Config):
         else:
             raise ConfigError(f"config: expected MemoryConfig or dict, got {type(config).__name__}",
                               field="config")
+        if not isinstance(overrides, Mapping):
+            raise wrong_type("overrides", "dict", overrides)
         base.update(overrides)
         try:
             return cls.model_validate(base)
@@ -253,14 +275,24 @@ def config_error(exc: ValidationError, prefix: str = "") -> ConfigError:
     """Turn a pydantic ValidationError into a ConfigError whose message names the field.
 
     >>> try:
-    ...     MemoryConfig(short_term_limit=0)
+    ...     MemoryConfig.model_validate({"short_term_limit": 0})
     ... except ValidationError as exc:
     ...     print(config_error(exc).field)
     short_term_limit
     """
     first = exc.errors()[0]
+    inner = (first.get("ctx") or {}).get("error")
+    if isinstance(inner, ConfigError):  # raised by a nested config's own __init__: keep its field, prefixed
+        at = ".".join(p for p in (*(str(p) for p in first["loc"]), inner.field or "") if p)
+        field = prefix + at if at else (prefix.rstrip(".") or "config")
+        text = str(inner)
+        text = text[len(inner.field) + 2:] if inner.field and text.startswith(f"{inner.field}: ") else text
+        return ConfigError(f"{field}: {text}", field=field)
     field = prefix + ".".join(str(p) for p in first["loc"]) if first["loc"] else (prefix.rstrip(".") or "config")
-    if first["type"] == "extra_forbidden":
+    if first["type"] == "extra_forbidden" and not ".".join(str(p) for p in first["loc"]):  # a setting named ""
+        field = prefix.rstrip(".") or "config"
+        message = f"{field}: unknown setting ''"
+    elif first["type"] == "extra_forbidden":
         message = f"{field}: unknown setting"
     else:
         message = f"{field}: {first['msg']} (got {first.get('input')!r})"

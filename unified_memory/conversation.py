@@ -39,16 +39,31 @@ from unified_memory.config import coerce_config
 from unified_memory.conversation_log import ConversationLog
 from unified_memory.conversation_persistence import PersistenceMethods, dump_message
 from unified_memory.conversation_reduction import ReductionMethods
-from unified_memory.errors import NotFoundError, invalid, wrong_type
+from unified_memory.conversation_state import ConversationState
+from unified_memory.errors import NotFoundError, UnifiedMemoryError, invalid, wrong_type
 from unified_memory.events import EventBus, MemoryEvent
-from unified_memory.protocols import Summarizer
+from unified_memory.protocols import Redactor, Summarizer
+from unified_memory.scrubbing import make_scrubber
 from unified_memory.strategies import load_strategies
 from unified_memory.summary import ExtractiveSummarizer
 from unified_memory.tokens import chars_per_token_counter, message_tokens
-from unified_memory.validation import check_limit, pydantic_error
+from unified_memory.types import Message
+from unified_memory.validation import check_limit, check_text, pydantic_error
 
 __all__ = ["Conversation"]
 
+
+
+def _within(field: str, build: Callable[[Any], Any], value: Any) -> Any:
+    """``build(value)``, its errors re-raised under ``field`` (``strategies.short_term...``)."""
+    try:
+        return build(value)
+    except UnifiedMemoryError as exc:
+        inner = exc.field
+        name = field if inner in (None, "", "source", "strategy", field) or str(inner).startswith(f"{field}.") \
+            else f"{field}.{inner}"
+        message = str(exc)
+        raise type(exc)(message if message.startswith(name) else f"{name}: {message}", field=name) from None
 
 
 class Conversation(ReductionMethods, PersistenceMethods):
@@ -68,6 +83,9 @@ class Conversation(ReductionMethods, PersistenceMethods):
       long-term one (summarizer, neuralyzer) rewrites the memory when a trigger fires,
       with ``compaction_llm`` as its model and ``strategy_memory`` (a UnifiedMemory) for
       ``store_summary_as_facts``.
+    - ``redactor`` (any ``str -> str``, e.g. :class:`~unified_memory.SecretRedactor`): runs on
+      every message (content, name, tool-call arguments, metadata), the system prompt and
+      summaries set by hand before they are held, logged or saved.
 
     >>> conv = Conversation(compaction={"token_threshold": 60}, compact_fn=lambda msgs, sp: "they talked")
     >>> for i in range(6):
@@ -83,24 +101,28 @@ class Conversation(ReductionMethods, PersistenceMethods):
                  summarize_on_trim: bool = False, summarizer: Summarizer | None = None,
                  count_tokens: Callable[[str], int] | None = None,
                  on_compact: Callable[[dict[str, Any]], Any] | None = None,
-                 log_base_path: str | None = None, strategies: Any = None, strategy_memory: Any = None) -> None:
+                 log_base_path: str | None = None, strategies: Any = None, strategy_memory: Any = None,
+                 redactor: Redactor | None = None) -> None:
         if system_prompt is not None and not isinstance(system_prompt, str):
             raise wrong_type("system_prompt", "str", system_prompt)
         for field, value in (("session_id", session_id), ("user_id", user_id)):
-            if value is not None and (not isinstance(value, str) or not value.strip()):
-                raise invalid(field, "must be a non-empty string")
+            if value is not None:
+                check_text(field, value)  # non-blank, no NUL or lone surrogate (saved and logged later)
         self.max_messages = None if max_messages is None else check_limit("max_messages", max_messages)
         self.max_tokens = None if max_tokens is None else check_limit("max_tokens", max_tokens)
         self.compaction = None if compaction is None else coerce_config(CompactionConfig, compaction, "compaction")
-        self.strategies = None if strategies is None else load_strategies(strategies)
+        self.strategies = None if strategies is None else _within("strategies", load_strategies, strategies)
         self.strategy_memory = strategy_memory
-        if self.compaction is not None:
-            self.compaction.threshold()  # an unknown model or no threshold at all fails here, not on add()
+        if self.compaction is not None:  # an unknown model or no threshold at all fails here, not on add()
+            _within("compaction", lambda _: self.compaction.threshold(), None)
         for field, value in (("compact_fn", compact_fn), ("on_compact", on_compact), ("count_tokens", count_tokens)):
             if value is not None and not callable(value):
                 raise wrong_type(field, "callable", value)
         if summarizer is not None and not callable(getattr(summarizer, "summarize", None)):
             raise wrong_type("summarizer", "object with summarize(previous, messages)", summarizer)
+        self._scrub = make_scrubber(redactor)
+        if system_prompt is not None:
+            system_prompt = self._scrub.text("system_prompt", system_prompt)
         self.system_prompt = system_prompt
         self.session_id = session_id or uuid.uuid4().hex
         self.user_id = user_id or "default"
@@ -127,6 +149,11 @@ class Conversation(ReductionMethods, PersistenceMethods):
             self._record({"type": "system_prompt", "system_prompt": system_prompt})
 
     # ---- reading -------------------------------------------------------------------------------
+    @property
+    def redactor(self) -> Redactor | None:
+        """The redactor every held text goes through (``None``: none)."""
+        return self._scrub.redactor
+
     @property
     def log_base_path(self) -> str | None:
         """Where the JSONL log is written (``None``: not logged)."""
@@ -182,6 +209,8 @@ class Conversation(ReductionMethods, PersistenceMethods):
 
     def message_tokens(self, message: Any) -> int:
         """Tokens of one message, images and tool calls included (counted once per message)."""
+        if not isinstance(message, Message):
+            raise wrong_type("message", "Message", message)
         cached = self._token_cache.get(message.id)
         if cached is not None and cached[0] is message:
             return cached[1]
@@ -261,7 +290,7 @@ class Conversation(ReductionMethods, PersistenceMethods):
         if msg.created_at is None:
             updates["created_at"] = datetime.now(UTC)
         # a copy either way: the caller's object never becomes part of this conversation
-        return msg.model_copy(update=updates, deep=isinstance(message, Message)), chosen
+        return self._scrub.message(field, msg.model_copy(update=updates, deep=isinstance(message, Message))), chosen
 
     def add(self, message: Any = None, /, **fields: Any) -> str:
         """Append a message (a :class:`~unified_memory.Message`, a dict, or its fields as
@@ -277,7 +306,7 @@ class Conversation(ReductionMethods, PersistenceMethods):
 
     def add_many(self, messages: Iterable[Any]) -> list[str]:
         """Append several messages at once (all validated first: one bad item adds nothing)."""
-        if isinstance(messages, str | bytes | Mapping):
+        if isinstance(messages, str | bytes | Mapping) or not isinstance(messages, Iterable):
             raise wrong_type("messages", "a list of messages", messages)
         names, items = [], []
         for i, m in enumerate(messages):
@@ -339,6 +368,7 @@ class Conversation(ReductionMethods, PersistenceMethods):
         """Replace the running summary (``None`` or ``''`` clears it)."""
         if text is not None and not isinstance(text, str):
             raise wrong_type("text", "str", text)
+        text = self._scrub.text("text", text) if text else text
         with self._lock:
             self.summary = text or None
             self._record({"type": "summary", "summary": self.summary})
@@ -347,6 +377,7 @@ class Conversation(ReductionMethods, PersistenceMethods):
         """Replace the system prompt (kept by :meth:`reset`)."""
         if text is not None and not isinstance(text, str):
             raise wrong_type("text", "str", text)
+        text = self._scrub.text("text", text) if text else text
         with self._lock:
             self.system_prompt = text
             self._record({"type": "system_prompt", "system_prompt": text})
@@ -380,6 +411,46 @@ class Conversation(ReductionMethods, PersistenceMethods):
         self._compaction_due = False
         if not keep_system_prompt:
             self.system_prompt = None
+
+    # ---- restoring through the redactor -----------------------------------------------------
+    @classmethod
+    def from_dict(cls, data: Any, **options: Any) -> Any:
+        """Rebuild a conversation from :meth:`to_dict` output (see
+        :meth:`PersistenceMethods.from_dict`); with a ``redactor`` option the saved
+        messages and summary go through it before they are held or logged.
+
+        >>> from unified_memory import SecretRedactor
+        >>> conv = Conversation.from_dict({"session_id": "s1", "messages": [{"role": "user", "content": "ada@x.org"}]},
+        ...                               redactor=SecretRedactor())
+        >>> conv.messages()[0].content
+        '[REDACTED:email]'
+        """
+        scrub = make_scrubber(options.get("redactor"))
+        if scrub:
+            state = data if isinstance(data, ConversationState) else ConversationState.from_dict(data)
+            data = state.model_copy(update={"messages": scrub.messages("messages", state.messages),
+                                            "summary": scrub.text("summary", state.summary) if state.summary
+                                            else state.summary})
+        return super().from_dict(data, **options)
+
+    @classmethod
+    def restore_from_log(cls, session_id: str, log_base_path: str, **options: Any) -> Any:
+        """Replay a JSONL log (see :meth:`PersistenceMethods.restore_from_log`); with a
+        ``redactor`` option what it held goes through it (the log itself is not rewritten)."""
+        conv = super().restore_from_log(session_id, log_base_path, **options)
+        scrub = conv._scrub
+        if scrub:
+            conv._messages = scrub.messages("messages", conv._messages)
+            conv.summary = scrub.text("summary", conv.summary) if conv.summary else conv.summary
+            if conv.system_prompt:
+                conv.system_prompt = scrub.text("system_prompt", conv.system_prompt)
+        return conv
+
+    def branch(self, *, session_id: str | None = None) -> Any:
+        """An independent copy under a new session id (not logged), with the same redactor."""
+        copy = super().branch(session_id=session_id)
+        copy._scrub = self._scrub
+        return copy
 
     def __repr__(self) -> str:
         return (f"Conversation(session_id={self.session_id!r}, messages={len(self._messages)}, "

@@ -19,6 +19,7 @@ A bad line anywhere else is an error naming the file and the line.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import threading
@@ -28,25 +29,35 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from unified_memory.errors import StorageError, invalid, wrong_type
+from unified_memory.errors import StorageError, check_path, invalid, wrong_type
 
 __all__ = ["ConversationLog", "LOG_FORMAT_VERSION", "log_path"]
 
 LOG_FORMAT_VERSION = 1
+_MAX_NAME = 200
 
 
 def log_path(log_base_path: str | os.PathLike[str], session_id: str) -> Path:
     """Where the log of ``session_id`` lives: ``<log_base_path>/<session_id>.jsonl``,
-    with the id percent-encoded so any string is a safe file name.
+    with the id percent-encoded so any string is a safe file name; an encoded name longer
+    than 200 characters is shortened with a hash of the id (file systems cap names at 255 bytes).
 
     >>> log_path("/logs", "../etc").name
     '..%2Fetc.jsonl'
+    >>> len(log_path("/logs", "x" * 5000).name)
+    191
     """
     if not isinstance(session_id, str):
         raise wrong_type("session_id", "str", session_id)
     if not session_id.strip():
         raise invalid("session_id", "must be a non-empty string")
-    name = quote(session_id, safe="")
+    try:
+        raw = session_id.encode("utf-8")
+    except UnicodeEncodeError:
+        raise invalid("session_id", "must be valid unicode text (it holds a lone surrogate)") from None
+    name = quote(raw, safe="")
+    if len(name) > _MAX_NAME:  # '+' is always encoded by quote(), so a shortened name cannot collide
+        name = f"{name[:120]}+{hashlib.sha256(raw).hexdigest()}"
     return Path(log_base_path) / f"{name}.jsonl"
 
 
@@ -63,6 +74,9 @@ class ConversationLog:
     def __init__(self, log_base_path: str | os.PathLike[str], session_id: str) -> None:
         if not isinstance(log_base_path, str | os.PathLike):
             raise wrong_type("log_base_path", "str or path", log_base_path)
+        check_path("log_base_path", log_base_path)
+        if not os.fspath(log_base_path).strip():  # '' would put the log in whatever the working directory is
+            raise invalid("log_base_path", "must not be empty (use '.' for the current directory)")
         self.base_path = Path(log_base_path)
         self.session_id = session_id
         self.path = log_path(log_base_path, session_id)
@@ -71,7 +85,11 @@ class ConversationLog:
 
     def exists(self) -> bool:
         """Whether anything was logged for this session yet."""
-        return self.path.exists()
+        try:
+            return self.path.exists()
+        except OSError as exc:  # e.g. a log_base_path too long for the file system
+            raise StorageError(f"log_base_path: cannot use {str(self.path)[:200]!r}: {exc.strerror or exc}",
+                               field="log_base_path") from None
 
     def append(self, entry: Mapping[str, Any]) -> None:
         """Write one entry as a line (``at`` and ``v`` are added); flushed before returning."""
@@ -103,25 +121,53 @@ class ConversationLog:
 
     def entries(self) -> Iterator[dict[str, Any]]:
         """The logged entries, oldest first (nothing when the file does not exist)."""
-        if not self.path.exists():
+        for _, entry in self.numbered_entries():
+            yield entry
+
+    def numbered_entries(self) -> Iterator[tuple[int, dict[str, Any]]]:
+        """``(line number, entry)`` of the logged entries, oldest first.
+
+        A file that cannot be read (a directory, no permission), a bad line before the
+        last one (not UTF-8, not JSON, not an object with a ``type``, a ``v`` that is not
+        a version number) or a newer format is a :class:`StorageError` naming the file
+        and the line; a torn last line (no newline: a write cut short) is ignored.
+
+        >>> import tempfile
+        >>> log = ConversationLog(tempfile.mkdtemp(), "s1")
+        >>> log.append({"type": "reset"})
+        >>> [(n, e["type"]) for n, e in log.numbered_entries()]
+        [(1, 'reset')]
+        """
+        try:
+            with open(self.path, "rb") as fh:
+                data = fh.read()
+        except FileNotFoundError:
             return
-        with open(self.path, encoding="utf-8") as fh:
-            lines = fh.read().split("\n")
-        last = len(lines) - 1  # the piece after the final newline: '' or a torn line
-        for number, line in enumerate(lines, start=1):
-            if not line.strip():
+        except OSError as exc:
+            raise StorageError(f"{self.path}: cannot read the log: {exc.strerror or exc}",
+                               field="log_base_path") from None
+        lines = data.split(b"\n")
+        last = len(lines) - 1  # the piece after the final newline: b'' or a torn line
+        for number, raw in enumerate(lines, start=1):
+            if not raw.strip():
                 continue
             try:
-                entry = json.loads(line)
-            except json.JSONDecodeError as exc:
+                entry = json.loads(raw.decode("utf-8"))
+            except (ValueError, RecursionError) as exc:  # not UTF-8, not JSON, nested too deeply
                 if number - 1 == last:
-                    return  # torn by a kill mid-write: the entry never completed
-                raise StorageError(f"{self.path}:{number}: not a JSON log line ({exc.msg})",
-                                   field="log_base_path") from None
+                    return  # torn by a kill mid-write (maybe inside a character): the entry never completed
+                reason = ("not UTF-8 text" if isinstance(exc, UnicodeDecodeError) else "not a JSON log line ("
+                          + (exc.msg if isinstance(exc, json.JSONDecodeError) else
+                             "nested too deeply" if isinstance(exc, RecursionError) else str(exc)) + ")")
+                raise StorageError(f"{self.path}:{number}: {reason}", field="log_base_path") from None
             if not isinstance(entry, dict) or not isinstance(entry.get("type"), str):
                 raise StorageError(f"{self.path}:{number}: a log line must be an object with a 'type'",
                                    field="log_base_path")
-            if entry.get("v", LOG_FORMAT_VERSION) > LOG_FORMAT_VERSION:
+            version = entry.get("v", LOG_FORMAT_VERSION)
+            if isinstance(version, bool) or not isinstance(version, int):
+                raise StorageError(f"{self.path}:{number}: 'v' must be a format version number, got {version!r:.40}",
+                                   field="log_base_path")
+            if version > LOG_FORMAT_VERSION:
                 raise StorageError(f"{self.path}:{number}: written by a newer version (format "
-                                   f"{entry['v']}, this one reads {LOG_FORMAT_VERSION})", field="log_base_path")
-            yield entry
+                                   f"{version}, this one reads {LOG_FORMAT_VERSION})", field="log_base_path")
+            yield number, entry

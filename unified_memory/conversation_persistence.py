@@ -12,6 +12,7 @@ state (messages, summary, system prompt, log) and never call a model.
 
 from __future__ import annotations
 
+import inspect
 import uuid
 from collections.abc import Mapping
 from typing import Any
@@ -19,7 +20,8 @@ from typing import Any
 from pydantic import ValidationError
 
 from unified_memory.conversation_state import ConversationState
-from unified_memory.errors import NotFoundError, StorageError
+from unified_memory.errors import MemoryValueError, NotFoundError, StorageError, invalid, wrong_type
+from unified_memory.validation import check_text
 
 __all__ = ["PersistenceMethods", "dump_message"]
 
@@ -32,6 +34,22 @@ def dump_message(message: Any) -> dict[str, Any]:
     {'role': 'user', 'content': 'hi', 'metadata': {}}
     """
     return message.model_dump(mode="json", exclude_none=True)
+
+
+def check_options(cls: type, options: Mapping[str, Any], taken: tuple[str, ...]) -> None:
+    """Refuse constructor ``options`` that ``cls`` does not take, or that the caller sets itself
+    (``taken``), with an error naming the keyword instead of Python's bare ``TypeError``."""
+    accepted = [name for name, p in inspect.signature(cls).parameters.items()
+                if p.kind is inspect.Parameter.KEYWORD_ONLY and name not in taken]
+    for name in options:
+        if name not in accepted:
+            raise invalid(name, f"not an option here; choose from {sorted(accepted)}")
+
+
+def check_store(store: Any, method: str) -> None:
+    """``store`` must be a :class:`~unified_memory.protocols.ConversationStore` (have ``method``)."""
+    if not callable(getattr(store, method, None)):
+        raise wrong_type("store", f"ConversationStore (with a {method}() method)", store)
 
 
 class PersistenceMethods:
@@ -69,6 +87,8 @@ class PersistenceMethods:
         re-trimmed or re-compacted. ``options`` (e.g. ``compact_fn``) go to the constructor.
         With a ``log_base_path`` the restored conversation appends to the same log."""
         state = data if isinstance(data, ConversationState) else ConversationState.from_dict(data)
+        check_options(cls, options, ("session_id", "user_id", "system_prompt", "max_messages", "max_tokens",
+                                     "compaction", "log_base_path"))
         conv = cls(session_id=state.session_id, user_id=state.user_id, system_prompt=state.system_prompt,
                    max_messages=state.max_messages, max_tokens=state.max_tokens, compaction=state.compaction,
                    log_base_path=state.log_base_path, **options)
@@ -81,6 +101,8 @@ class PersistenceMethods:
 
     def branch(self, *, session_id: str | None = None) -> Any:
         """An independent copy under a new session id (not logged): explore a what-if."""
+        if session_id is not None:
+            check_text("session_id", session_id)  # a str, not blank, no NUL or lone surrogate
         data = self.to_dict()
         data.update(session_id=session_id or uuid.uuid4().hex, log_base_path=None)
         return type(self).from_dict(data, count_tokens=self.count_tokens, compact_fn=self.compact_fn,
@@ -89,11 +111,15 @@ class PersistenceMethods:
 
     def save(self, store: Any, *, namespace: str = "default", ttl: float | None = None) -> None:
         """Save the state in a :class:`~unified_memory.protocols.ConversationStore` under the session id."""
+        check_store(store, "save")
         store.save(self.session_id, self.to_dict(), namespace=namespace, ttl=ttl)
 
     @classmethod
     def load(cls, store: Any, session_id: str, *, namespace: str = "default", **options: Any) -> Any:
         """Load a conversation saved with :meth:`save`; a missing one is a :class:`NotFoundError`."""
+        check_store(store, "load")
+        check_options(cls, options, ("session_id", "user_id", "system_prompt", "max_messages", "max_tokens",
+                                     "compaction", "log_base_path"))
         data = store.load(session_id, namespace=namespace)
         if data is None:
             raise NotFoundError(f"session_id: no saved conversation {session_id!r} in namespace {namespace!r}",
@@ -115,12 +141,23 @@ class PersistenceMethods:
         """
         from unified_memory.types import Message
 
+        if session_id is None:
+            raise wrong_type("session_id", "str", session_id)
+        if log_base_path is None:
+            raise wrong_type("log_base_path", "str or path", log_base_path)
+        check_options(cls, options, ("session_id", "log_base_path"))
         conv = cls(session_id=session_id, log_base_path=log_base_path, **options)
         log = conv._log
         assert log is not None
         if not log.exists():
             raise NotFoundError(f"session_id: no log at {log.path}", field="session_id")
-        for entry in log.entries():
+        def text(entry: dict[str, Any], key: str) -> str | None:
+            value = entry[key]
+            if value is not None and not isinstance(value, str):
+                raise TypeError(f"{key!r} must be a string or null, got {type(value).__name__}")
+            return value
+
+        for number, entry in log.numbered_entries():
             kind = entry["type"]
             try:
                 if kind == "message":
@@ -131,25 +168,31 @@ class PersistenceMethods:
                 elif kind == "remove":
                     conv._messages.pop(conv._index(entry["id"]))
                 elif kind == "trim":
-                    gone = set(entry["removed"])
+                    removed = entry["removed"]
+                    if not isinstance(removed, list) or not all(isinstance(i, str) for i in removed):
+                        raise TypeError("'removed' must be a list of message ids")
+                    gone = set(removed)
                     conv._messages = [m for m in conv._messages if m.id not in gone]
-                elif kind == "compaction":
-                    conv._messages = [Message.model_validate(m) for m in entry["messages"]]
-                    conv.summary = entry["summary"]
-                    conv.compactions += 1
-                elif kind == "snapshot":
-                    conv._messages = [Message.model_validate(m) for m in entry["messages"]]
-                    conv.summary, conv.system_prompt = entry["summary"], entry["system_prompt"]
+                elif kind in ("compaction", "snapshot"):
+                    if not isinstance(entry["messages"], list):
+                        raise TypeError("'messages' must be a list of messages")
+                    messages = [Message.model_validate(m) for m in entry["messages"]]
+                    summary = text(entry, "summary")
+                    prompt = text(entry, "system_prompt") if kind == "snapshot" else conv.system_prompt
+                    conv._messages, conv.summary, conv.system_prompt = messages, summary, prompt
+                    if kind == "compaction":
+                        conv.compactions += 1
                 elif kind == "summary":
-                    conv.summary = entry["summary"]
+                    conv.summary = text(entry, "summary")
                 elif kind == "system_prompt":
-                    conv.system_prompt = entry["system_prompt"]
+                    conv.system_prompt = text(entry, "system_prompt")
                 elif kind == "reset":
                     conv._apply_reset(entry.get("keep_system_prompt", True))
                 else:
-                    raise StorageError(f"{log.path}: unknown log entry type {kind!r}", field="log_base_path")
-            except (KeyError, ValidationError, NotFoundError) as exc:
-                raise StorageError(f"{log.path}: cannot replay a {kind!r} entry: {exc}",
+                    raise StorageError(f"{log.path}:{number}: unknown log entry type {kind!r}",
+                                       field="log_base_path")
+            except (KeyError, TypeError, ValidationError, NotFoundError, MemoryValueError) as exc:
+                raise StorageError(f"{log.path}:{number}: cannot replay a {kind!r} entry: {exc}",
                                    field="log_base_path") from None
         return conv
 

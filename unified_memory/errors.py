@@ -29,6 +29,8 @@ This module is a leaf: it imports nothing else from the project.
 
 from __future__ import annotations
 
+import os
+
 __all__ = [
     "UnifiedMemoryError",
     "MemoryValueError",
@@ -113,6 +115,33 @@ def wrong_type(field: str, expected: str, value: object) -> MemoryTypeError:
     'text: expected str, got int'
     """
     return MemoryTypeError(f"{field}: expected {expected}, got {type(value).__name__}", field=field)
+
+
+def check_path(field: str, value: object) -> str:
+    """A file-system path (str or ``os.PathLike``) the OS can be given: not empty, no NUL byte,
+    encodable to the file-system encoding. Returns it as a str.
+
+    >>> check_path("path", "memory.db")
+    'memory.db'
+    >>> check_path("path", "a\\x00b")
+    Traceback (most recent call last):
+    ...
+    unified_memory.errors.MemoryValueError: path: must not contain NUL characters, got 'a\\x00b'
+    """
+    if not isinstance(value, str | os.PathLike):
+        raise wrong_type(field, "str or path", value)
+    text = os.fspath(value)
+    if not isinstance(text, str):
+        raise wrong_type(field, "str or path", text)
+    if not text.strip():
+        raise invalid(field, "must not be empty")
+    if "\x00" in text:
+        raise invalid(field, f"must not contain NUL characters, got {text!r:.120}")
+    try:
+        os.fsencode(text)
+    except UnicodeEncodeError:
+        raise invalid(field, f"cannot be encoded as a file name, got {text!r:.120}") from None
+    return text
 
 
 class LLMError(UnifiedMemoryError):

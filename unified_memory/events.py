@@ -81,6 +81,12 @@ class EventBus:
         if kinds is not None:
             if isinstance(kinds, str):
                 kinds = [kinds]
+            if isinstance(kinds, bytes | bytearray | Mapping) or not isinstance(kinds, Iterable):
+                raise wrong_type("kinds", "a list of event kinds", kinds)
+            kinds = list(kinds)
+            if not all(isinstance(kind, str) for kind in kinds):
+                raise invalid("kinds", f"event kinds are strings; choose from {list(EVENT_KINDS)}, "
+                                       f"got {kinds!r:.200}")
             wanted = frozenset(kinds)
             unknown = sorted(wanted - set(EVENT_KINDS))
             if unknown:

@@ -96,24 +96,31 @@ def read_chat_file(path: str | os.PathLike[str], format: str = "auto") -> Parsed
     >>> read_chat_file("/no/such/chat.json")
     Traceback (most recent call last):
     ...
-    unified_memory.errors.MemoryValueError: /no/such/chat.json: no such file
+    unified_memory.errors.MemoryValueError: path: /no/such/chat.json: no such file
     """
     if not isinstance(path, str | os.PathLike):
         raise wrong_type("path", "str or path", path)
     if format != "auto" and format not in FORMATS:
         raise invalid("format", f"must be one of auto, {', '.join(FORMATS)}, got {format!r}")
     name = os.fspath(path)
+    if not isinstance(name, str) or "\x00" in name:
+        raise invalid("path", f"must be a file name without NUL characters, got {name!r:.80}")
     file = Path(name)
-    if not file.exists():
-        raise MemoryValueError(f"{name}: no such file", field="path")
+    try:
+        found = file.exists()
+    except OSError as exc:  # e.g. a name too long for the file system
+        raise MemoryValueError(f"path: {name:.200}: cannot be used: {exc.strerror or exc}", field="path") from None
+    if not found:
+        raise MemoryValueError(f"path: {name}: no such file", field="path")
     if file.is_dir():
-        raise MemoryValueError(f"{name}: is a directory, not a file", field="path")
+        raise MemoryValueError(f"path: {name}: is a directory, not a file", field="path")
     try:
         text = file.read_text(encoding="utf-8-sig")
     except UnicodeDecodeError as exc:
-        raise MemoryValueError(f"{name}: not UTF-8 text ({exc.reason} at byte {exc.start})", field="path") from None
+        raise MemoryValueError(f"path: {name}: not UTF-8 text ({exc.reason} at byte {exc.start})",
+                               field="path") from None
     except OSError as exc:
-        raise MemoryValueError(f"{name}: cannot read: {exc.strerror or exc}", field="path") from None
+        raise MemoryValueError(f"path: {name}: cannot read: {exc.strerror or exc}", field="path") from None
     chosen = detect_format(name, text) if format == "auto" else format
     return parse_chat_text(text, chosen, source=name)
 
@@ -149,15 +156,18 @@ def ingest_file(memory: UnifiedMemory, path: str | os.PathLike[str], *, format: 
     if progress is not None and not callable(progress):
         raise wrong_type("progress", "callable", progress)
     parsed = read_chat_file(path, format)
+    # The memory's redactor runs on the whole file before anything is written; keys are of the originals.
+    scrub = memory._backend.scrub
+    clean = [scrub.messages(f"{session.conversation}.messages", session.messages) for session in parsed.sessions]
     keys = IngestedKeys(memory._backend.storage)
     keys.ensure()
     added = skipped = 0
     users: list[str] = []
-    for done, session in enumerate(parsed.sessions, start=1):
+    for done, (session, messages) in enumerate(zip(parsed.sessions, clean, strict=True), start=1):
         user = user_id or session.user_id or memory.user_id
         if user not in users:
             users.append(user)
-        new, old = _write_session(memory, keys, parsed.format, session, user)
+        new, old = _write_session(memory, keys, parsed.format, session, messages, user)
         added, skipped = added + new, skipped + old
         if progress is not None:
             progress(done, len(parsed.sessions))
@@ -166,9 +176,9 @@ def ingest_file(memory: UnifiedMemory, path: str | os.PathLike[str], *, format: 
 
 
 def _write_session(memory: UnifiedMemory, keys: IngestedKeys, format: str, session: ChatSession,
-                   user: str) -> tuple[int, int]:
+                   messages: list[Message], user: str) -> tuple[int, int]:
     """Write the messages of ``session`` not yet ingested for ``user``, and their keys,
-    in one transaction. Returns (added, skipped)."""
+    in one transaction; ``messages`` are the session's, redacted. Returns (added, skipped)."""
     view = memory.scoped(user_id=user, session_id=session.session_id)
     message_keys: list[str] = []
     previous = ""
@@ -181,8 +191,9 @@ def _write_session(memory: UnifiedMemory, keys: IngestedKeys, format: str, sessi
     # savepoint ends are not followed by anything that could still roll them back.
     with view._write():
         seen = keys.existing(user, message_keys)
-        fresh = [(key, m) for key, m in zip(message_keys, session.messages, strict=True) if key not in seen]
+        fresh = [(key, m) for key, m in zip(message_keys, messages, strict=True) if key not in seen]
         if fresh:
             keys.record(user, [key for key, _ in fresh], now=memory._backend.clock())
-            view.add_messages([m for _, m in fresh])
+            with memory._backend.scrub.done():  # redacted above, with the rest of the file
+                view.add_messages([m for _, m in fresh])
     return len(fresh), len(message_keys) - len(fresh)

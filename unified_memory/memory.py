@@ -36,6 +36,7 @@ from unified_memory.promotion import Promoter, PromotionReport, Proposal
 from unified_memory.protocols import Embedder, Extractor, Reranker, Summarizer, VectorIndex
 from unified_memory.reading import ReadingMethods
 from unified_memory.retrieval import Dense, setup_dense
+from unified_memory.scrubbing import Scrubber, make_scrubber
 from unified_memory.summary import ExtractiveSummarizer
 from unified_memory.tokens import make_token_counter
 from unified_memory.transfer import export_jsonl, forget, import_jsonl
@@ -46,6 +47,7 @@ from unified_memory.types import (
     utc_from_timestamp,
 )
 from unified_memory.validation import (
+    check_bool,
     check_metadata,
     check_scope_id,
     check_text,
@@ -80,6 +82,7 @@ class _Backend:
     events: EventBus
     summaries: ConversationSummaries
     summarizer: Summarizer
+    scrub: Scrubber
 
 
 class UnifiedMemory(ReadingMethods, AsyncMethods):
@@ -88,8 +91,10 @@ class UnifiedMemory(ReadingMethods, AsyncMethods):
     ``path=None`` keeps everything in memory; a path is one durable SQLite file,
     created if missing. ``overrides`` are :class:`MemoryConfig` fields. Pluggable:
     ``importance_scorer`` (any ``str -> float``), ``extractor`` (see
-    :class:`~unified_memory.protocols.Extractor`), ``token_counter`` (``str -> int``)
-    and ``clock`` (``() -> POSIX seconds``, for tests and replays).
+    :class:`~unified_memory.protocols.Extractor`), ``token_counter`` (``str -> int``),
+    ``clock`` (``() -> POSIX seconds``, for tests and replays) and ``redactor``
+    (``str -> str``, run on every text before it is stored; ``redact_secrets=True``
+    uses :class:`~unified_memory.redaction.SecretRedactor`).
 
     >>> mem = UnifiedMemory(None, user_id="ada", importance_threshold=0.5)
     >>> mem.config.importance_threshold
@@ -113,6 +118,7 @@ class UnifiedMemory(ReadingMethods, AsyncMethods):
         vector_index: VectorIndex | None = None,
         reranker: Reranker | None = None,
         summarizer: Summarizer | None = None,
+        redactor: Callable[[str], str] | None = None,
         **overrides: Any,
     ) -> None:
         scope = Scope(check_scope_id("user_id", user_id),
@@ -135,31 +141,32 @@ class UnifiedMemory(ReadingMethods, AsyncMethods):
             raise wrong_type("reranker", "object with a rerank(query, texts) method", reranker)
         if summarizer is not None and not callable(getattr(summarizer, "summarize", None)):
             raise wrong_type("summarizer", "object with a summarize(previous, messages) method", summarizer)
+        scrub = make_scrubber(redactor, redact_secrets=cfg.redact_secrets)
         scorer = importance_scorer or HeuristicImportanceScorer()
         count_tokens = token_counter or make_token_counter(cfg.token_counter, cfg.tiktoken_encoding)
         storage = Storage(path)
-        k1, b = cfg.ranking.bm25_k1, cfg.ranking.bm25_b
-        log = EpisodicLog(storage, k1=k1, b=b, neighbor_turns=cfg.ranking.neighbor_turns,
-                          neighbor_gap_seconds=60.0 * cfg.ranking.neighbor_gap_minutes)
-        facts = LongTermFacts(storage, k1=k1, b=b)
-        graph = EntityGraph(storage, k1=k1, b=min(b, ENTITY_LENGTH_NORMALISATION))
-        chosen_extractor = extractor or RuleExtractor(scorer)
-        try:
+        try:  # a file refused while the tiers open must not stay open (nor keep its -wal / -shm)
+            k1, b = cfg.ranking.bm25_k1, cfg.ranking.bm25_b
+            log = EpisodicLog(storage, k1=k1, b=b, neighbor_turns=cfg.ranking.neighbor_turns,
+                              neighbor_gap_seconds=60.0 * cfg.ranking.neighbor_gap_minutes)
+            facts = LongTermFacts(storage, k1=k1, b=b)
+            graph = EntityGraph(storage, k1=k1, b=min(b, ENTITY_LENGTH_NORMALISATION))
+            chosen_extractor = extractor or RuleExtractor(scorer)
             mode, dense = setup_dense(cfg, storage, [log.index, facts.index, graph.index], path=path,
                                       embedder=embedder, vector_index=vector_index)
+            self._backend = _Backend(
+                storage=storage, config=cfg, log=log,
+                window=ShortTermWindow(log, max_messages=cfg.short_term_limit, max_tokens=cfg.short_term_max_tokens),
+                facts=facts, graph=graph,
+                promoter=Promoter(log, facts, graph, extractor=chosen_extractor, scorer=scorer,
+                                  threshold=cfg.importance_threshold, roles=cfg.promote_roles),
+                extractor=chosen_extractor, scorer=scorer, count_tokens=count_tokens, clock=clock or time.time,
+                mode=mode, dense=dense, reranker=reranker, events=EventBus(),
+                summaries=ConversationSummaries(storage), summarizer=summarizer or ExtractiveSummarizer(), scrub=scrub,
+            )
         except BaseException:
             storage.close()
             raise
-        self._backend = _Backend(
-            storage=storage, config=cfg, log=log,
-            window=ShortTermWindow(log, max_messages=cfg.short_term_limit, max_tokens=cfg.short_term_max_tokens),
-            facts=facts, graph=graph,
-            promoter=Promoter(log, facts, graph, extractor=chosen_extractor, scorer=scorer,
-                              threshold=cfg.importance_threshold, roles=cfg.promote_roles),
-            extractor=chosen_extractor, scorer=scorer, count_tokens=count_tokens, clock=clock or time.time,
-            mode=mode, dense=dense, reranker=reranker, events=EventBus(),
-            summaries=ConversationSummaries(storage), summarizer=summarizer or ExtractiveSummarizer(),
-        )
         self._scope = scope
         if dense is not None and dense.index.persistent:
             self._check_drift()
@@ -253,7 +260,7 @@ class UnifiedMemory(ReadingMethods, AsyncMethods):
         """
         backend = self._backend
         users = [self._scope.user_id]
-        if all_users:
+        if check_bool("all_users", all_users):
             users = sorted({row[0] for table in ("messages", "facts", "entities") for row in
                             backend.storage.execute(f"SELECT DISTINCT user_id FROM {table}").fetchall()})
         for documents in (backend.log.index, backend.facts.index, backend.graph.index):
@@ -343,9 +350,10 @@ class UnifiedMemory(ReadingMethods, AsyncMethods):
         derives from them — a message's window entry and its conversation's running
         summary if the message had left the window, an entity's triples, the
         descriptions of entities that lost a relation, index entries and cached
-        embeddings no longer used. Deleted pages are zeroed (``secure_delete``) and the
-        write-ahead log is checkpointed and truncated, so the text cannot be read back
-        from the files. Emits a ``reset`` event with the counts.
+        embeddings no longer used. Deleted pages are zeroed (``secure_delete``), the file is
+        rewritten (``VACUUM``), the in-memory query cache dropped and the write-ahead log
+        checkpointed and truncated, so the text cannot be read back from the files (with
+        embedded Chroma, see docs/deployment.md). Emits a ``reset`` event with the counts.
 
         >>> with UnifiedMemory() as mem:
         ...     keep, drop = mem.remember("I keep bees"), mem.remember("My PIN is 4711")
@@ -471,6 +479,7 @@ class UnifiedMemory(ReadingMethods, AsyncMethods):
     def _ingest(self, messages: Sequence[Message], *, extract: bool = False,
                 extractor: Extractor | None = None) -> list[str]:
         backend = self._backend
+        messages = backend.scrub.messages("messages", messages)  # the redactor runs before anything is written
         now = backend.clock()
         importances = [backend.scorer(m.content) if m.role == "user" and m.content else 0.0 for m in messages]
         tokens = message_token_counts(messages, backend.count_tokens)
@@ -592,8 +601,8 @@ class UnifiedMemory(ReadingMethods, AsyncMethods):
         ...     a == mem.remember("I am allergic to peanuts.")
         True
         """
-        return self.remember_many([{"text": text, "importance": importance, "category": category,
-                                    "metadata": metadata, "ttl_days": ttl_days}])[0]
+        return self._store_facts([self._fact_item("", {"text": text, "importance": importance, "category": category,
+                                                       "metadata": metadata, "ttl_days": ttl_days})])[0]
 
     def remember_many(self, texts_or_facts: Iterable[str | Mapping[str, Any] | ExtractedFact]) -> list[str]:
         """Store many facts in one transaction; items are texts, dicts with ``text`` and
@@ -605,7 +614,10 @@ class UnifiedMemory(ReadingMethods, AsyncMethods):
         """
         if isinstance(texts_or_facts, str | bytes | Mapping) or not isinstance(texts_or_facts, Iterable):
             raise wrong_type("texts_or_facts", "list of str, dict or ExtractedFact", texts_or_facts)
-        proposals = [self._fact_item(f"texts_or_facts[{i}]", item) for i, item in enumerate(texts_or_facts)]
+        return self._store_facts([self._fact_item(f"texts_or_facts[{i}]", item)
+                                  for i, item in enumerate(texts_or_facts)])
+
+    def _store_facts(self, proposals: list[Proposal]) -> list[str]:
         backend = self._backend
         now = backend.clock()
         with self._write():
@@ -616,7 +628,11 @@ class UnifiedMemory(ReadingMethods, AsyncMethods):
         return ids
 
     def _fact_item(self, field: str, item: Any) -> Proposal:
-        """Validate one item of :meth:`remember_many` into a proposal holding exactly one fact."""
+        """Validate one item of :meth:`remember_many` into a proposal holding exactly one fact
+        (``field=""``: the keywords of :meth:`remember`, named as they are)."""
+        def name(key: str) -> str:
+            return f"{field}.{key}" if field else key
+
         if isinstance(item, ExtractedFact):
             spec: dict[str, Any] = item.model_dump()
         elif isinstance(item, str):
@@ -628,15 +644,16 @@ class UnifiedMemory(ReadingMethods, AsyncMethods):
                 raise invalid(field, f"unknown keys {sorted(unknown)}")
         else:
             raise wrong_type(field, "str, dict or ExtractedFact", item)
-        text = check_text(f"{field}.text" if not isinstance(item, str) else field, spec.get("text")).strip()
-        importance = check_unit(f"{field}.importance", spec.get("importance"))
+        spec = self._backend.scrub.data(field or "fact", spec)  # text, slots, category and metadata
+        text = check_text(name("text") if not isinstance(item, str) else field, spec.get("text")).strip()
+        importance = check_unit(name("importance"), spec.get("importance"))
         category = spec.get("category")
         if category is not None and not isinstance(category, str):
-            raise wrong_type(f"{field}.category", "str", category)
-        metadata = check_metadata(f"{field}.metadata", spec.get("metadata"))
+            raise wrong_type(name("category"), "str", category)
+        metadata = check_metadata(name("metadata"), spec.get("metadata"))
         ttl = spec.get("ttl_days")
         if ttl is not None and (isinstance(ttl, bool) or not isinstance(ttl, int | float) or not ttl > 0):
-            raise invalid(f"{field}.ttl_days", f"must be a positive number of days, got {ttl!r}")
+            raise invalid(name("ttl_days"), f"must be a positive number of days, got {ttl!r}")
         extraction = self._backend.extractor.extract(Message(role="user", content=text))
         # The text is stored whole, as one fact; the extractor lends it a slot and a category.
         found = next((f for f in extraction.facts if f.attribute), extraction.facts[0] if extraction.facts else None)
@@ -660,11 +677,12 @@ class UnifiedMemory(ReadingMethods, AsyncMethods):
         ...     [t.as_text() for t in mem.triples()]
         ['Maria lives in Lisbon']
         """
-        triple = ExtractedTriple(subject=check_text("subject", subject).strip(),
-                                 predicate=check_text("predicate", predicate).strip(),
-                                 object=check_text("obj", obj).strip(),
+        scrub = self._backend.scrub
+        triple = ExtractedTriple(subject=scrub.text("subject", check_text("subject", subject)).strip(),
+                                 predicate=scrub.text("predicate", check_text("predicate", predicate)).strip(),
+                                 object=scrub.text("obj", check_text("obj", obj)).strip(),
                                  confidence=check_unit("confidence", confidence, optional=False))
-        meta = check_metadata("metadata", metadata)
+        meta = scrub.data("metadata", check_metadata("metadata", metadata))
         with self._write():
             return self._backend.graph.add_triples(self._scope, [triple], now=self._backend.clock(),
                                                    metadata=meta)[0]
@@ -678,6 +696,7 @@ class UnifiedMemory(ReadingMethods, AsyncMethods):
         ...     mem.clear(); mem.stats().messages
         0
         """
+        check_bool("include_long_term", include_long_term)  # clear("no") must not wipe the facts
         backend = self._backend
         with self._write():
             backend.window.clear(self._scope)

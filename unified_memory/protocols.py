@@ -16,7 +16,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from unified_memory.types import Extraction, Message
 
-__all__ = ["TokenCounter", "ImportanceScorer", "Extractor", "Embedder", "VectorIndex", "Reranker", "Summarizer",
+__all__ = ["TokenCounter", "ImportanceScorer", "Redactor", "Extractor", "Embedder", "VectorIndex", "Reranker", "Summarizer",
            "LLM", "ConversationStore"]
 
 
@@ -32,6 +32,15 @@ class ImportanceScorer(Protocol):
     """Scores how worth remembering a text is: any callable ``str -> float`` in [0, 1]."""
 
     def __call__(self, text: str) -> float: ...
+
+
+@runtime_checkable
+class Redactor(Protocol):
+    """Scrubs secrets out of a text before it is stored: any callable ``str -> str``
+    (see :class:`~unified_memory.redaction.SecretRedactor`). It should be idempotent:
+    redacting a redacted text changes nothing."""
+
+    def __call__(self, text: str) -> str: ...
 
 
 @runtime_checkable

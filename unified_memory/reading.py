@@ -11,7 +11,7 @@ window, stats). A mixin: it uses the memory's ``_backend``, ``_scope`` and ``_wr
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping, Sequence, Set
 from typing import Any, Literal
 
 from tiers.entities import USER_ENTITY, EntityGraph
@@ -32,7 +32,9 @@ from unified_memory.types import (
     Triple,
 )
 from unified_memory.validation import (
+    check_bool,
     check_limit,
+    check_optional_text,
     check_scope_id,
     check_text,
 )
@@ -106,8 +108,10 @@ class ReadingMethods:
     def _check_tiers(tiers: Sequence[str] | str | None) -> tuple[str, ...]:
         if tiers is None:
             return TIERS
+        if not isinstance(tiers, str | Sequence | Set):
+            raise wrong_type("tiers", "a tier name or a list of them", tiers)
         chosen = (tiers,) if isinstance(tiers, str) else tuple(tiers)
-        unknown = [t for t in chosen if t not in TIERS]
+        unknown = [t for t in chosen if not isinstance(t, str) or t not in TIERS]
         if unknown or not chosen:
             raise invalid("tiers", f"choose from {list(TIERS)}, got {list(chosen)!r}")
         return chosen
@@ -115,9 +119,12 @@ class ReadingMethods:
     def _since(self, days: float | None) -> float | None:
         if days is None:
             return None
-        if isinstance(days, bool) or not isinstance(days, int | float) or not days > 0:
+        if isinstance(days, bool) or not isinstance(days, int | float):
+            raise wrong_type("days", "a number of days", days)
+        if not days > 0:  # also NaN
             raise invalid("days", f"must be a positive number of days, got {days!r}")
-        return self._backend.clock() - float(days) * 86400
+        span = float(days) if days < 1e300 else float("inf")  # a huge int would overflow float()
+        return self._backend.clock() - span * 86400
 
     def context(self, query: str | None = None, *, max_tokens: int | None = None,
                 include_conversation: bool = True, limit: int | None = None) -> ContextBlock:
@@ -137,6 +144,7 @@ class ReadingMethods:
         (True, True)
         """
         budget = check_limit("max_tokens", max_tokens) if max_tokens is not None else self.config.context_max_tokens
+        check_bool("include_conversation", include_conversation)
         if query is not None:
             check_text("query", query, allow_empty=True)
         backend = self._backend
@@ -187,6 +195,10 @@ class ReadingMethods:
         """This user's long-term facts (active ones unless ``include_inactive``)."""
         if limit is not None:
             check_limit("limit", limit)
+        check_bool("include_inactive", include_inactive)
+        check_optional_text("category", category)
+        if not isinstance(order, str):
+            raise wrong_type("order", "str", order)
         if order not in ("time", "importance"):
             raise invalid("order", f"must be 'time' or 'importance', got {order!r}")
         return self._backend.facts.list(self._scope, include_inactive=include_inactive, category=category,
@@ -196,6 +208,7 @@ class ReadingMethods:
         """This user's entities, most mentioned first."""
         if limit is not None:
             check_limit("limit", limit)
+        check_optional_text("type", type)
         return self._backend.graph.entities(self._scope, type=type, limit=limit)
 
     def triples(self, entity: str | None = None) -> list[Triple]:

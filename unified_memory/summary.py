@@ -26,6 +26,7 @@ from scoring.importance import HeuristicImportanceScorer
 from unified_memory.context import clean_item
 from unified_memory.errors import LLMError, invalid
 from unified_memory.types import Message
+from unified_memory.validation import check_messages, check_text
 
 __all__ = ["ExtractiveSummarizer", "LLMSummarizer", "llm_compact_fn", "summarizer_compact_fn", "transcript"]
 
@@ -61,7 +62,7 @@ class ExtractiveSummarizer:
 
     def summarize(self, previous: str, messages: Sequence[Message]) -> str:
         """The new running summary: one line per kept sentence, oldest first."""
-        units = _units(previous, messages)
+        units = _units(check_text("previous", previous, allow_empty=True), check_messages("messages", messages))
         # The speaker prefix does not count towards importance; later sentences win ties.
         ranked = sorted(range(len(units)), key=lambda i: (-self.scorer(units[i].split(": ", 1)[-1]), -i))
         kept, used = set(), 0

@@ -29,7 +29,7 @@ import tempfile
 from collections.abc import Callable
 from typing import Literal
 
-from unified_memory.errors import DependencyError, invalid
+from unified_memory.errors import DependencyError, invalid, wrong_type
 from unified_memory.types import Message
 
 __all__ = ["chars_per_token_counter", "make_token_counter", "message_tokens", "MESSAGE_OVERHEAD_TOKENS", "tiktoken_unavailable_reason",
@@ -150,6 +150,10 @@ def make_token_counter(kind: Literal["auto", "chars", "tiktoken"] = "auto",
     ...
     unified_memory.errors.DependencyError: token_counter='tiktoken' cannot be used offline: ...
     """
+    if not isinstance(kind, str):
+        raise wrong_type("token_counter", "str ('auto', 'chars' or 'tiktoken')", kind)
+    if not isinstance(encoding, str):
+        raise wrong_type("encoding", "str", encoding)
     if kind == "chars":
         return chars_per_token_counter
     if kind not in ("auto", "tiktoken"):

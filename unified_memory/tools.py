@@ -20,7 +20,7 @@ import copy
 import json
 import math
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -58,7 +58,14 @@ class MemoryTool:
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not _NAME.match(self.name):
-            raise invalid("name", f"must be 1-64 letters, digits, '_' or '-', got {self.name!r}")
+            raise invalid("name", f"must be 1-64 letters, digits, '_' or '-', got {self.name!r:.80}")
+        if not isinstance(self.description, str):
+            raise wrong_type("description", "str", self.description)
+        if not isinstance(self.parameters, Mapping) or self.parameters.get("type") != "object":
+            raise invalid("parameters", f"must be a JSON Schema object ({{'type': 'object', ...}}), "
+                                        f"got {self.parameters!r:.80}")
+        if not callable(self.handler):
+            raise wrong_type("handler", "callable", self.handler)
 
     def schema(self) -> dict[str, Any]:
         """The tool in OpenAI's ``tools`` format (a fresh copy, safe to modify).
@@ -248,6 +255,12 @@ def run_tool_call(tools: Sequence[MemoryTool], call: Mapping[str, Any] | Any) ->
     def part(obj: Any, key: str) -> Any:
         return obj.get(key) if isinstance(obj, Mapping) else getattr(obj, key, None)
 
+    if isinstance(tools, MemoryTool | str | bytes | Mapping) or not isinstance(tools, Iterable):
+        raise wrong_type("tools", "list of MemoryTool", tools)
+    tools = list(tools)
+    for i, tool in enumerate(tools):
+        if not isinstance(tool, MemoryTool):
+            raise wrong_type(f"tools[{i}]", "MemoryTool", tool)
     call_id, function = part(call, "id"), part(call, "function")
     if not isinstance(call_id, str):
         raise wrong_type("call.id", "str", call_id)

@@ -43,7 +43,7 @@ from tiers.transfer import (
     prune_embeddings,
     user_tables,
 )
-from unified_memory.errors import MemoryValueError, invalid, wrong_type
+from unified_memory.errors import MemoryValueError, StorageError, check_path, invalid, wrong_type
 from unified_memory.types import utc_from_timestamp
 from unified_memory.validation import check_scope_id
 
@@ -83,16 +83,25 @@ def export_jsonl(mem: UnifiedMemory, destination: Any, *, all_users: bool = Fals
         if not callable(getattr(destination, "write", None)):
             raise wrong_type("destination", "path or text stream", destination)
         return export_rows(backend.storage, destination, users=users, header=header)
-    target = Path(destination)
+    target = Path(check_path("destination", destination))
     if not target.parent.is_dir():
         raise invalid("destination", f"directory {str(target.parent)!r} does not exist")
-    handle, temporary = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+    try:
+        handle, temporary = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+    except OSError as exc:  # a name too long for the file system, no permission
+        raise StorageError(f"destination: cannot write next to {str(target)[:200]!r}: {exc.strerror or exc}",
+                           field="destination") from None
     try:
         with open(handle, "w", encoding="utf-8", newline="\n") as out:
             count = export_rows(backend.storage, out, users=users, header=header)
             out.flush()
             os.fsync(out.fileno())
         os.replace(temporary, target)
+    except OSError as exc:  # e.g. the destination is a directory
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
+        raise StorageError(f"destination: cannot write {str(target)[:200]!r}: {exc.strerror or exc}",
+                           field="destination") from None
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(temporary)
@@ -104,7 +113,7 @@ def _read_lines(source: Any) -> tuple[str, list[str]]:
     """``(name for errors, lines)`` of a path or a text stream (split on newlines only:
     exported JSON may hold U+2028 unescaped)."""
     if _is_path(source):
-        path = Path(source)
+        path = Path(check_path("source", source))
         try:
             text = path.read_text(encoding="utf-8")
         except FileNotFoundError:
@@ -144,6 +153,8 @@ def import_jsonl(mem: UnifiedMemory, source: Any, *, user_id: str | None = None)
     name, lines = _read_lines(source)
     _ensure_lazy_tables(backend.storage, lines)
     parsed = parse_export(lines, source=name, tables=user_tables(backend.storage), user_id=user_id)
+    if backend.scrub:  # the redactor runs on every row before anything is written
+        parsed.rows = [(number, table, backend.scrub.export_row(table.name, row)) for number, table, row in parsed.rows]
     view = mem if user_id is None or user_id == mem.user_id else mem.scoped(user_id=user_id)
     indexes = (backend.log.index, backend.facts.index, backend.graph.index)
     touched = set(parsed.users) if user_id is None else {user_id}
@@ -169,10 +180,14 @@ def _ensure_lazy_tables(storage: Any, lines: list[str]) -> None:
     if "ingested" in present:
         return
     for line in lines:
-        if '"ingested"' in line:
-            with contextlib.suppress(ValueError):
-                if json.loads(line).get("kind") == "ingested":
-                    break
+        if '"ingested"' not in line:
+            continue
+        try:
+            row = json.loads(line)
+        except (ValueError, RecursionError):  # parse_export reports it, with its line
+            continue
+        if isinstance(row, dict) and row.get("kind") == "ingested":
+            break
     else:
         return
     try:
@@ -233,6 +248,7 @@ def forget(mem: UnifiedMemory, *, user_id: str | None = None, ids: Sequence[str]
         else:
             counts = _forget_items(mem, target, checked)
         view._event("reset", "completed", **counts)
+    storage.vacuum()  # rewrite the file: no moved copy of a deleted row survives in a page's unused gap
     busy = storage.checkpoint()[0]
     if busy:
         _LOG.warning("forget: another connection is reading %s; its write-ahead log is truncated at its next "

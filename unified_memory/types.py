@@ -56,10 +56,29 @@ def utc_from_timestamp(ts: float | None) -> datetime | None:
     return datetime.fromtimestamp(ts, tz=UTC)
 
 
+#: How deeply JSON values (metadata, tool calls) may nest: a message must stay serialisable
+#: (pydantic stops at about 250 levels, json at the recursion limit).
+MAX_JSON_DEPTH = 100
+
+
+def _depth(value: Any) -> int:
+    """How deeply lists and dicts nest in ``value`` (iteratively: any depth is measured)."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        item, level = stack.pop()
+        if isinstance(item, dict | list | tuple):
+            deepest = max(deepest, level)
+            if level <= MAX_JSON_DEPTH:
+                stack.extend((child, level + 1) for child in (item.values() if isinstance(item, dict) else item))
+    return deepest
+
+
 def _check_json(value: Any, field: str) -> Any:
+    if _depth(value) > MAX_JSON_DEPTH:
+        raise ValueError(f"{field} nests more than {MAX_JSON_DEPTH} levels deep")
     try:
         json.dumps(value, allow_nan=False)
-    except (TypeError, ValueError) as exc:
+    except (TypeError, ValueError, RecursionError) as exc:
         raise ValueError(f"{field} must be JSON-serialisable: {exc}") from None
     return value
 

@@ -14,22 +14,28 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
 from pydantic import ValidationError
 
-from unified_memory.errors import MemoryValueError, invalid, wrong_type
+from unified_memory.errors import MemoryValueError, check_path, invalid, wrong_type
 from unified_memory.types import Message
 
 __all__ = [
     "check_text", "check_scope_id", "check_limit", "check_unit", "check_metadata", "parse_when",
-    "to_message", "pydantic_error",
+    "to_message", "pydantic_error", "check_bool", "check_optional_text", "check_messages",
+    "check_path",
 ]
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+_SURROGATE = re.compile(r"[\ud800-\udfff]")
 MAX_ID_LENGTH = 256
+MAX_LIMIT = 2**63 - 1  # the largest integer SQLite can bind
+# The moments a datetime can hold, as POSIX seconds (year 1 to year 9999).
+_MIN_TIMESTAMP = datetime(1, 1, 1, tzinfo=UTC).timestamp()
+_MAX_TIMESTAMP = datetime(9999, 12, 31, 23, 59, 59, tzinfo=UTC).timestamp()
 
 
 def check_text(field: str, value: Any, *, allow_empty: bool = False) -> str:
@@ -46,6 +52,28 @@ def check_text(field: str, value: Any, *, allow_empty: bool = False) -> str:
         raise invalid(field, "must not be empty")
     if "\x00" in value:
         raise invalid(field, "must not contain NUL characters")
+    if _SURROGATE.search(value):
+        raise invalid(field, "must be valid unicode text (it holds a lone surrogate)")
+    return value
+
+
+def check_optional_text(field: str, value: Any) -> str | None:
+    """``None`` or a string (which may be empty), without NUL or lone surrogates.
+
+    >>> check_optional_text("category", None) is None
+    True
+    """
+    return None if value is None else check_text(field, value, allow_empty=True)
+
+
+def check_bool(field: str, value: Any) -> bool:
+    """A real ``bool``: a truthy string like ``"no"`` must not silently mean ``True``.
+
+    >>> check_bool("all_users", False)
+    False
+    """
+    if not isinstance(value, bool):
+        raise wrong_type(field, "bool", value)
     return value
 
 
@@ -59,14 +87,15 @@ def check_scope_id(field: str, value: Any, *, optional: bool = False) -> str | N
         return None
     if not isinstance(value, str):
         raise wrong_type(field, "str", value)
-    if not value or len(value) > MAX_ID_LENGTH or _CONTROL.search(value) or value != value.strip():
+    if (not value or len(value) > MAX_ID_LENGTH or _CONTROL.search(value) or _SURROGATE.search(value)
+            or value != value.strip()):
         raise invalid(field, f"must be 1-{MAX_ID_LENGTH} printable characters without surrounding "
                              f"whitespace, got {value!r}")
     return value
 
 
 def check_limit(field: str, value: Any, *, minimum: int = 1) -> int:
-    """A whole number of at least ``minimum`` (booleans refused).
+    """A whole number of at least ``minimum`` and at most 2**63-1 (booleans refused).
 
     >>> check_limit("limit", 5)
     5
@@ -75,6 +104,8 @@ def check_limit(field: str, value: Any, *, minimum: int = 1) -> int:
         raise wrong_type(field, "int", value)
     if value < minimum:
         raise invalid(field, f"must be at least {minimum}, got {value}")
+    if value > MAX_LIMIT:
+        raise invalid(field, f"must be at most {MAX_LIMIT}, got {value}")
     return value
 
 
@@ -125,18 +156,25 @@ def parse_when(field: str, value: Any) -> float | None:
         return None
     if isinstance(value, datetime):
         moment = value if value.tzinfo else value.replace(tzinfo=UTC)
-        return moment.timestamp()
+        try:
+            stamp = moment.timestamp()
+        except (OverflowError, ValueError, OSError):
+            raise invalid(field, f"out of range: {value!r}") from None
+        return parse_when(field, stamp)
     if isinstance(value, str):
         text = value.strip()
         if text.endswith("Z"):
             text = text[:-1] + "+00:00"
         try:
-            return parse_when(field, datetime.fromisoformat(text))
+            moment = datetime.fromisoformat(text)
         except ValueError:
             raise invalid(field, f"not an ISO 8601 date or time: {value!r}") from None
+        return parse_when(field, moment)
     if isinstance(value, int | float) and not isinstance(value, bool):
-        if not math.isfinite(value):
+        if isinstance(value, float) and not math.isfinite(value):  # (an int is finite; isfinite would overflow)
             raise invalid(field, f"must be finite, got {value}")
+        if not _MIN_TIMESTAMP <= value <= _MAX_TIMESTAMP:
+            raise invalid(field, f"must be a moment from 0001-01-01 to 9999-12-31T23:59:59Z, got {value}")
         return float(value)
     raise wrong_type(field, "datetime, ISO 8601 str or timestamp", value)
 
@@ -187,3 +225,19 @@ def to_message(field: str, value: Any, *, when: float | None = None) -> Message:
     if stamp is not None:
         message = message.model_copy(update={"created_at": datetime.fromtimestamp(stamp, tz=UTC)})
     return message
+
+
+def check_messages(field: str, value: Any) -> list[Message]:
+    """A list (any iterable but a str, bytes or dict) of :class:`Message` objects.
+
+    >>> check_messages("messages", [Message(role="user", content="hi")])[0].content
+    'hi'
+    """
+    if isinstance(value, str | bytes | bytearray | Mapping) or not isinstance(value, Iterable):
+        raise wrong_type(field, "list of Message", value)
+    items = list(value)
+    for i, item in enumerate(items):
+        if not isinstance(item, Message):
+            raise wrong_type(f"{field}[{i}]", "Message", item)
+    return items
+

@@ -437,3 +437,15 @@ def test_python_dash_m_runs_the_command_line(tmp_path):
     assert demo.returncode == 0, demo.stderr
     assert "facts" in demo.stdout and "I live in Lisbon" in demo.stdout and path.exists()
     assert demo.stderr == ""  # stderr is not a terminal: no progress bar
+
+
+def test_ingest_with_redact_secrets_stores_no_secret(capsys, tmp_path):
+    chat = tmp_path / "chat.json"
+    chat.write_text(json.dumps([{"role": "user", "content": "Mail me at ada@example.com, key sk-proj-abc123def456ghi789jkl0"},
+                                {"role": "assistant", "content": "Noted."}]))
+    target = tmp_path / "m.db"
+    code, _, err = run(capsys, *LEX, "--db", str(target), "--redact-secrets", "ingest", str(chat))
+    assert code == 0, err
+    stored = run(capsys, *LEX, "--db", str(target), "export")[1]
+    assert "[REDACTED:email]" in stored and "ada@example.com" not in stored and "sk-proj-" not in stored
+    assert not [p for p in tmp_path.glob("m.db*") if b"ada@example.com" in p.read_bytes()]

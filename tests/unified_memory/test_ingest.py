@@ -324,7 +324,7 @@ def test_a_killed_process_resumes_without_duplicates(tmp_path):
 
 def test_missing_file(memory, tmp_path):
     path = tmp_path / "nope.json"
-    with pytest.raises(MemoryValueError, match=r"^" + str(path).replace("\\", "\\\\") + ": no such file"):
+    with pytest.raises(MemoryValueError, match=r"^path: " + str(path).replace("\\", "\\\\") + ": no such file"):
         ingest_file(memory, path)
 
 

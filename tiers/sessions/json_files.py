@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import re
 import threading
@@ -26,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from tiers.sessions._common import check_clock, check_key, check_ttl, decode_state, encode_state, expires_at
-from unified_memory.errors import StorageError, StoreUnavailableError, wrong_type
+from unified_memory.errors import StorageError, StoreUnavailableError, check_path, wrong_type
 
 __all__ = ["JSONConversationStore", "encode_name"]
 
@@ -67,6 +68,7 @@ class JSONConversationStore:
                  clock: Callable[[], float] = time.time) -> None:
         if not isinstance(directory, str | os.PathLike):
             raise wrong_type("directory", "a str or a path", directory)
+        check_path("directory", directory)
         self._default_ttl = check_ttl("default_ttl", default_ttl)
         self._clock = check_clock(clock)
         self.directory = Path(directory)
@@ -101,7 +103,9 @@ class JSONConversationStore:
         expiry = envelope.get("expires_at")
         if (envelope.get("format") != FORMAT or not isinstance(envelope.get("state"), dict)
                 or not isinstance(envelope.get("session_id"), str)
-                or not (expiry is None or isinstance(expiry, int | float))):
+                or not (expiry is None or (isinstance(expiry, int | float) and not isinstance(expiry, bool)
+                                           and (isinstance(expiry, int) or math.isfinite(expiry))))):
+            # expires_at true or NaN: damaged, so kept (as it is) and refused, never deleted as "expired"
             raise StorageError(f"store: session file {str(path)!r} is not a {FORMAT} file", field="store")
         if envelope.get("version") != VERSION:
             raise StorageError(f"store: session file {str(path)!r} has version {envelope.get('version')!r}; "

@@ -20,7 +20,7 @@ from typing import Any
 import sqlite_utils
 
 from tiers.sessions._common import check_clock, check_key, check_ttl, decode_state, encode_state, expires_at
-from unified_memory.errors import ClosedError, StorageError, invalid, wrong_type
+from unified_memory.errors import ClosedError, StorageError, check_path, invalid, wrong_type
 
 __all__ = ["SQLiteConversationStore"]
 
@@ -50,6 +50,8 @@ class SQLiteConversationStore:
                  default_ttl: float | None = None, clock: Callable[[], float] = time.time) -> None:
         if path is not None and not isinstance(path, str | os.PathLike):
             raise wrong_type("path", "a str, a path or None", path)
+        if path is not None:
+            check_path("path", path)
         if not isinstance(table, str):
             raise wrong_type("table", "str", table)
         if not _IDENTIFIER.fullmatch(table):

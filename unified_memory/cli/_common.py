@@ -78,6 +78,8 @@ def open_memory(args: argparse.Namespace, *, path: Path | None = None, must_exis
                        f"or 'unified-memory demo', or choose one with --db)")
     if getattr(args, "retrieval", None):
         overrides["retrieval"] = args.retrieval
+    if getattr(args, "redact_secrets", False):
+        overrides["redact_secrets"] = True
     return UnifiedMemory(target, user_id=user_id or user_of(args), **overrides)
 
 

@@ -64,6 +64,8 @@ def _global_options(parser: argparse.ArgumentParser, *, suppress: bool, user: bo
                        help="print one JSON document on stdout instead of tables")
     group.add_argument("--retrieval", choices=RETRIEVALS, default=default(None),
                        help="retrieval method (default auto: hybrid with the embeddings extra, else lexical)")
+    group.add_argument("--redact-secrets", action="store_true", default=default(False),
+                       help="scrub API keys, e-mails, phone numbers and card numbers before storing (SecretRedactor)")
     group.add_argument("--debug", action="store_true", default=default(False),
                        help="show a traceback on unexpected errors")
 

@@ -24,9 +24,20 @@ from unified_memory.compat.marsys import (
 )
 from unified_memory.context import clean_item
 from unified_memory.conversation import Conversation
-from unified_memory.errors import NotFoundError, StorageError, invalid
+from unified_memory.errors import MemoryTypeError, MemoryValueError, NotFoundError, StorageError, invalid
 
 __all__ = ["KGMemory", "MemoryManager"]
+
+
+def _text(value: Any) -> bool:
+    """Whether ``value`` is a str that can be stored (UTF-8: no lone surrogate)."""
+    if not isinstance(value, str):
+        return False
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 class KGMemory(ConversationMemory):
@@ -149,26 +160,68 @@ class MemoryManager:
             raise
 
     def load_from_file(self, path: str | os.PathLike[str]) -> dict[str, Any]:
-        """Restore the memory saved by :meth:`save_to_file`; returns its ``additional_state``."""
+        """Restore the memory saved by :meth:`save_to_file`; returns its ``additional_state``.
+
+        The whole file is checked before anything changes: a file that cannot be read, is
+        not JSON or not one of ours raises :class:`StorageError` naming it (and the line
+        for invalid JSON), and the memory is left as it was.
+        """
+        name = os.fspath(path)
         try:
-            data = json.loads(Path(path).read_text(encoding="utf-8"))
+            text = Path(path).read_text(encoding="utf-8")
         except FileNotFoundError:
-            raise NotFoundError(f"path: no memory file {str(path)!r}", field="path") from None
+            raise NotFoundError(f"path: no memory file {name!r}", field="path") from None
+        except (OSError, UnicodeDecodeError) as exc:  # a directory, no permission, a symlink loop, not UTF-8
+            raise StorageError(f"{name}: cannot read the memory file: {exc}", field="path") from None
+        try:
+            data = json.loads(text)
         except json.JSONDecodeError as exc:
-            raise StorageError(f"{path}: not valid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}",
+            raise StorageError(f"{name}: not valid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}",
                                field="path") from None
+        except RecursionError:
+            raise StorageError(f"{name}: not valid JSON (nested too deeply)", field="path") from None
+        except ValueError as exc:  # an integer of more than 4300 digits
+            raise StorageError(f"{name}: not valid JSON: {exc}", field="path") from None
         if not isinstance(data, dict) or data.get("format") != "unified-memory.marsys":
-            raise StorageError(f"{path}: not a memory file written by save_to_file", field="path")
+            raise StorageError(f"{name}: not a memory file written by save_to_file", field="path")
         if data.get("memory_type") != self.memory_type:
-            raise invalid("memory_type", f"{path} holds a {data.get('memory_type')!r} memory, this manager "
+            raise invalid("memory_type", f"{name} holds a {data.get('memory_type')!r} memory, this manager "
                                          f"is {self.memory_type!r}")
+        additional = data.get("additional_state")
+        if additional is not None and not isinstance(additional, dict):
+            raise StorageError(f"{name}: additional_state: expected an object", field="path")
+        triples = data.get("triples", []) if isinstance(self.memory, KGMemory) else []
+        if not isinstance(triples, list) or not all(
+                isinstance(f, dict) and all(_text(f.get(k)) and f[k].strip() for k in ("subject", "predicate", "object"))
+                and (f.get("role") is None or _text(f["role"])) for f in triples):
+            raise StorageError(f"{name}: triples: expected a list of {{subject, predicate, object, role}} "
+                               "objects of non-empty strings", field="path")
+        if not isinstance(data.get("state"), dict):
+            raise StorageError(f"{name}: state: expected an object", field="path")
         old = self.memory.conversation
-        self.memory._attach(Conversation.from_dict(
-            data["state"], compact_fn=old.compact_fn, compaction_llm=old.compaction_llm,
-            count_tokens=old.count_tokens, on_compact=old.on_compact))
-        if isinstance(self.memory, KGMemory):
+        try:
+            restored = Conversation.from_dict(
+                data["state"], compact_fn=old.compact_fn, compaction_llm=old.compaction_llm,
+                count_tokens=old.count_tokens, on_compact=old.on_compact)
+        except (MemoryValueError, MemoryTypeError) as exc:
+            raise StorageError(f"{name}: {exc}", field="path") from None
+        for i, message in enumerate(restored.messages()):  # structured content is stored as JSON text
+            if message.metadata.get("content_format") == "json" and message.content is not None:
+                try:
+                    json.loads(message.content)
+                except (ValueError, RecursionError):
+                    raise StorageError(f"{name}: state.messages[{i}].content: not the JSON its content_format "
+                                       "says", field="path") from None
+        if isinstance(self.memory, KGMemory) and triples:
+            kg = self.memory.memory
             known = {(f["subject"], f["predicate"], f["object"]) for f in self.memory.facts()}
-            for fact in data.get("triples", []):
-                if (fact["subject"], fact["predicate"], fact["object"]) not in known:
-                    self.memory.add_fact(fact.get("role"), fact["subject"], fact["predicate"], fact["object"])
-        return dict(data.get("additional_state") or {})
+            try:
+                with kg._write():  # all the triples or none
+                    for fact in triples:
+                        if (fact["subject"], fact["predicate"], fact["object"]) not in known:
+                            self.memory.add_fact(fact.get("role"), fact["subject"], fact["predicate"],
+                                                 fact["object"])
+            except (MemoryValueError, MemoryTypeError) as exc:
+                raise StorageError(f"{name}: triples: {exc}", field="path") from None
+        self.memory._attach(restored)
+        return dict(additional or {})
