@@ -5,7 +5,7 @@ Usage::
     python benchmarks/reliability.py                 # the CI-sized run (as in .ci/run)
     python benchmarks/reliability.py --scale 3       # three times the kills, examples and rounds
 
-Runs ``pytest tests/reliability`` with ``UM_RELIABILITY_SCALE`` and collects the figures
+Runs ``pytest tests/reliability tests/unified_memory/test_redaction.py`` with ``UM_RELIABILITY_SCALE`` and collects the figures
 each test reports through its ``figures`` fixture (kills survived, concurrent writers and
 operations, random operations, bad inputs tried, leaks and losses found) into
 ``benchmarks/results/reliability.md``. The run fails — and the report says so — when
@@ -38,12 +38,17 @@ def _value(value: object) -> str:
     return str(value)
 
 
-def merge(rows: list[dict]) -> dict[str, dict[str, object]]:
-    """Rows of one figure name are merged: numbers are summed (``seconds`` too), other
-    values kept when they agree. Parametrised tests and repeated runs add up.
+SIZES = frozenset({"threads", "processes", "methods", "readers", "attack_patterns", "bad_paths", "write_paths"})
+"""Figures that describe one run's set-up (8 threads), not a count: merged by maximum."""
 
-    >>> merge([{"name": "crash", "test": "a", "kills": 2}, {"name": "crash", "test": "b", "kills": 3}])
-    {'crash': {'kills': 5, 'tests': 2}}
+
+def merge(rows: list[dict]) -> dict[str, dict[str, object]]:
+    """Rows of one figure name are merged: counts are summed (``seconds`` too), set-up
+    sizes (:data:`SIZES`) take their maximum, other values are kept when they agree.
+    Parametrised tests and repeated runs add up.
+
+    >>> merge([{"name": "crash", "test": "a", "kills": 2, "threads": 8}, {"name": "crash", "test": "b", "kills": 3, "threads": 8}])
+    {'crash': {'kills': 5, 'threads': 8, 'tests': 2}}
     """
     merged: dict[str, dict[str, object]] = defaultdict(dict)
     tests: dict[str, set[str]] = defaultdict(set)
@@ -54,7 +59,10 @@ def merge(rows: list[dict]) -> dict[str, dict[str, object]]:
             if key in ("name", "test"):
                 continue
             old = merged[name].get(key)
-            if isinstance(value, int | float) and not isinstance(value, bool) and isinstance(old, int | float | None):
+            numeric = isinstance(value, int | float) and not isinstance(value, bool)
+            if numeric and key in SIZES:
+                merged[name][key] = max(value, old or 0)
+            elif numeric and isinstance(old, int | float | None):
                 merged[name][key] = (old or 0) + value
             elif old is None or old == value:
                 merged[name][key] = value
@@ -88,7 +96,8 @@ def main(argv: list[str] | None = None) -> int:
         figures = Path(tmp) / "figures.jsonl"
         env = {**os.environ, "UM_RELIABILITY_REPORT": str(figures), "UM_RELIABILITY_SCALE": str(args.scale),
                "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
-        pytest = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/reliability"]
+        pytest = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/reliability",
+                  "tests/unified_memory/test_redaction.py"]
         if args.k:
             pytest += ["-k", args.k]
         start = time.perf_counter()

@@ -37,3 +37,13 @@ def test_scale_benchmark_tiny_run(tmp_path):
         assert "did not finish" not in peer_row
     assert "not run" not in text.split("## selectools")[0].split("## Our library")[1]
     assert list((tmp_path / "files").glob("scale-lexical-500.db*")), "--dir keeps the memory files"
+
+
+def test_reliability_benchmark_collects_the_figures_of_the_suite(tmp_path):
+    out = tmp_path / "reliability.md"
+    done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "reliability.py"), "-k", "sql_parameters",
+                           "--out", str(out)], capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert done.returncode == 0, done.stderr[-2000:] + done.stdout[-2000:]
+    text = out.read_text(encoding="utf-8")
+    assert "Result: every reliability test passed." in text
+    assert "| parameterised SQL | statements recorded " in text and "caller values in sql 0" in text

@@ -29,10 +29,11 @@ from tiers.summaries import ConversationSummaries
 from tiers.window import message_token_counts
 from unified_memory.async_api import AsyncMethods
 from unified_memory.config import MemoryConfig
-from unified_memory.errors import StorageError, invalid, wrong_type
+from unified_memory.errors import StorageError, wrong_type
 from unified_memory.events import EventBus, MemoryEvent
 from unified_memory.extraction import RuleExtractor
-from unified_memory.promotion import Promoter, PromotionReport, Proposal
+from unified_memory.fact_writing import FactWritingMethods
+from unified_memory.promotion import Promoter, PromotionReport
 from unified_memory.protocols import Embedder, Extractor, Reranker, Summarizer, VectorIndex
 from unified_memory.reading import ReadingMethods
 from unified_memory.retrieval import Dense, setup_dense
@@ -41,8 +42,6 @@ from unified_memory.summary import ExtractiveSummarizer
 from unified_memory.tokens import make_token_counter
 from unified_memory.transfer import export_jsonl, forget, import_jsonl
 from unified_memory.types import (
-    ExtractedFact,
-    ExtractedTriple,
     Message,
     utc_from_timestamp,
 )
@@ -51,7 +50,6 @@ from unified_memory.validation import (
     check_metadata,
     check_scope_id,
     check_text,
-    check_unit,
     parse_when,
     to_message,
 )
@@ -85,7 +83,7 @@ class _Backend:
     scrub: Scrubber
 
 
-class UnifiedMemory(ReadingMethods, AsyncMethods):
+class UnifiedMemory(ReadingMethods, FactWritingMethods, AsyncMethods):
     """Tiered long-term memory for one user (and optionally one agent and session).
 
     ``path=None`` keeps everything in memory; a path is one durable SQLite file,
@@ -589,103 +587,6 @@ class UnifiedMemory(ReadingMethods, AsyncMethods):
                 self._summarize(held, backend.clock())
             self._maintain(backend.clock(), promote=backend.config.auto_promote)
         return len(held)
-
-    def remember(self, text: str, *, importance: float | None = None, category: str | None = None,
-                 metadata: Mapping[str, Any] | None = None, ttl_days: float | None = None) -> str:
-        """Store a long-term fact directly (reinforcing it if already known); returns its id.
-
-        Entities and relations in the text go to the graph too.
-
-        >>> with UnifiedMemory() as mem:
-        ...     a = mem.remember("I'm allergic to peanuts")
-        ...     a == mem.remember("I am allergic to peanuts.")
-        True
-        """
-        return self._store_facts([self._fact_item("", {"text": text, "importance": importance, "category": category,
-                                                       "metadata": metadata, "ttl_days": ttl_days})])[0]
-
-    def remember_many(self, texts_or_facts: Iterable[str | Mapping[str, Any] | ExtractedFact]) -> list[str]:
-        """Store many facts in one transaction; items are texts, dicts with ``text`` and
-        the keywords of :meth:`remember`, or :class:`ExtractedFact` objects.
-
-        >>> with UnifiedMemory() as mem:
-        ...     len(mem.remember_many(["I live in Lisbon", {"text": "I like jazz", "importance": 0.4}]))
-        2
-        """
-        if isinstance(texts_or_facts, str | bytes | Mapping) or not isinstance(texts_or_facts, Iterable):
-            raise wrong_type("texts_or_facts", "list of str, dict or ExtractedFact", texts_or_facts)
-        return self._store_facts([self._fact_item(f"texts_or_facts[{i}]", item)
-                                  for i, item in enumerate(texts_or_facts)])
-
-    def _store_facts(self, proposals: list[Proposal]) -> list[str]:
-        backend = self._backend
-        now = backend.clock()
-        with self._write():
-            per_item = backend.promoter.store(self._scope, proposals, now=now, report=PromotionReport(),
-                                              source="remember", threshold=0.0)
-            ids = [fact_ids[0] for fact_ids in per_item]
-            self._maintain(now, promote=False, protect=ids)
-        return ids
-
-    def _fact_item(self, field: str, item: Any) -> Proposal:
-        """Validate one item of :meth:`remember_many` into a proposal holding exactly one fact
-        (``field=""``: the keywords of :meth:`remember`, named as they are)."""
-        def name(key: str) -> str:
-            return f"{field}.{key}" if field else key
-
-        if isinstance(item, ExtractedFact):
-            spec: dict[str, Any] = item.model_dump()
-        elif isinstance(item, str):
-            spec = {"text": item}
-        elif isinstance(item, Mapping):
-            spec = dict(item)
-            unknown = set(spec) - {"text", "importance", "category", "metadata", "ttl_days"}
-            if unknown:
-                raise invalid(field, f"unknown keys {sorted(unknown)}")
-        else:
-            raise wrong_type(field, "str, dict or ExtractedFact", item)
-        spec = self._backend.scrub.data(field or "fact", spec)  # text, slots, category and metadata
-        text = check_text(name("text") if not isinstance(item, str) else field, spec.get("text")).strip()
-        importance = check_unit(name("importance"), spec.get("importance"))
-        category = spec.get("category")
-        if category is not None and not isinstance(category, str):
-            raise wrong_type(name("category"), "str", category)
-        metadata = check_metadata(name("metadata"), spec.get("metadata"))
-        ttl = spec.get("ttl_days")
-        if ttl is not None and (isinstance(ttl, bool) or not isinstance(ttl, int | float) or not ttl > 0):
-            raise invalid(name("ttl_days"), f"must be a positive number of days, got {ttl!r}")
-        extraction = self._backend.extractor.extract(Message(role="user", content=text))
-        # The text is stored whole, as one fact; the extractor lends it a slot and a category.
-        found = next((f for f in extraction.facts if f.attribute), extraction.facts[0] if extraction.facts else None)
-        if importance is None:
-            importance = (found.importance if found is not None and found.importance is not None
-                          and len(extraction.facts) == 1 else float(self._backend.scorer(text)))
-        fact = ExtractedFact(
-            text=text, importance=importance, category=category or (found.category if found else None),
-            subject=spec.get("subject") or (found.subject if found else None),
-            attribute=spec.get("attribute") or (found.attribute if found else None),
-            value=spec.get("value") or (found.value if found else None),
-        )
-        return Proposal(extraction.model_copy(update={"facts": [fact]}), metadata=metadata, ttl_days=ttl)
-
-    def add_triple(self, subject: str, predicate: str, obj: str, *, confidence: float = 1.0,
-                   metadata: Mapping[str, Any] | None = None) -> str:
-        """Add a relation to the entity graph (endpoints are created as needed); returns its id.
-
-        >>> with UnifiedMemory() as mem:
-        ...     _ = mem.add_triple("Maria", "lives_in", "Lisbon")
-        ...     [t.as_text() for t in mem.triples()]
-        ['Maria lives in Lisbon']
-        """
-        scrub = self._backend.scrub
-        triple = ExtractedTriple(subject=scrub.text("subject", check_text("subject", subject)).strip(),
-                                 predicate=scrub.text("predicate", check_text("predicate", predicate)).strip(),
-                                 object=scrub.text("obj", check_text("obj", obj)).strip(),
-                                 confidence=check_unit("confidence", confidence, optional=False))
-        meta = scrub.data("metadata", check_metadata("metadata", metadata))
-        with self._write():
-            return self._backend.graph.add_triples(self._scope, [triple], now=self._backend.clock(),
-                                                   metadata=meta)[0]
 
     def clear(self, include_long_term: bool = False) -> None:
         """Forget this conversation's window and this user's episodic log; with

@@ -456,7 +456,7 @@ def test_batch_with_one_bad_item_stores_nothing(method: str, in_tmp_cwd: Path, f
             assert snapshot(mem) == before, f"{method}: part of the batch was stored"
 
         run()
-    figures("bad input batch", method=method, examples=scaled(100))
+    figures("bad input batch", methods=1, examples=scaled(100))
 
 
 def test_import_with_one_bad_line_imports_nothing(in_tmp_cwd: Path) -> None:
@@ -716,7 +716,7 @@ def test_ids_never_become_paths_outside_the_store(session_id: str, in_tmp_cwd: P
                                           or p.resolve().is_relative_to(logs.resolve()))]
     assert not outside, f"{session_id!r} created files outside the store: {outside}"
     assert not Path("/x").exists() and not Path("/b").exists()
-    figures("bad input ids", session_id=repr(session_id)[:40], refused=refused, created=len(created))
+    figures("bad input ids", ids=1, refused=refused, files_inside_the_store=len(created), files_outside=0)
 
 
 BAD_PATHS = ["a\x00b", "\x00", "x" * 5000, "d/" + "y" * 300 + "/f", "", "   ", "\ud800.db", "no/such/dir/f.db",
@@ -759,7 +759,7 @@ def test_bad_paths_only_raise_documented_errors(call: str, in_tmp_cwd: Path, fig
     outside = [p for p in _files_under(in_tmp_cwd) - before if not p.is_relative_to(Path.cwd())]
     assert not outside, outside
     COUNTS.errors += errors
-    figures("bad input paths", call=call, paths=len(BAD_PATHS), errors_checked=errors)
+    figures("bad input paths", calls=1, bad_paths=len(BAD_PATHS), errors_checked=errors)
 
 
 # -- tools, the decorator, and the module-level functions -----------------------------------------
