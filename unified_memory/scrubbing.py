@@ -53,6 +53,19 @@ def make_scrubber(redactor: Any, *, redact_secrets: bool = False) -> Scrubber:
     return Scrubber(redactor)
 
 
+
+def _checked(field: str, redact: Any, *args: str) -> str:
+    """``redact(*args)``: a redactor that raises or returns a non-``str`` is an error naming
+    ``redactor`` (and the field, not the text: the secret stays out of logs)."""
+    try:
+        out = redact(*args)
+    except Exception as exc:
+        raise MemoryValueError(f"redactor: raised {type(exc).__name__} on {field}; nothing was written",
+                               field="redactor") from exc
+    if not isinstance(out, str):
+        raise wrong_type("redactor", f"str from redactor({field})", out)
+    return out
+
 class Scrubber:
     """Runs a :class:`~unified_memory.protocols.Redactor` (or nothing, when ``None``) over
     user text; an exception in it or a result that is not a ``str`` is an error naming
@@ -86,28 +99,14 @@ class Scrubber:
         """``value`` redacted (checked to be a ``str``)."""
         if self.redactor is None or not isinstance(value, str):
             return value
-        try:
-            out = self.redactor(value)
-        except Exception as exc:
-            raise MemoryValueError(f"redactor: raised {type(exc).__name__} on {field}; nothing was written",
-                                   field="redactor") from exc
-        if not isinstance(out, str):
-            raise wrong_type("redactor", f"str from redactor({field})", out)
-        return out
+        return _checked(field, self.redactor, value)
 
     def _named(self, field: str, name: str, value: str) -> str:
         """A value under a key: the redactor's ``redact_field(name, value)`` when it has one."""
         by_name = getattr(self.redactor, "redact_field", None)
         if not callable(by_name):
             return self.text(field, value)
-        try:
-            out = by_name(name, value)
-        except Exception as exc:
-            raise MemoryValueError(f"redactor: raised {type(exc).__name__} on {field}; nothing was written",
-                                   field="redactor") from exc
-        if not isinstance(out, str):
-            raise wrong_type("redactor", f"str from redactor({field})", out)
-        return out
+        return _checked(field, by_name, name, value)
 
     def data(self, field: str, value: Any, *, keep: frozenset[str] = frozenset()) -> Any:
         """JSON-like data with every string in it redacted (mapping keys stay, and the
