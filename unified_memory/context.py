@@ -21,7 +21,8 @@ header nor open or close the block. Facts and entities show ``hit.text``; an
 episode shows ``[YYYY-MM-DD] speaker: text`` from ``hit.created_at`` (UTC) and the
 speaker from ``hit.components["speaker"]``, else ``["role"]`` (set by recall)
 (each part left out when missing, a name cut at 40 characters); a conversation message shows
-``name: content`` (``role: content`` without a name; an assistant turn with only
+``name: content`` (``role: content`` without a name; a name that is another role's
+word keeps the real role beside it, ``system (user): ...``; an assistant turn with only
 tool calls shows ``[tool call: name, ...]``). An item is capped at
 ``max_item_chars`` characters, cut with ``"…"``. Hits with empty text, empty
 messages and repeated hit ids are skipped.
@@ -107,9 +108,17 @@ def _day(when: datetime) -> str:
     return (when.astimezone(UTC) if when.tzinfo else when).date().isoformat()
 
 
-def _speaker(name: str) -> str:
+_ROLE_WORDS = frozenset({"system", "developer", "assistant", "user", "tool", "function"})
+
+
+def _speaker(name: str, role: str | None = None) -> str:
+    """The shown speaker; a name that is another role's word keeps its real role beside it
+    (a user named "system" shows as ``system (user)``, not as the system)."""
     name = clean_item(name)
-    return name if len(name) <= _MAX_SPEAKER else name[: _MAX_SPEAKER - 1].rstrip() + "…"
+    name = name if len(name) <= _MAX_SPEAKER else name[: _MAX_SPEAKER - 1].rstrip() + "…"
+    if role and name.strip().casefold() in _ROLE_WORDS and name.strip().casefold() != role.casefold():
+        return f"{name} ({clean_item(role)})"
+    return name
 
 
 def _hit_parts(section: str, hit: RecallHit) -> tuple[str, str]:
@@ -119,7 +128,8 @@ def _hit_parts(section: str, hit: RecallHit) -> tuple[str, str]:
     prefix = f"[{_day(hit.created_at)}] " if hit.created_at is not None else ""
     who = next((v for k in ("speaker", "role") if isinstance(v := hit.components.get(k), str)
                 and clean_item(v)), None)
-    return prefix + (f"{_speaker(who)}: " if who else ""), text
+    role = hit.components.get("role")
+    return prefix + (f"{_speaker(who, role if isinstance(role, str) else None)}: " if who else ""), text
 
 
 def _message_parts(message: Message) -> tuple[str, str]:
@@ -128,7 +138,7 @@ def _message_parts(message: Message) -> tuple[str, str]:
         names = [str(f.get("name") or "?") if isinstance(f := call.get("function"), dict) else "?"
                  for call in message.tool_calls]
         text = clean_item("[tool call: " + ", ".join(names) + "]")
-    return f"{_speaker(message.name or '') or message.role}: ", text
+    return f"{_speaker(message.name or '', message.role) or message.role}: ", text
 
 
 def _truncate(item: _Item, room: int, count: Callable[[str], int]) -> _Item | None:
