@@ -250,32 +250,47 @@ class _Rows:
     """A cursor whose fetches turn a damaged file's ``sqlite3`` errors into :class:`StorageError`
     (rows are read lazily, so corruption can surface after ``execute`` returned)."""
 
-    __slots__ = ("_cursor", "_damage")
+    __slots__ = ("_cursor", "_refuse_damage")
 
-    def __init__(self, cursor: sqlite3.Cursor, damage: Any) -> None:
-        self._cursor, self._damage = cursor, damage
+    def __init__(self, cursor: sqlite3.Cursor, refuse_damage: Any) -> None:
+        self._cursor, self._refuse_damage = cursor, refuse_damage
 
     def fetchone(self) -> Any:
-        with self._damage():
+        try:
             return self._cursor.fetchone()
+        except sqlite3.DatabaseError as exc:
+            self._refuse_damage(exc)
+            raise
 
     def fetchall(self) -> list[Any]:
-        with self._damage():
+        try:
             return self._cursor.fetchall()
+        except sqlite3.DatabaseError as exc:
+            self._refuse_damage(exc)
+            raise
 
     def fetchmany(self, size: int = 1) -> list[Any]:
-        with self._damage():
+        try:
             return self._cursor.fetchmany(size)
+        except sqlite3.DatabaseError as exc:
+            self._refuse_damage(exc)
+            raise
 
     def __iter__(self) -> Iterator[Any]:
-        return self
+        while rows := self.fetchmany(_ITERATION_CHUNK):  # one Python call per chunk, not per row
+            yield from rows
 
     def __next__(self) -> Any:
-        with self._damage():
-            return next(self._cursor)
+        row = self.fetchone()
+        if row is None:
+            raise StopIteration
+        return row
 
     def __getattr__(self, name: str) -> Any:  # rowcount, lastrowid, description, close ...
         return getattr(self._cursor, name)
+
+
+_ITERATION_CHUNK = 1024
 
 
 def dumps(value: Any) -> str:
@@ -563,10 +578,7 @@ class Storage:
                 with self.db.atomic():  # a savepoint
                     yield self.db
                 return
-            queue = self._writers
-            if queue is not None and not queue.acquire(self._busy_timeout_ms / 1000):
-                raise self._busy(sqlite3.OperationalError("database is locked"))
-            try:
+            with self._writer_turn():
                 try:
                     conn.execute("BEGIN IMMEDIATE")
                 except sqlite3.OperationalError as exc:
@@ -585,9 +597,19 @@ class Storage:
                     if conn.in_transaction:
                         conn.execute("ROLLBACK")
                     raise self._busy(exc) from exc
-            finally:
-                if queue is not None:
-                    queue.release()
+
+    @contextlib.contextmanager
+    def _writer_turn(self) -> Iterator[None]:
+        """This connection's turn among the process's writers to the file (see :class:`_WriterQueue`);
+        waiting longer than the busy timeout is a :class:`StorageError`."""
+        queue = self._writers
+        if queue is not None and not queue.acquire(self._busy_timeout_ms / 1000):
+            raise self._busy(sqlite3.OperationalError("database is locked"))
+        try:
+            yield
+        finally:
+            if queue is not None:
+                queue.release()
 
     def _busy(self, exc: sqlite3.OperationalError) -> StorageError:
         where = "in memory" if self.path is None else str(self.path)
@@ -596,34 +618,37 @@ class Storage:
 
     def execute(self, sql: str, params: Sequence[Any] | dict[str, Any] = ()) -> sqlite3.Cursor:
         """Run one parameterised statement under the lock (reads, or writes inside :meth:`atomic`)."""
-        with self.lock, self._damage():
+        with self.lock:
             self._check_open()
-            return _Rows(self.db.execute(sql, params), self._damage)  # type: ignore[return-value]
+            try:
+                cursor = self.db.execute(sql, params)
+            except sqlite3.DatabaseError as exc:
+                self._refuse_damage(exc)
+                raise
+            return _Rows(cursor, self._refuse_damage)  # type: ignore[return-value]
 
     def query(self, sql: str, params: Sequence[Any] | dict[str, Any] = ()) -> list[dict[str, Any]]:
         """Run a parameterised SELECT and return its rows as dicts."""
-        with self.lock, self._damage():
-            self._check_open()
-            cursor = self.db.execute(sql, params)
-            columns = [c[0] for c in cursor.description]  # fetched below, inside _damage
+        with self.lock:  # the rows are fetched before another thread uses the connection
+            cursor = self.execute(sql, params)
+            columns = [c[0] for c in cursor.description]
             return [dict(zip(columns, row, strict=True)) for row in cursor.fetchall()]
 
     def executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
         """Run one parameterised statement for many rows (call inside :meth:`atomic`)."""
-        with self.lock, self._damage():
+        with self.lock:
             self._check_open()
-            self.db.conn.executemany(sql, rows)
-
-    @contextlib.contextmanager
-    def _damage(self) -> Iterator[None]:
-        """A damaged file found by a statement (a corrupt page, text that is not UTF-8) is a
-        :class:`StorageError` naming the file, not a ``sqlite3`` error; constraint and lock
-        errors pass through (callers handle them)."""
-        try:
-            yield
-        except sqlite3.DatabaseError as exc:
-            if not is_damage(exc):
+            try:
+                self.db.conn.executemany(sql, rows)
+            except sqlite3.DatabaseError as exc:
+                self._refuse_damage(exc)
                 raise
+
+    def _refuse_damage(self, exc: sqlite3.DatabaseError) -> None:
+        """Raise a :class:`StorageError` naming the file when ``exc`` says the file is damaged
+        (a corrupt page, text that is not UTF-8); else return, and the caller re-raises
+        ``exc`` (constraint and lock errors are handled by callers)."""
+        if is_damage(exc):
             where = "the in-memory database" if self.path is None else repr(str(self.path))
             raise StorageError(f"path: {where} is damaged or cannot be written: {exc}", field="path") from exc
 
@@ -671,19 +696,14 @@ class Storage:
                 return
             if self.db.conn.in_transaction:
                 raise StorageError("vacuum: not possible inside a transaction")
-            queue = self._writers
-            if queue is not None and not queue.acquire(self._busy_timeout_ms / 1000):
-                raise self._busy(sqlite3.OperationalError("database is locked"))
-            try:
-                with self._damage():
+            with self._writer_turn():
+                try:
                     self.db.conn.execute("VACUUM")
-            except sqlite3.OperationalError as exc:
-                if "locked" in str(exc) or "busy" in str(exc):
-                    raise self._busy(exc) from exc
-                raise
-            finally:
-                if queue is not None:
-                    queue.release()
+                except sqlite3.DatabaseError as exc:
+                    if isinstance(exc, sqlite3.OperationalError) and ("locked" in str(exc) or "busy" in str(exc)):
+                        raise self._busy(exc) from exc
+                    self._refuse_damage(exc)
+                    raise
 
     @property
     def closed(self) -> bool:
