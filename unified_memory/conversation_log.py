@@ -72,11 +72,7 @@ class ConversationLog:
     """
 
     def __init__(self, log_base_path: str | os.PathLike[str], session_id: str) -> None:
-        if not isinstance(log_base_path, str | os.PathLike):
-            raise wrong_type("log_base_path", "str or path", log_base_path)
-        check_path("log_base_path", log_base_path)
-        if not os.fspath(log_base_path).strip():  # '' would put the log in whatever the working directory is
-            raise invalid("log_base_path", "must not be empty (use '.' for the current directory)")
+        check_path("log_base_path", log_base_path)  # a str or path, not blank ('' would log to the working dir)
         self.base_path = Path(log_base_path)
         self.session_id = session_id
         self.path = log_path(log_base_path, session_id)

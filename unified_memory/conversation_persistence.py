@@ -36,6 +36,10 @@ def dump_message(message: Any) -> dict[str, Any]:
     return message.model_dump(mode="json", exclude_none=True)
 
 
+# Constructor keywords a saved state sets itself: not options of from_dict / load.
+_STATE_FIELDS = ("session_id", "user_id", "system_prompt", "max_messages", "max_tokens", "compaction", "log_base_path")
+
+
 def check_options(cls: type, options: Mapping[str, Any], taken: tuple[str, ...]) -> None:
     """Refuse constructor ``options`` that ``cls`` does not take, or that the caller sets itself
     (``taken``), with an error naming the keyword instead of Python's bare ``TypeError``."""
@@ -87,8 +91,7 @@ class PersistenceMethods:
         re-trimmed or re-compacted. ``options`` (e.g. ``compact_fn``) go to the constructor.
         With a ``log_base_path`` the restored conversation appends to the same log."""
         state = data if isinstance(data, ConversationState) else ConversationState.from_dict(data)
-        check_options(cls, options, ("session_id", "user_id", "system_prompt", "max_messages", "max_tokens",
-                                     "compaction", "log_base_path"))
+        check_options(cls, options, _STATE_FIELDS)
         conv = cls(session_id=state.session_id, user_id=state.user_id, system_prompt=state.system_prompt,
                    max_messages=state.max_messages, max_tokens=state.max_tokens, compaction=state.compaction,
                    log_base_path=state.log_base_path, **options)
@@ -118,8 +121,7 @@ class PersistenceMethods:
     def load(cls, store: Any, session_id: str, *, namespace: str = "default", **options: Any) -> Any:
         """Load a conversation saved with :meth:`save`; a missing one is a :class:`NotFoundError`."""
         check_store(store, "load")
-        check_options(cls, options, ("session_id", "user_id", "system_prompt", "max_messages", "max_tokens",
-                                     "compaction", "log_base_path"))
+        check_options(cls, options, _STATE_FIELDS)  # before the store is asked
         data = store.load(session_id, namespace=namespace)
         if data is None:
             raise NotFoundError(f"session_id: no saved conversation {session_id!r} in namespace {namespace!r}",
