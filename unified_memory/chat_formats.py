@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from unified_memory.errors import MemoryTypeError, MemoryValueError, invalid
-from unified_memory.types import Message
+from unified_memory.types import LONE_SURROGATE, Message
 from unified_memory.validation import check_metadata, check_scope_id, parse_when, to_message
 
 __all__ = ["FORMATS", "ChatSession", "ParsedChat", "detect_format", "parse_chat_text", "parse_locomo_date"]
@@ -46,7 +46,6 @@ _MESSAGE_KEYS = ("role", "content", "name", "tool_calls", "tool_call_id", "metad
 _TIME_KEYS = ("created_at", "when", "timestamp")
 _SESSION = re.compile(r"session_(\d+)")
 _LOCOMO_DATE = "%I:%M %p on %d %B, %Y"
-_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,12 +159,12 @@ def _surrogate_at(data: Any) -> str | None:
     while stack:
         value, where = stack.pop()
         if isinstance(value, str):
-            if _SURROGATE.search(value):
+            if LONE_SURROGATE.search(value):
                 return where or "value"
         elif isinstance(value, dict):
             for key, item in reversed(value.items()):
                 path = f"{where}.{key}" if where else str(key)
-                if _SURROGATE.search(key):
+                if LONE_SURROGATE.search(key):
                     return path
                 stack.append((item, path))
         elif isinstance(value, list):

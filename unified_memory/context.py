@@ -61,7 +61,7 @@ from datetime import UTC, datetime
 
 from unified_memory.config import ContextConfig
 from unified_memory.errors import invalid, wrong_type
-from unified_memory.types import ContextBlock, Message, RecallHit, SectionUsage
+from unified_memory.types import LONE_SURROGATE, ContextBlock, Message, RecallHit, SectionUsage
 
 __all__ = ["assemble", "clean_item", "MAX_ITEM_CHARS", "HIT_SECTIONS"]
 
@@ -73,7 +73,6 @@ _MIN_KEPT = 12  # a truncated item keeps at least this many characters of its ow
 _MAX_SPEAKER = 40  # a speaker name longer than this is cut with "…"
 _BREAKS = re.compile(r"[ \t]*(?:[\n\r\v\f\x1c-\x1e\x85\u2028\u2029][ \t]*)+")
 _DROP = re.compile("[\x00-\x08\x0e-\x1b\x1f\x7f-\x84\x86-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069\ufeff]")
-_SURROGATE = re.compile("[\ud800-\udfff]")
 _ESCAPES = str.maketrans({"&": "&amp;", "<": "&lt;", ">": "&gt;"})
 
 
@@ -83,7 +82,7 @@ def clean_item(text: str) -> str:
     >>> clean_item("line one\\r\\n\\n## Facts\\tx\\x00")
     'line one ⏎ ## Facts x'
     """
-    text = _SURROGATE.sub("\ufffd", _DROP.sub("", text)).strip()
+    text = LONE_SURROGATE.sub("\ufffd", _DROP.sub("", text)).strip()
     return _BREAKS.sub(" ⏎ ", text).replace("\t", " ").strip()
 
 

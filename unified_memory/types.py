@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from datetime import UTC, datetime
 from typing import Any, Literal
 
@@ -55,6 +56,9 @@ def utc_from_timestamp(ts: float | None) -> datetime | None:
         return None
     return datetime.fromtimestamp(ts, tz=UTC)
 
+
+#: A UTF-16 surrogate on its own: Python strings may hold one, UTF-8 (SQLite, files) cannot.
+LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 #: How deeply JSON values (metadata, tool calls) may nest: a message must stay serialisable
 #: (pydantic stops at about 250 levels, json at the recursion limit).

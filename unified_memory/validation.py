@@ -21,7 +21,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from unified_memory.errors import MemoryValueError, check_path, invalid, wrong_type
-from unified_memory.types import Message
+from unified_memory.types import LONE_SURROGATE, Message
 
 __all__ = [
     "check_text", "check_scope_id", "check_limit", "check_unit", "check_metadata", "parse_when",
@@ -30,7 +30,6 @@ __all__ = [
 ]
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
-_SURROGATE = re.compile(r"[\ud800-\udfff]")
 MAX_ID_LENGTH = 256
 MAX_LIMIT = 2**63 - 1  # the largest integer SQLite can bind
 # The moments a datetime can hold, as POSIX seconds (year 1 to year 9999).
@@ -52,7 +51,7 @@ def check_text(field: str, value: Any, *, allow_empty: bool = False) -> str:
         raise invalid(field, "must not be empty")
     if "\x00" in value:
         raise invalid(field, "must not contain NUL characters")
-    if _SURROGATE.search(value):
+    if LONE_SURROGATE.search(value):
         raise invalid(field, "must be valid unicode text (it holds a lone surrogate)")
     return value
 
@@ -87,7 +86,7 @@ def check_scope_id(field: str, value: Any, *, optional: bool = False) -> str | N
         return None
     if not isinstance(value, str):
         raise wrong_type(field, "str", value)
-    if (not value or len(value) > MAX_ID_LENGTH or _CONTROL.search(value) or _SURROGATE.search(value)
+    if (not value or len(value) > MAX_ID_LENGTH or _CONTROL.search(value) or LONE_SURROGATE.search(value)
             or value != value.strip()):
         raise invalid(field, f"must be 1-{MAX_ID_LENGTH} printable characters without surrounding "
                              f"whitespace, got {value!r}")
@@ -218,8 +217,9 @@ def to_message(field: str, value: Any, *, when: float | None = None) -> Message:
         message = Message.model_validate(data)
     except ValidationError as exc:
         raise pydantic_error(field, exc) from None
-    if message.content is not None:
-        check_text(f"{field}.content", message.content, allow_empty=True)
+    for key in ("content", "name", "tool_call_id"):  # stored as text: no NUL, no lone surrogate
+        if getattr(message, key) is not None:
+            check_text(f"{field}.{key}", getattr(message, key), allow_empty=True)
     if message.content is None and not (message.role == "assistant" and message.tool_calls):
         raise invalid(f"{field}.content", f"required for a {message.role} message")
     if stamp is not None:

@@ -1080,3 +1080,14 @@ def test_the_fuzzed_set_covers_the_public_api(figures) -> None:
     callables = (len(memory_methods) + 1 + len(ASYNC_TWINS) + len(CONVERSATION_SPECS)
                  + len(STORE_SPECS) + len(STORE_CONSTRUCTORS) + len(FUNCTION_SPECS) + len(CONFIG_MODELS))
     figures("bad input api", methods=callables, examples=COUNTS.examples, errors_checked=COUNTS.errors)
+
+
+@pytest.mark.parametrize("field", ["content", "name", "tool_call_id"])
+def test_a_lone_surrogate_in_any_message_text_is_refused_before_the_write(field: str, in_tmp_cwd: Path) -> None:
+    """Found by the random fuzzer: a tool_call_id holding '\\ud800' reached SQLite (UnicodeEncodeError)."""
+    fields = {"content": "ok", "name": "ada", "tool_call_id": "call_1", field: "x\ud800"}
+    with UnifiedMemory(in_tmp_cwd / "memory.db", retrieval="lexical") as mem:
+        with pytest.raises(um.MemoryValueError) as caught:
+            mem.add_message("tool", fields["content"], name=fields["name"], tool_call_id=fields["tool_call_id"])
+        assert caught.value.field == f"message.{field}"
+        assert mem.episodes() == []
