@@ -34,19 +34,29 @@ from tiers.documents import Candidate, DocumentIndex, SearchMode
 from tiers.storage import Scope, Storage, dumps, loads, new_id, recall_filter
 from unified_memory.types import Fact, utc_from_timestamp
 
-__all__ = ["LongTermFacts", "FactInput", "FactWrite", "EvictionWeights"]
+__all__ = ["LongTermFacts", "FactInput", "FactWrite", "EvictionWeights", "fact_key"]
 
 _COLUMNS = (
     "seq, id, user_id, agent_id, session_id, text, norm_key, subject, attribute, value, importance, "
     "category, confidence, status, created_at, updated_at, last_accessed, access_count, "
     "reinforcement_count, valid_from, valid_to, superseded_by, expires_at, source, source_message_ids, metadata"
 )
-# What reinforcement and slot checks need of an existing fact.
 #: What recall reads of each candidate (fewer columns read measurably faster).
 _SEARCH_COLUMNS = ("id, text, importance, category, confidence, status, updated_at, valid_to, "
                    "source_message_ids, metadata")
+# What reinforcement and slot checks need of an existing fact.
 _LOOKUP_COLUMNS = "id, norm_key, value, importance, confidence, source_message_ids, expires_at"
 _REINFORCE_BOOST = 0.05
+
+
+def fact_key(text: str) -> str:
+    """The key facts are deduplicated by (the ``norm_key`` column): the normalised words,
+    or the text itself, case-folded, when it has none.
+
+    >>> fact_key("I'm allergic to peanuts!") == fact_key("i am allergic to peanuts")
+    True
+    """
+    return normalize_key(text) or text.strip().casefold()
 
 
 @dataclass(slots=True)
@@ -124,7 +134,7 @@ class LongTermFacts:
 
     def add(self, scope: Scope, inputs: Sequence[FactInput], *, now: float) -> list[FactWrite]:
         """Store facts: reinforce known ones, supersede contradicted ones, insert the rest."""
-        keys = [normalize_key(item.text) or item.text.strip().casefold() for item in inputs]
+        keys = [fact_key(item.text) for item in inputs]
         known = self._active_by_key(scope, set(keys))
         writes: list[FactWrite] = []
         new_rows: list[list[Any]] = []

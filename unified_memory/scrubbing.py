@@ -14,6 +14,7 @@ stored, so a failing redactor writes nothing.
 from __future__ import annotations
 
 import contextlib
+import json
 import threading
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
@@ -53,7 +54,6 @@ def make_scrubber(redactor: Any, *, redact_secrets: bool = False) -> Scrubber:
     return Scrubber(redactor)
 
 
-
 def _checked(field: str, redact: Any, *args: str) -> str:
     """``redact(*args)``: a redactor that raises or returns a non-``str`` is an error naming
     ``redactor`` (and the field, not the text: the secret stays out of logs)."""
@@ -65,6 +65,7 @@ def _checked(field: str, redact: Any, *args: str) -> str:
     if not isinstance(out, str):
         raise wrong_type("redactor", f"str from redactor({field})", out)
     return out
+
 
 class Scrubber:
     """Runs a :class:`~unified_memory.protocols.Redactor` (or nothing, when ``None``) over
@@ -168,8 +169,6 @@ class Scrubber:
         """
         if self.redactor is None or table not in _ROW_TEXT:
             return row
-        import json
-
         out = dict(row)
         for column in _ROW_TEXT[table]:
             if isinstance(out.get(column), str):
@@ -182,9 +181,9 @@ class Scrubber:
                 if clean != data:
                     out[column] = json.dumps(clean, ensure_ascii=False, separators=(",", ":"))
         if table == "facts" and out.get("text") != row.get("text"):
-            from scoring.text import normalize_key
+            from tiers.long_term import fact_key
 
-            out["norm_key"] = normalize_key(out["text"]) or out["text"].strip().casefold()
+            out["norm_key"] = fact_key(out["text"])
         if table == "entities" and out.get("name") != row.get("name"):
             from tiers.entities import norm_name
 
