@@ -18,7 +18,7 @@ from typing import Any
 from unified_memory.errors import invalid, wrong_type
 from unified_memory.promotion import PromotionReport, Proposal
 from unified_memory.types import ExtractedFact, ExtractedTriple, Message
-from unified_memory.validation import check_metadata, check_text, check_unit
+from unified_memory.validation import check_metadata, check_text, check_ttl_days, check_unit
 
 __all__ = ["FactWritingMethods"]
 
@@ -92,9 +92,7 @@ class FactWritingMethods:
         if category is not None and not isinstance(category, str):
             raise wrong_type(name("category"), "str", category)
         metadata = check_metadata(name("metadata"), spec.get("metadata"))
-        ttl = spec.get("ttl_days")
-        if ttl is not None and (isinstance(ttl, bool) or not isinstance(ttl, int | float) or not ttl > 0):
-            raise invalid(name("ttl_days"), f"must be a positive number of days, got {ttl!r}")
+        ttl = check_ttl_days(name("ttl_days"), spec.get("ttl_days"), now=self._backend.clock())
         extraction = self._backend.extractor.extract(Message(role="user", content=text))
         # The text is stored whole, as one fact; the extractor lends it a slot and a category.
         found = next((f for f in extraction.facts if f.attribute), extraction.facts[0] if extraction.facts else None)

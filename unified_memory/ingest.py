@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, Any
 
 from tiers.ingested import IngestedKeys
 from unified_memory.chat_formats import FORMATS, ChatSession, ParsedChat, detect_format, parse_chat_text
-from unified_memory.errors import MemoryValueError, invalid, wrong_type
+from unified_memory.errors import MemoryValueError, check_path, invalid, wrong_type
 from unified_memory.types import Message
 from unified_memory.validation import check_scope_id
 
@@ -98,13 +98,9 @@ def read_chat_file(path: str | os.PathLike[str], format: str = "auto") -> Parsed
     ...
     unified_memory.errors.MemoryValueError: path: /no/such/chat.json: no such file
     """
-    if not isinstance(path, str | os.PathLike):
-        raise wrong_type("path", "str or path", path)
+    name = check_path("path", path)  # a str or path, not blank, no NUL, encodable
     if format != "auto" and format not in FORMATS:
         raise invalid("format", f"must be one of auto, {', '.join(FORMATS)}, got {format!r}")
-    name = os.fspath(path)
-    if not isinstance(name, str) or "\x00" in name:
-        raise invalid("path", f"must be a file name without NUL characters, got {name!r:.80}")
     file = Path(name)
     try:
         found = file.exists()

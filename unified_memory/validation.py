@@ -25,7 +25,7 @@ from unified_memory.types import LONE_SURROGATE, Message
 
 __all__ = [
     "check_text", "check_scope_id", "check_limit", "check_unit", "check_metadata", "parse_when",
-    "to_message", "pydantic_error", "check_bool", "check_optional_text", "check_messages",
+    "to_message", "pydantic_error", "check_bool", "check_ttl_days", "check_optional_text", "check_messages",
     "check_path",
 ]
 
@@ -90,6 +90,26 @@ def check_scope_id(field: str, value: Any, *, optional: bool = False) -> str | N
             or value != value.strip()):
         raise invalid(field, f"must be 1-{MAX_ID_LENGTH} printable characters without surrounding "
                              f"whitespace, got {value!r}")
+    return value
+
+
+def check_ttl_days(field: str, value: Any, *, now: float) -> float | None:
+    """``None``, or a positive number of days whose end, counted from ``now``, a date can
+    still hold (before the year 10000: a later expiry would break every read of the fact).
+
+    >>> check_ttl_days("ttl_days", 30, now=0.0)
+    30
+    >>> check_ttl_days("ttl_days", 1e300, now=0.0)
+    Traceback (most recent call last):
+    ...
+    unified_memory.errors.MemoryValueError: ttl_days: must end before the year 10000, got 1e+300 days
+    """
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
+        raise invalid(field, f"must be a positive number of days, got {value!r}")
+    if not value <= (_MAX_TIMESTAMP - now) / 86400:  # compared in days: a huge int never becomes a float
+        raise invalid(field, f"must end before the year 10000, got {value!r:.40} days")
     return value
 
 

@@ -1091,3 +1091,17 @@ def test_a_lone_surrogate_in_any_message_text_is_refused_before_the_write(field:
             mem.add_message("tool", fields["content"], name=fields["name"], tool_call_id=fields["tool_call_id"])
         assert caught.value.field == f"message.{field}"
         assert mem.episodes() == []
+
+
+@pytest.mark.parametrize("ttl_days", [1e300, 10**15, 3_000_000, float("inf")])
+def test_a_ttl_beyond_the_calendar_is_refused_and_reads_keep_working(ttl_days: float, in_tmp_cwd: Path) -> None:
+    """Found by the random fuzzer: remember(ttl_days=<huge>) was stored, and every later
+    facts() of the user failed with "year ... is out of range"."""
+    with UnifiedMemory(in_tmp_cwd / "memory.db", retrieval="lexical") as mem:
+        with pytest.raises(um.MemoryValueError) as caught:
+            mem.remember("I keep bees", ttl_days=ttl_days)
+        assert caught.value.field == "ttl_days"
+        with pytest.raises(um.MemoryValueError, match=r"texts_or_facts\[1\]\.ttl_days"):
+            mem.remember_many(["I like tea", {"text": "I keep bees", "ttl_days": ttl_days}])
+        assert mem.facts() == []
+        assert mem.remember("I keep wasps", ttl_days=365) and [f.text for f in mem.facts()] == ["I keep wasps"]

@@ -25,19 +25,14 @@ from unified_memory.compat.marsys import (
 from unified_memory.context import clean_item
 from unified_memory.conversation import Conversation
 from unified_memory.errors import MemoryTypeError, MemoryValueError, NotFoundError, StorageError, invalid
+from unified_memory.types import LONE_SURROGATE
 
 __all__ = ["KGMemory", "MemoryManager"]
 
 
 def _text(value: Any) -> bool:
     """Whether ``value`` is a str that can be stored (UTF-8: no lone surrogate)."""
-    if not isinstance(value, str):
-        return False
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
+    return isinstance(value, str) and not LONE_SURROGATE.search(value)
 
 
 class KGMemory(ConversationMemory):
