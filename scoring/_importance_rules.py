@@ -183,12 +183,14 @@ _RULES: tuple[tuple[str, str, float, str, str, str], ...] = (
     ("work", "work", 0.0, "pre", "work works working worked my:job|career|employer|company|workplace|profession|"
      "occupation|salary|shift|startup|business|major employed:at|by|as hired:at|by|as IM:self|freelance|freelancing|"
      "freelancer|unemployed|retired|between i:study|teach|major|graduated studying:at|in majoring:at|in for:a "
-     "started got landed quit lost left accepted", r"(?:work|works|working|worked)\s+(?:at|for|as|in|from\s+home|"
+     "started got landed quit lost left accepted began beginning starting", r"(?:work|works|working|worked)\s+"
+     r"(?:at|for|as|in|from\s+home|"
      r"remotely|part[\s-]time|full[\s-]time|night\s+shifts?|freelance)\b|my\s+(?:job|career|employer|company|"
      r"workplace|profession|occupation|salary|shift|startup|business|major)\b|(?:employed|hired)\s+(?:at|by|as)\b|"
      + _IM + r"\s+(?:self[\s-]employed|freelanc\w+|unemployed|retired|between\s+jobs)\b|i\s+(?:study|teach|major|"
      r"graduated)\b|(?:studying|majoring)\s+(?:at|in)\b|for\s+a\s+living\b|(?:started|got|landed|quit|lost|left|"
-     r"accepted)\s+(?:a\s+|my\s+|the\s+|this\s+)?(?:new\s+)?(?:job|position|role)\b"),
+     r"accepted)\s+(?:a\s+|my\s+|the\s+|this\s+)?(?:new\s+)?(?:job|position|role)\b|(?:started|starting|began|"
+     r"beginning)\s+(?:work(?:ing)?\s+(?:at|for)|as\s+(?:a|an))\s"),
     ("likes", "preference", 0.02, "any", "i:really|also|absolutely|just|totally|honestly|genuinely|truly|do|kinda|"
      "still|especially|don't|never|no|particularly|love|like|enjoy|adore|prefer|hate|dislike|detest|loathe|despise|"
      "can't|cannot", r"i\s+(?:(?:really|also|absolutely|just|totally|honestly|genuinely|truly|do|kinda|still|"

@@ -46,7 +46,7 @@ _JOB = (r"(?:(?:[\w-]+\s+){0,2}?(?:engineer|developer|programmer|designer|teache
         r"doctor|physician|surgeon|dentist|lawyer|attorney|accountant|architect|scientist|researcher|analyst|"
         r"consultant|manager|director|chef|cook|waiter|waitress|bartender|barista|pilot|firefighter|officer|"
         r"soldier|farmer|writer|author|journalist|editor|artist|musician|photographer|student|intern|mechanic|"
-        r"electrician|plumber|carpenter|pharmacist|therapist|psychologist|vet|veterinarian|librarian|cashier|"
+        r"electrician|plumber|carpenter|tester|pharmacist|therapist|psychologist|vet|veterinarian|librarian|cashier|"
         r"entrepreneur|founder|ceo|cto|freelancer|translator|paramedic|driver|clerk|technician|actor|actress|"
         r"dancer|coach|tutor|banker|economist|physicist|chemist|biologist|mathematician|secretary|receptionist|"
         r"caregiver|midwife|worker|hairdresser|baker|contractor|realtor|recruiter|marketer|salesperson))")
@@ -74,6 +74,8 @@ _PREDICATES: tuple[tuple[str, str | None, str, str, str, str], ...] = (
      + REL + r")\b"),
     ("lives_in", "residence", "place", "location", "subj", r"\b(?:live|lives|living|reside|resides|residing|based|settled|"
      r"moved|relocated)\s+(?:back\s+)?(?:in|to|into)\s+" + _OBJ),
+    ("lives_in", "residence", "place", "location", "subj", r"\b(?:moved|relocated)\s+(?:back\s+)?(?:away\s+)?from\s+"
+     r"[^,.;]+?\s+(?:to|into)\s+" + _OBJ),
     ("lived_in", None, "place", "location", "subj", r"\blived\s+in\s+" + _OBJ),
     ("moving_to", None, "place", "location", "subj", r"\b(?:moving|relocating|move)\s+(?:back\s+)?to\s+" + _OBJ),
     ("grew_up_in", "hometown", "place", "location", "subj", r"\b(?:grew\s+up|was\s+raised)\s+in\s+" + _OBJ),
@@ -88,11 +90,15 @@ _PREDICATES: tuple[tuple[str, str | None, str, str, str, str], ...] = (
     ("works_at", "employer", "organization", "work", "subj", r"\b(?:employed|hired)\s+(?:at|by)\s+" + _OBJ),
     ("works_at", "employer", "organization", "work", "subj", r"\b(?:got|started|landed|accepted)\s+(?:a\s+|an\s+|the\s+)?"
      r"(?:new\s+)?(?:job|position|role|offer)\s+(?:at|with)\s+" + _OBJ),
+    ("works_at", "employer", "organization", "work", "subj", r"\b(?:started|starting|began|beginning)\s+(?:work(?:ing)?\s+"
+     r"(?:at|for)|as\s+(?:a|an)\s+[^,.;]+?\s+(?:at|with|for))\s+" + _OBJ),
     ("studies_at", "school", "organization", "work", "subj", r"\b(?:study|studies|studying|student)\s+(?:[a-z]+\s+){0,3}?"
      r"at\s+" + _OBJ),
     ("works_as", "job_title", "value", "work", "subj", r"\b(?:work|works|working)\s+(?:at|for)\s+[^,.;]+?\s+as\s+"
      r"(?:a|an)\s+(?P<obj>" + _JOB + r")s?\b"),
     ("works_as", "job_title", "value", "work", "subj", r"\b(?:work|works|working)\s+as\s+(?:a|an)\s+(?P<obj>" + _JOB + r")s?\b"),
+    ("works_as", "job_title", "value", "work", "subj", r"\b(?:started|starting|began|beginning)\s+(?:work(?:ing)?\s+)?"
+     r"as\s+(?:a|an)\s+(?P<obj>" + _JOB + r")s?\b"),
     ("works_as", "job_title", "value", "work", "subj", r"(?:'m|\bam|\bis|'s)\s+(?:now\s+)?(?:a|an)\s+(?P<obj>" + _JOB
      + r")s?\b"),
     ("nationality", "nationality", "nationality", "identity", "user", r"(?:\bi'm|\bi\s+am)\s+(?:a\s+|an\s+)?"
@@ -138,12 +144,14 @@ _JOB_WORDS = re.findall(r"[a-z]+", _JOB.split("?(?:", 1)[1])
 _PETS = [*_PET_WORDS, "retriever", "labrador", "poodle", "terrier", "beagle"]
 _GATE_SPECS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("name", ("name",)), ("name", (_IM,)), ("has_@", ("my", _RELS)), ("has_@", ("my", "is", _RELS)),
-    ("lives_in", ("liv resid based settled moved relocated", "in to")), ("lived_in", ("lived",)),
+    ("lives_in", ("liv resid based settled moved relocated", "in to")),
+    ("lives_in", ("moved relocated", "from", "to")), ("lived_in", ("lived",)),
     ("moving_to", ("mov relocating", "to")), ("grew_up_in", ("grew raised",)), ("is_from", ("from",)),
     ("born_in", ("born",)), ("born_in_year", ("born",)), ("birthday", ("born",)), ("birthday", ("birthday bday",)),
     ("works_at", ("work",)), ("worked_at", ("worked",)), ("works_at", ("employed hired",)),
-    ("works_at", ("job position role offer",)), ("studies_at", ("stud",)), ("works_as", ("work", "as")),
-    ("works_as", ("work", "as")), ("works_as", (_SOME_BE, " ".join(f"={j} ={j}s" for j in _JOB_WORDS))),
+    ("works_at", ("job position role offer",)), ("works_at", ("start began beginning", "at with for")),
+    ("studies_at", ("stud",)), ("works_as", ("work", "as")),
+    ("works_as", ("work", "as")), ("works_as", ("start began beginning", "as")), ("works_as", (_SOME_BE, " ".join(f"={j} ={j}s" for j in _JOB_WORDS))),
     ("nationality", ("i'm am", "=" + " =".join(sorted(NATIONALITIES)))),
     ("age", (_SOME_BE, "year yo y/o")), ("age", ("i'm am",)), ("age", ("turned",)),
     ("relationship_status", ("married single divorced engaged widowed separated relationship",)),
@@ -213,6 +221,9 @@ _CLAUSE_END = re.compile(r"\s*(?:[;:\u2013\u2014]|\s-+\s|,?\s+(?:so|but|because|
 _ITEMS = re.compile(r"\s*,\s*(?:(?:and|or)\s+)?|\s+(?:and|or|&)\s+", re.I)
 _AND_SPLIT = re.compile(r"\s*,\s*|\s+and\s+")
 _ARTICLE, _PAUSE = re.compile(r"^(?:the|a|an)\s+", re.I), re.compile(r"[,;:]|\bbut\b|\bso\b")
+# A verb after "and" whose clause began with "I" / "we": "I quit the hospital and started as a tester at Zillow".
+_SHARED_I = re.compile(r"(?:^|[.;!?]\s+)\W*(?:i|we)\s+(?!(?:am|'m|was|is)\b)[^.;!?,]*?\band\s+"
+                       r"(?:then\s+|now\s+|also\s+|just\s+|recently\s+|finally\s+)?$", re.I)
 _AND_I, _USED_TO = re.compile(r"\band\s+i\b", re.I), re.compile(r"\bused\s+to\s+$", re.I)
 _SPACES, _NON_WORD = re.compile(r"\s+"), re.compile(r"\W+")
 _FORGET = re.compile(r"(?:n't|\bnot|\bnever)\s+forget\b", re.I)  # "don't forget my peanut allergy" is no negation
@@ -281,8 +292,10 @@ def _tail(sentence: str, start: int, size: int = 80) -> str:
 def _subject(sentence: str, start: int) -> Subject | None:
     pre = _tail(sentence, start)
     m = _SUBJECT.search(pre)
-    if m is None:  # "Allergic to nuts." has an implicit "I"
-        return Subject("user") if not _PAUSE.split(pre)[-1].strip() else None
+    if m is None:  # "Allergic to nuts." has an implicit "I"; "I quit my job and started at Acme" shares it
+        if not _PAUSE.split(pre)[-1].strip() or _SHARED_I.search(sentence[:start]):
+            return Subject("user")
+        return None
     if m.group("i") or _AND_I.search(m.group(0)):
         return Subject("user")
     if m.group("rel"):

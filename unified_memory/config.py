@@ -220,6 +220,11 @@ class MemoryConfig(_Config):
     episodic_retention_days: float | None = Field(default=None, gt=0,
                                                   description="Prune promoted log entries older than this.")
     auto_promote: bool = Field(default=True, description="Promote turns as they leave the window.")
+    extract_on_write: bool = Field(
+        default=True, description="Extract facts, entities and relations from messages of promote_roles as "
+                                  "they are written (add_turn, add_message(s), ingest), so what a user says "
+                                  "is recallable as memory at once; False waits until they leave the window. "
+                                  "Only with auto_promote (False defers all extraction to consolidate()).")
     summarize_on_trim: bool = Field(
         default=True, description="Fold what leaves the window into the conversation's running summary, "
                                   "which context() shows before the conversation.")

@@ -93,14 +93,21 @@ class _Item:
     line: str
     cost: int
     hit: RecallHit | None
+    key: str | None = None  # the hit's id, or the conversation message's id
 
 
-def _item(prefix: str, text: str, hit: RecallHit | None, count: Callable[[str], int], cap: int) -> _Item:
+def _item(prefix: str, text: str, hit: RecallHit | None, count: Callable[[str], int], cap: int,
+          key: str | None = None) -> _Item:
     plain = prefix + text
     if len(plain) > cap:
         plain = plain[: max(cap - 1, 1)].rstrip() + "…"
     line = "- " + plain.translate(_ESCAPES)
-    return _Item(plain, len(prefix), line, count(line + "\n"), hit)
+    return _Item(plain, len(prefix), line, count(line + "\n"), hit, key if key is not None else (hit.id if hit else None))
+
+
+def _not_shown(items: list[_Item], shown: set[str]) -> list[_Item]:
+    """``items`` without those the conversation section already shows (a recalled turn of the window)."""
+    return [i for i in items if i.key not in shown] if shown else items
 
 
 def _day(when: datetime) -> str:
@@ -193,7 +200,9 @@ def _allocate_by_shares(candidates: dict[str, list[_Item]], headers: dict[str, i
     budgets = _water_fill(available, demand, {n: config.shares.get(n, 0.0) for n in candidates})
     chosen: dict[str, list[_Item]] = {}
     used: dict[str, int] = {}
-    for n in candidates:
+    for n in sorted(candidates, key=lambda n: n != "conversation"):  # the conversation first: what it shows
+        if n != "conversation":                                       # is not repeated by the recalled sections
+            candidates[n] = _not_shown(candidates[n], {i.key for i in chosen.get("conversation", ()) if i.key})
         chosen[n], used[n] = _fill(candidates[n], headers[n], budgets[n], count, n == "conversation")
     for n in candidates:  # waterfall: room left unused goes to sections that left items out
         spare = available - sum(used.values())
@@ -222,6 +231,9 @@ def _allocate_by_score(candidates: dict[str, list[_Item]], headers: dict[str, in
         chosen["conversation"], used["conversation"] = _fill(
             candidates["conversation"], headers["conversation"], shares["conversation"], count, True)
     room = available - used.get("conversation", 0)  # the conversation's unused share is not lost
+    shown = {i.key for i in chosen.get("conversation", ()) if i.key}
+    for n in ranked:
+        candidates[n] = _not_shown(candidates[n], shown)
     merged = sorted(((item, n, rank) for n in ranked for rank, item in enumerate(candidates[n])),
                     key=lambda entry: (-entry[0].hit.score, ranked.index(entry[1]), entry[2]))  # type: ignore[union-attr]
     spent = 0
@@ -290,7 +302,7 @@ def assemble(*, query: str | None, max_tokens: int, sections: Mapping[str, Seque
             for message in reversed(conversation):  # newest first: recency is the rank
                 prefix, text = _message_parts(message)
                 if text:
-                    items.append(_item(prefix, text, None, count_tokens, max_item_chars))
+                    items.append(_item(prefix, text, None, count_tokens, max_item_chars, key=message.id))
         else:
             for hit in sections.get(name, ()):
                 prefix, text = _hit_parts(name, hit)

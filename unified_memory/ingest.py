@@ -122,7 +122,8 @@ def read_chat_file(path: str | os.PathLike[str], format: str = "auto") -> Parsed
 
 
 def ingest_file(memory: UnifiedMemory, path: str | os.PathLike[str], *, format: str = "auto",
-                user_id: str | None = None, progress: Callable[[int, int], Any] | None = None) -> IngestReport:
+                user_id: str | None = None, progress: Callable[[int, int], Any] | None = None,
+                extract: bool | None = None) -> IngestReport:
     """Ingest a chat-log file into ``memory``; returns an :class:`IngestReport`.
 
     ``format``: ``auto`` (by extension and content), ``openai``, ``jsonl`` or ``locomo``.
@@ -130,6 +131,8 @@ def ingest_file(memory: UnifiedMemory, path: str | os.PathLike[str], *, format: 
     names — a LoCoMo ``sample_id`` — else the memory's) and session (the one the file
     names, else ``conversation_<i>`` in a list of conversations, else the memory's).
     ``progress(done, total)`` is called after each conversation / session is committed.
+    ``extract``: extract facts, entities and relations from the users' messages as they are
+    written (``None``: the memory's ``config.extract_on_write``, True by default).
 
     The whole file is validated first (nothing is written if any of it is bad); then each
     conversation is written in one transaction with the keys of its messages, so an
@@ -151,6 +154,7 @@ def ingest_file(memory: UnifiedMemory, path: str | os.PathLike[str], *, format: 
         check_scope_id("user_id", user_id)
     if progress is not None and not callable(progress):
         raise wrong_type("progress", "callable", progress)
+    extract = memory._extract_now(extract)
     parsed = read_chat_file(path, format)
     # The memory's redactor runs on the whole file before anything is written; keys are of the originals.
     scrub = memory._backend.scrub
@@ -163,7 +167,7 @@ def ingest_file(memory: UnifiedMemory, path: str | os.PathLike[str], *, format: 
         user = user_id or session.user_id or memory.user_id
         if user not in users:
             users.append(user)
-        new, old = _write_session(memory, keys, parsed.format, session, messages, user)
+        new, old = _write_session(memory, keys, parsed.format, session, messages, user, extract)
         added, skipped = added + new, skipped + old
         if progress is not None:
             progress(done, len(parsed.sessions))
@@ -172,7 +176,7 @@ def ingest_file(memory: UnifiedMemory, path: str | os.PathLike[str], *, format: 
 
 
 def _write_session(memory: UnifiedMemory, keys: IngestedKeys, format: str, session: ChatSession,
-                   messages: list[Message], user: str) -> tuple[int, int]:
+                   messages: list[Message], user: str, extract: bool) -> tuple[int, int]:
     """Write the messages of ``session`` not yet ingested for ``user``, and their keys,
     in one transaction; ``messages`` are the session's, redacted. Returns (added, skipped)."""
     view = memory.scoped(user_id=user, session_id=session.session_id)
@@ -191,5 +195,5 @@ def _write_session(memory: UnifiedMemory, keys: IngestedKeys, format: str, sessi
         if fresh:
             keys.record(user, [key for key, _ in fresh], now=memory._backend.clock())
             with memory._backend.scrub.done():  # redacted above, with the rest of the file
-                view.add_messages([m for _, m in fresh])
+                view.add_messages([m for _, m in fresh], extract=extract)
     return len(fresh), len(message_keys) - len(fresh)

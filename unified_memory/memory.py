@@ -33,7 +33,7 @@ from unified_memory.errors import StorageError, wrong_type
 from unified_memory.events import EventBus, MemoryEvent
 from unified_memory.extraction import RuleExtractor
 from unified_memory.fact_writing import FactWritingMethods
-from unified_memory.promotion import Promoter, PromotionReport
+from unified_memory.promotion import CONTEXT_MESSAGES, Promoter, PromotionReport
 from unified_memory.protocols import Embedder, Extractor, Reranker, Summarizer, VectorIndex
 from unified_memory.reading import ReadingMethods
 from unified_memory.retrieval import Dense, setup_dense
@@ -294,13 +294,16 @@ class UnifiedMemory(ReadingMethods, FactWritingMethods, AsyncMethods):
         return export_jsonl(self, destination, all_users=all_users)
 
     def ingest(self, path: str | os.PathLike[str], *, format: str = "auto", user_id: str | None = None,
-               progress: Callable[[int, int], Any] | None = None) -> Any:
+               progress: Callable[[int, int], Any] | None = None, extract: bool | None = None) -> Any:
         """Ingest a chat-log file: OpenAI-style JSON (a list of messages, ``{"messages": [...]}``
         or a list of conversations), JSON Lines, or LoCoMo. Idempotent and resumable: each
         message's key is stored with it, so ingesting a file again adds nothing and an
         interrupted run completes. The whole file is validated before anything is written;
-        errors name the file and line. Returns an :class:`~unified_memory.ingest.IngestReport`
-        (see :func:`~unified_memory.ingest.ingest_file` for users and sessions).
+        errors name the file and line. Facts, entities and relations are extracted from the
+        users' messages as they are written (``extract=None`` follows
+        ``config.extract_on_write``; ``False`` leaves the log as history only). Returns an
+        :class:`~unified_memory.ingest.IngestReport` (see :func:`~unified_memory.ingest.ingest_file`
+        for users and sessions).
 
         >>> import json, os, tempfile
         >>> path = os.path.join(tempfile.mkdtemp(), "chat.json")
@@ -312,7 +315,7 @@ class UnifiedMemory(ReadingMethods, FactWritingMethods, AsyncMethods):
         """
         from unified_memory.ingest import ingest_file
 
-        return ingest_file(self, path, format=format, user_id=user_id, progress=progress)
+        return ingest_file(self, path, format=format, user_id=user_id, progress=progress, extract=extract)
 
     def import_jsonl(self, source: str | os.PathLike[str] | Any, *, user_id: str | None = None) -> int:
         """Import an :meth:`export_jsonl` file (a path or a text stream) into this file.
@@ -422,8 +425,8 @@ class UnifiedMemory(ReadingMethods, FactWritingMethods, AsyncMethods):
 
     def add_message(self, role: str, content: str | None, *, name: str | None = None, when: Any = None,
                     metadata: Mapping[str, Any] | None = None, tool_calls: list[dict[str, Any]] | None = None,
-                    tool_call_id: str | None = None) -> str:
-        """Log one message and add it to the window; returns its id.
+                    tool_call_id: str | None = None, extract: bool | None = None) -> str:
+        """Log one message and add it to the window; returns its id. ``extract``: see :meth:`add_turn`.
 
         >>> with UnifiedMemory() as mem:
         ...     mem.add_message("user", "hello").startswith("msg_")
@@ -433,24 +436,25 @@ class UnifiedMemory(ReadingMethods, FactWritingMethods, AsyncMethods):
             "role": role, "content": content, "name": name, "tool_calls": tool_calls,
             "tool_call_id": tool_call_id, "metadata": check_metadata("metadata", metadata),
         }, when=parse_when("when", when))
-        return self._ingest([message])[0]
+        return self._ingest([message], extract=self._extract_now(extract))[0]
 
     def add_turn(self, user: str, assistant: str | None = None, *, when: Any = None,
-                 metadata: Mapping[str, Any] | None = None, extract: bool = False,
+                 metadata: Mapping[str, Any] | None = None, extract: bool | None = None,
                  extractor: Extractor | None = None) -> list[str]:
         """Log a user message and, optionally, the assistant's reply (one transaction).
 
-        ``extract=True`` extracts facts, entities and triples from the turn now, instead
-        of when it leaves the short-term window (what ``@remember(extract=True)`` does),
-        with ``extractor`` if given, else the memory's.
+        Facts, entities and triples are extracted from the user's message as it is
+        written (``extract=None`` follows ``config.extract_on_write``, True by default, unless
+        ``auto_promote=False`` defers all extraction to :meth:`consolidate`), with
+        ``extractor`` if given, else the memory's; ``extract=False`` leaves that to
+        promotion, when the turn leaves the short-term window.
 
         >>> with UnifiedMemory() as mem:
-        ...     _ = mem.add_turn("Hi, I'm Ada", "Hello Ada!", extract=True)
+        ...     _ = mem.add_turn("Hi, I'm Ada", "Hello Ada!")
         ...     [f.text for f in mem.facts()]
         ["I'm Ada"]
         """
-        if not isinstance(extract, bool):
-            raise wrong_type("extract", "bool", extract)
+        extract = self._extract_now(extract)
         if extractor is not None and not callable(getattr(extractor, "extract", None)):
             raise wrong_type("extractor", "object with an extract(message, context=...) method", extractor)
         stamp = parse_when("when", when)
@@ -462,17 +466,30 @@ class UnifiedMemory(ReadingMethods, FactWritingMethods, AsyncMethods):
                 "assistant", assistant, allow_empty=True), "metadata": meta}, when=stamp))
         return self._ingest(messages, extract=extract, extractor=extractor)
 
-    def add_messages(self, messages: Iterable[Message | Mapping[str, Any]]) -> list[str]:
+    def add_messages(self, messages: Iterable[Message | Mapping[str, Any]], *,
+                     extract: bool | None = None) -> list[str]:
         """Log many messages (Message objects or OpenAI-style dicts) in one transaction.
+        ``extract``: see :meth:`add_turn`.
 
         >>> with UnifiedMemory() as mem:
         ...     len(mem.add_messages([{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hey"}]))
         2
         """
+        extract = self._extract_now(extract)
         if isinstance(messages, str | bytes | Mapping) or not isinstance(messages, Iterable):
             raise wrong_type("messages", "list of Message or dict", messages)
         checked = [to_message(f"messages[{i}]", m) for i, m in enumerate(messages)]
-        return self._ingest(checked) if checked else []
+        return self._ingest(checked, extract=extract) if checked else []
+
+    def _extract_now(self, extract: bool | None) -> bool:
+        """Whether a write extracts at once: ``extract``, else ``config.extract_on_write`` (with
+        ``auto_promote=False`` extraction waits for :meth:`consolidate`, as that setting asks)."""
+        if extract is None:
+            config = self._backend.config
+            return config.extract_on_write and config.auto_promote
+        if not isinstance(extract, bool):
+            raise wrong_type("extract", "bool or None", extract)
+        return extract
 
     def _ingest(self, messages: Sequence[Message], *, extract: bool = False,
                 extractor: Extractor | None = None) -> list[str]:
@@ -482,9 +499,11 @@ class UnifiedMemory(ReadingMethods, FactWritingMethods, AsyncMethods):
         importances = [backend.scorer(m.content) if m.role == "user" and m.content else 0.0 for m in messages]
         tokens = message_token_counts(messages, backend.count_tokens)
         with self._write():
+            if extract:
+                before = backend.window.messages(self._scope, last=CONTEXT_MESSAGES)
             logged = backend.log.append(self._scope, messages, now=now, importances=importances)
             if extract:
-                report = backend.promoter.promote(self._scope, logged, now=now, source="turn", extractor=extractor)
+                report = self._promote(logged, now=now, source="turn", extractor=extractor, context=before)
                 protect = [*report.facts_created, *report.facts_reinforced]
             else:
                 protect = []
@@ -529,19 +548,24 @@ class UnifiedMemory(ReadingMethods, FactWritingMethods, AsyncMethods):
         backend.summaries.put(self._scope, summary, messages=count + len(trimmed), now=now)
         self._event("summarise", "completed", messages=len(trimmed), chars=len(summary))
 
+    def _promote(self, logged: Sequence[Any], *, now: float, source: str, extractor: Extractor | None = None,
+                 context: Sequence[Message] = ()) -> PromotionReport:
+        """Extract from logged messages into facts, entities and triples, reported as
+        ``promote`` events (at write time ``source="turn"``, on leaving the window ``"promotion"``)."""
+        self._event("promote", "started")
+        report = self._backend.promoter.promote(self._scope, logged, now=now, source=source, extractor=extractor,
+                                                context=context)
+        self._event("promote", "completed", messages=report.messages, facts_created=len(report.facts_created),
+                    facts_reinforced=len(report.facts_reinforced), facts_superseded=len(report.facts_superseded),
+                    entities=report.entities, triples=report.triples)
+        return report
+
     def _maintain(self, now: float, *, promote: bool, protect: Iterable[str] = ()) -> PromotionReport:
         """Promotion (when asked), then TTL expiry, the long-term limit and episodic
         retention, which apply after every write (call inside a transaction)."""
         backend, cfg = self._backend, self._backend.config
-        report = PromotionReport()
         due = backend.log.due_for_promotion(self._scope) if promote else []
-        if due:
-            self._event("promote", "started")
-            report = backend.promoter.promote(self._scope, due, now=now, source="promotion")
-            self._event("promote", "completed", messages=report.messages, facts_created=len(report.facts_created),
-                        facts_reinforced=len(report.facts_reinforced),
-                        facts_superseded=len(report.facts_superseded), entities=report.entities,
-                        triples=report.triples)
+        report = self._promote(due, now=now, source="promotion") if due else PromotionReport()
         backend.facts.expire(self._scope, now=now)
         if cfg.long_term_limit is not None:
             e = cfg.eviction

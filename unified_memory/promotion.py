@@ -34,11 +34,13 @@ from tiers.entities import EntityGraph
 from tiers.episodic import EpisodicLog, LoggedMessage
 from tiers.long_term import FactInput, LongTermFacts
 from tiers.storage import Scope
-from tiers.window import split_interactions
 from unified_memory.protocols import Extractor
 from unified_memory.types import ExtractedFact, Extraction, Message
 
-__all__ = ["Promoter", "PromotionReport", "Proposal", "fact_inputs"]
+__all__ = ["Promoter", "PromotionReport", "Proposal", "fact_inputs", "CONTEXT_MESSAGES"]
+
+CONTEXT_MESSAGES = 4
+"""How many preceding messages an extractor sees with each message it extracts from."""
 
 
 @dataclass(slots=True)
@@ -107,18 +109,24 @@ class Promoter:
         self.roles = tuple(roles)
 
     def promote(self, scope: Scope, logged: Sequence[LoggedMessage], *, now: float,
-                source: str, extractor: Extractor | None = None) -> PromotionReport:
+                source: str, extractor: Extractor | None = None,
+                context: Sequence[Message] = ()) -> PromotionReport:
         """Extract from these logged messages (those of a promoted role) and store what is
         found; mark them promoted so leaving the window later does not extract them again.
-        ``extractor`` replaces the memory's own for these messages."""
+        ``extractor`` replaces the memory's own for these messages. Each message is
+        extracted with the messages before it as context: ``context`` (what preceded these
+        in the conversation), then the earlier ones of ``logged``, at most
+        :data:`CONTEXT_MESSAGES` of them (so "Lisbon" answering "Where do you live?" is
+        understood)."""
         report = PromotionReport(messages=len(logged))
         if not logged:
             return report
         extractor = extractor or self.extractor
+        history = [*context, *(m.message for m in logged)]
+        offset = len(context)
         proposals = [
-            Proposal(extractor.extract(message, context=interaction[:position]), message=message)
-            for interaction in split_interactions([m.message for m in logged])
-            for position, message in enumerate(interaction)
+            Proposal(extractor.extract(message, context=history[max(0, at - CONTEXT_MESSAGES):at]), message=message)
+            for at, message in enumerate(history[offset:], start=offset)
             if message.role in self.roles and message.content
         ]
         self.store(scope, proposals, now=now, report=report, source=source)

@@ -150,9 +150,8 @@ class ReadingMethods:
         backend = self._backend
         limit = check_limit("limit", limit) if limit is not None else self.config.context.recall_limit
         sections: dict[str, list[RecallHit]] = {"facts": [], "entities": [], "episodes": []}
-        if query and query.strip():
-            tiers = ("long_term", "entity", "episodic") + (() if include_conversation else ("short_term",))
-            for hit in self.recall(query, limit=limit, tiers=tiers):
+        if query and query.strip():  # every tier: a relevant turn deep in the window is shown as an episode
+            for hit in self.recall(query, limit=limit):  # unless the conversation section shows it anyway
                 sections[{"long_term": "facts", "entity": "entities"}.get(hit.tier, "episodes")].append(hit)
         else:
             now = backend.clock()

@@ -20,7 +20,7 @@ def record(mem, kinds=None):
 
 
 def test_trim_and_promote_report_counts():
-    with UnifiedMemory(short_term_limit=2) as mem:
+    with UnifiedMemory(short_term_limit=2, extract_on_write=False) as mem:
         seen = record(mem)
         mem.add_turn("My sister Maria lives in Lisbon", "Nice")
         assert seen == []  # nothing left the window yet
@@ -50,7 +50,7 @@ def test_a_rolled_back_write_reports_failed_and_nothing_completed():
         def extract(self, message, *, context=()):
             raise RuntimeError("extractor down")
 
-    with UnifiedMemory(short_term_limit=1, extractor=Exploding()) as mem:
+    with UnifiedMemory(short_term_limit=1, extractor=Exploding(), extract_on_write=False) as mem:
         seen = record(mem)
         mem.add_turn("I live in Lisbon", "Nice")
         with pytest.raises(RuntimeError):

@@ -33,6 +33,8 @@ SENTENCES = [
     "We adopted two dogs named Rex and Fido", "I had lunch with Jo and Sam at Acme Inc.",
     "We're visiting Kyoto next week", "I used to live in Paris", "I don't live in Paris anymore",
     "I live in Lisbon, I think", "My birthday is May 3, maybe we can celebrate then", "Perhaps",
+    "I moved from Denver to Portland in June", "I quit and started as a software tester at Zillow",
+    "She began working for Initech",
     "I'm not sure I work at Acme", "Kind of like jazz", "thanks!", "What's your name?", "",
 ]
 

@@ -284,8 +284,8 @@ def test_a_failed_write_leaves_neither_messages_nor_keys(memory, tmp_path, monke
 
     original = UnifiedMemory.add_messages
 
-    def broken(self, messages):
-        original(self, messages)  # written (and its savepoint released), then the transaction fails
+    def broken(self, messages, **options):
+        original(self, messages, **options)  # written (and its savepoint released), then the transaction fails
         raise RuntimeError("disk full")
 
     monkeypatch.setattr(UnifiedMemory, "add_messages", broken)

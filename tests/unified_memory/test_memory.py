@@ -39,7 +39,7 @@ def test_aged_out_turns_are_promoted_to_facts_and_graph(clock):
 
 
 def test_promoted_fact_carries_the_turn_metadata_and_time(clock):
-    with UnifiedMemory(short_term_limit=2, clock=clock) as mem:
+    with UnifiedMemory(short_term_limit=2, clock=clock, extract_on_write=False) as mem:
         mem.add_turn("I work at Acme as an engineer", "Cool", metadata={"channel": "slack"},
                      when="2023-05-08T10:00:00Z")
         chat(mem, "next")
@@ -329,7 +329,8 @@ def test_failed_write_leaves_store_and_index_consistent(clock):
             raise RuntimeError("scorer failed")
         return 0.9
 
-    with UnifiedMemory(short_term_limit=1, importance_scorer=flaky_scorer, clock=clock) as mem:
+    with UnifiedMemory(short_term_limit=1, importance_scorer=flaky_scorer, clock=clock,
+                       extract_on_write=False) as mem:
         mem.add_turn("I live in Lisbon")
         with pytest.raises(RuntimeError):
             mem.remember_many(["I have a dog named Rex", "please explode"])

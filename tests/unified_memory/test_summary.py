@@ -64,7 +64,8 @@ def test_an_llm_summarizer_is_used_and_falls_back_when_it_fails():
 
 
 @settings(max_examples=50, deadline=None)
-@given(previous=st.text(max_size=300), texts=st.lists(st.text(max_size=120), max_size=6),
+@given(previous=st.text(st.characters(blacklist_characters="\x00"), max_size=300),  # stored summaries have no NUL
+       texts=st.lists(st.text(max_size=120), max_size=6),
        limit=st.integers(20, 400))
 def test_extractive_summary_fits_and_is_deterministic(previous, texts, limit):
     messages = [Message(role="user", content=t) for t in texts if t.strip()]
