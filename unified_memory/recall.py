@@ -12,7 +12,9 @@
    relations from it are recalled at ``hop_decay`` per hop (graph hops).
 4. A time named in the query ("last week", "in May 2023", :mod:`scoring.temporal`)
    lowers items from outside it by up to ``temporal_weight``.
-5. One hit per source turn, then maximal marginal relevance (``diversity``).
+5. Candidates with no relevance (no word of the query matched, and the meaning is no
+   closer than ``dense_floor``) are dropped: fewer than ``limit`` hits rather than padding.
+6. One hit per source turn, then maximal marginal relevance (``diversity``).
 
 Messages in the asking conversation's window are ``short_term`` hits, other
 logged messages ``episodic`` ones, so one message is never reported twice.
@@ -236,8 +238,17 @@ def federated_recall(
     if window_named is not None and ranking.temporal_weight > 0:
         for hit in hits:
             _weigh_time(hit, window_named, ranking)
+    hits = [hit for hit in hits if _relevance_of(hit) > 0]  # nothing of the query matched: not a hit
     hits.sort(key=lambda h: (-h["score"], TIER_ORDER[h["tier"]], h["id"]))
     return [_recall_hit(fields) for fields in _diverse(_one_per_source(hits), limit, ranking.diversity)]
+
+
+def _relevance_of(hit: dict[str, Any]) -> float:
+    """A candidate's relevance: its own, or for a graph hop the named entity's it was reached from.
+    Zero when neither its words nor its meaning (above ``dense_floor``) matched the query: dense
+    search ranks every item, so without this the unrelated ones would pad the results at score 0."""
+    base = hit.get("_base")
+    return base[0].relevance if base is not None else float(hit["components"].get("relevance", 0.0))
 
 
 def _recall_hit(fields: dict[str, Any]) -> RecallHit:

@@ -155,3 +155,54 @@ def test_hits_hold_plain_json_values_in_every_mode(clock):
                 assert type(hit.score) is float
                 assert all(type(v) in (float, int, str, bool, type(None)) for v in hit.components.values())
                 assert RecallHit.model_validate_json(hit.model_dump_json()) == hit
+
+
+class TopicEmbedder:
+    """One axis per topic word: texts on different topics are orthogonal (cosine 0, below any floor)."""
+
+    TOPICS = ("peanuts", "jazz", "sister", "chess")
+    name, dim = "topics-5", 5
+
+    def embed(self, texts):
+        import numpy as np
+
+        vectors = np.zeros((len(texts), self.dim), dtype=np.float32)
+        for row, text in enumerate(texts):
+            axis = next((i for i, t in enumerate(self.TOPICS) if t in text.lower()), len(self.TOPICS))
+            vectors[row, axis] = 1.0
+        return vectors
+
+
+@pytest.mark.parametrize("mode", ["embedding", "hybrid"])
+def test_recall_does_not_pad_the_limit_with_unrelated_items(clock, mode):
+    """Dense search ranks every item: those neither matching a word nor close in meaning are
+    not hits (they used to fill the limit with score 0)."""
+    with UnifiedMemory(clock=clock, retrieval=mode, embedder=TopicEmbedder()) as mem:
+        mem.add_message("system", "You are a helpful assistant.")
+        mem.remember("I'm allergic to peanuts")
+        mem.remember("I love jazz")
+        mem.add_turn("My sister lives in Porto", "Nice")
+        hits = mem.recall("peanuts", limit=10)
+        assert hits and all(h.components["relevance"] > 0 and h.score > 0 for h in hits)
+        assert all("peanuts" in h.text for h in hits)
+        assert mem.recall("chess", limit=10) == []  # a topic nothing is about
+
+
+@pytest.mark.parametrize("mode", ["lexical", "hybrid"])
+def test_dropping_unrelated_items_changes_nothing_else(clock, monkeypatch, mode):
+    """Only the zero-relevance candidates disappear: the other hits, their order and scores stay."""
+    from unified_memory import recall
+
+    with UnifiedMemory(clock=clock, retrieval=mode, embedder=TopicEmbedder()) as mem:
+        mem.add_message("system", "You are a helpful assistant.")
+        mem.remember("I'm allergic to peanuts")
+        mem.add_turn("Peanuts are in the satay", "Noted")
+        mem.add_turn("I love jazz", "Nice")
+        mem.add_turn("My sister plays chess", "Fun")
+        for query in ("peanuts", "jazz with my sister", "chess"):
+            kept = [(h.id, h.score) for h in mem.recall(query, limit=50)]
+            with monkeypatch.context() as patch:
+                patch.setattr(recall, "_relevance_of", lambda hit: 1.0)
+                padded = mem.recall(query, limit=50)
+            assert kept == [(h.id, h.score) for h in padded if h.components["relevance"] > 0]
+            assert mode == "lexical" or len(padded) > len(kept)
