@@ -570,7 +570,7 @@ def find_items(storage: Storage, user_id: str, ids: Sequence[str]) -> dict[str, 
     >>> find_items(Storage(None), "ada", ["fact_x"])
     Traceback (most recent call last):
     ...
-    unified_memory.errors.NotFoundError: ids: not found among user 'ada''s items: ['fact_x']
+    unified_memory.errors.NotFoundError: ids: user 'ada' has no items with these ids: ['fact_x']
     """
     wanted = list(dict.fromkeys(ids))
     found: dict[str, list[str]] = {}
@@ -588,7 +588,7 @@ def find_items(storage: Storage, user_id: str, ids: Sequence[str]) -> dict[str, 
                     found.setdefault(table.name, []).append(item_id)
     missing = [i for i in wanted if i not in seen]
     if missing:
-        raise NotFoundError(f"ids: not found among user {user_id!r}'s items: {missing[:10]}"
+        raise NotFoundError(f"ids: user {user_id!r} has no items with these ids: {missing[:10]}"
                             + (f" (and {len(missing) - 10} more)" if len(missing) > 10 else ""), field="ids")
     return found
 

@@ -285,7 +285,7 @@ def test_items_are_found_within_their_user_only_and_deleted_with_what_references
     add_message(store, "bob", "hi")
     add_graph(store, "ada")
     add_graph(store, "bob")
-    with pytest.raises(NotFoundError, match="ids: not found among user 'ada''s items: \\['msg_bob_hi'\\]") as caught:
+    with pytest.raises(NotFoundError, match="ids: user 'ada' has no items with these ids: \\['msg_bob_hi'\\]") as caught:
         find_items(store, "ada", [message_id, "msg_bob_hi"])
     assert caught.value.field == "ids"
     found = find_items(store, "ada", [message_id, "ent_ada_Maria", message_id])
