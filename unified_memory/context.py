@@ -209,6 +209,10 @@ def _allocate_by_shares(candidates: dict[str, list[_Item]], headers: dict[str, i
         if used[n] < demand[n] and used[n] + spare > budgets[n]:
             budgets[n] = used[n] + spare
             chosen[n], used[n] = _fill(candidates[n], headers[n], budgets[n], count, n == "conversation")
+    shown = {i.key for i in chosen.get("conversation", ()) if i.key}  # the conversation may have grown
+    for n in candidates:
+        if n != "conversation" and len(kept := _not_shown(chosen[n], shown)) < len(chosen[n]):
+            chosen[n], used[n] = kept, (headers[n] + sum(i.cost for i in kept) if kept else 0)
     return chosen, used, budgets
 
 

@@ -315,3 +315,36 @@ def test_superadditive_counter_drops_from_the_fullest_section():
 def test_docstring_examples():
     result = doctest.testmod(context, optionflags=doctest.ELLIPSIS)
     assert result.attempted > 0 and result.failed == 0
+
+
+@settings(max_examples=150, deadline=None)
+@given(window=st.integers(0, 12), recalled=st.lists(st.integers(0, 11), max_size=8, unique=True),
+       max_tokens=st.integers(20, 400), allocation=st.sampled_from(["score", "shares"]),
+       query=st.sampled_from(["q", None]))
+def test_a_recalled_window_turn_is_shown_once(window, recalled, max_tokens, allocation, query):
+    """Context recalls the window too: a turn the conversation section shows is not repeated as an
+    episode, and one it does not show (deep in the window) may be; never both, never twice."""
+    conversation = [Message(role="user", content=f"turn ⟪{j}⟫ " + "word " * (j % 5), id=f"m{j}")
+                    for j in range(window)]
+    hits = [RecallHit(id=f"m{j}", tier="short_term", text=f"turn ⟪{j}⟫ " + "word " * (j % 5), score=1.0 - j / 20)
+            for j in recalled if j < window]
+    facts = [hit(100, "a fact ⟦f⟧")]
+    block = assemble(query=query, max_tokens=max_tokens, sections={"facts": facts, "episodes": hits},
+                     conversation=conversation, count_tokens=chars_per_token_counter,
+                     config=ContextConfig(allocation=allocation))
+    for j in range(window):
+        assert block.text.count(f"⟪{j}⟫") <= 1
+    assert block.tokens <= max_tokens
+    shown = [int(m) for m in re.findall(r"⟪(\d+)⟫", block.text)]
+    assert block.sections["episodes"].items + block.sections["conversation"].items == len(shown)
+
+
+def test_a_turn_deep_in_the_window_is_shown_as_an_episode():
+    conversation = [Message(role="user", content=f"message {j} " + "filler " * 8, id=f"m{j}") for j in range(30)]
+    deep = RecallHit(id="m2", tier="short_term", text=conversation[2].content, score=0.9,
+                     components={"role": "user"})
+    block = build({"episodes": [deep]}, conversation, 120)
+    assert "message 2 " in block.text and block.sections["episodes"].items == 1
+    recent = RecallHit(id="m29", tier="short_term", text=conversation[29].content, score=0.9)
+    block = build({"episodes": [recent]}, conversation, 120)  # the conversation shows it: not repeated
+    assert block.text.count("message 29 ") == 1 and block.sections["episodes"].items == 0

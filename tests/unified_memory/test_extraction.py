@@ -68,6 +68,10 @@ def test_implements_the_extractor_protocol():
     ("Maria is a nurse", ("maria", "job_title", "nurse")),
     ("Tom works at Google", ("tom", "employer", "Google")),
     ("Tom is my brother", ("tom", "relation", "brother")),
+    ("I moved from Denver to Portland in June", ("user", "residence", "Portland")),
+    ("I started working at Google last week", ("user", "employer", "Google")),
+    ("I quit the hospital and started as a software tester at Zillow", ("user", "employer", "Zillow")),
+    ("I started as a nurse", ("user", "job_title", "nurse")),
 ])
 def test_recognised_statements_get_a_slot(text, expected):
     assert slot(text) == expected
@@ -142,7 +146,8 @@ def test_dislike_through_negation_is_a_dislike_not_a_like():
 
 @pytest.mark.parametrize("text", ["hi", "thanks!", "lol ok", "how are you?", "What is my name?", "Where do I live?",
                                   "can you help me write an email?", "I'm going to the store", "I'm tired",
-                                  "I like that idea", "I'd like to know the time", "", "   "])
+                                  "I like that idea", "I'd like to know the time", "", "   ",
+                                  "I started with a salad", "I started at the bottom", "I started for fun"])
 def test_chatter_questions_and_requests_yield_nothing(text):
     out = extract(text)
     assert out.facts == [] and out.triples == []
@@ -453,3 +458,9 @@ def test_new_employer_supersedes_the_one_stated_with_the_residence():
 ])
 def test_greeting_and_filler_prefixes_are_trimmed_from_the_fact_text(text, expected):
     assert extract(text).facts[0].text == expected
+
+
+def test_a_verb_after_and_shares_the_sentences_i_only():
+    assert triples(extract("I quit the hospital and started as a software tester at Zillow")) == {
+        ("user", "works_at", "Zillow"), ("user", "works_as", "software tester")}
+    assert triples(extract("I met Maria and she started at Acme")) == set()  # "she" is not the user
