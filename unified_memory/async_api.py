@@ -47,7 +47,7 @@ T = TypeVar("T")
 ASYNC_TWINS: dict[str, str] = {name: "a" + name for name in (
     "add_turn", "add_message", "add_messages", "remember", "remember_many", "add_triple",
     "recall", "context", "assemble_context", "consolidate", "end_session", "clear", "reindex",
-    "facts", "entities", "triples", "neighbors", "episodes", "stats", "summary",
+    "facts", "entities", "triples", "neighbors", "episodes", "stats", "summary", "users",
     "export_jsonl", "import_jsonl", "forget", "ingest",
 )}
 
@@ -194,3 +194,7 @@ class AsyncMethods:
     async def asummary(self, *args: Any, **kwargs: Any) -> Any:
         """Async :meth:`summary` (runs in a worker thread)."""
         return await self._run(self.summary, *args, **kwargs)  # type: ignore[attr-defined]
+
+    async def ausers(self, *args: Any, **kwargs: Any) -> Any:
+        """Async :meth:`users` (runs in a worker thread)."""
+        return await self._run(self.users, *args, **kwargs)  # type: ignore[attr-defined]

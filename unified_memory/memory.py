@@ -259,8 +259,7 @@ class UnifiedMemory(ReadingMethods, FactWritingMethods, AsyncMethods):
         backend = self._backend
         users = [self._scope.user_id]
         if check_bool("all_users", all_users):
-            users = sorted({row[0] for table in ("messages", "facts", "entities") for row in
-                            backend.storage.execute(f"SELECT DISTINCT user_id FROM {table}").fetchall()})
+            users = self.users()
         for documents in (backend.log.index, backend.facts.index, backend.graph.index):
             for user in users:
                 documents.lexical.invalidate(user)

@@ -255,3 +255,18 @@ class ReadingMethods:
                            pending_promotion=pending, facts=facts.get("active", 0),
                            superseded_facts=facts.get("superseded", 0), evicted_facts=facts.get("evicted", 0),
                            entities=entities, triples=triples, path=self.path, schema_version=SCHEMA_VERSION)
+
+    def users(self) -> list[str]:
+        """Every user with memories in this file (messages, facts of any status, entities,
+        relations, summaries), sorted; read-only.
+
+        >>> from unified_memory import UnifiedMemory
+
+        >>> with UnifiedMemory(user_id="bob") as mem:
+        ...     _ = mem.remember("I keep bees"); _ = mem.scoped(user_id="ada").add_turn("hello")
+        ...     mem.users()
+        ['ada', 'bob']
+        """
+        from tiers.transfer import users_in  # the rows export and import move: one definition of "has memories"
+
+        return users_in(self._backend.storage)

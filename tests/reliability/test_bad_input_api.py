@@ -309,6 +309,7 @@ def _memory_specs(ids_hint: dict[str, str] | None = None) -> dict[str, Spec]:
         "stats": Spec({}, lambda m: m.stats()),
         "summary": Spec({}, lambda m: m.summary()),
         "triples": Spec(dict(entity=st.sampled_from([None, "Maria", "nobody"])), lambda m, **k: m.triples(**k)),
+        "users": Spec({}, lambda m: m.users()),
         "window": Spec({}, lambda m: m.window()),
     } | {"__init__": Spec(dict(path=st.just(None), user_id=USERS, agent_id=st.sampled_from([None, "bot"]),
                                 session_id=st.sampled_from([None, "s1"]), config=st.sampled_from([None, {}]),
