@@ -31,6 +31,7 @@ or a deletion is :mod:`unified_memory.transfer`'s business.
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
 import math
 import sqlite3
@@ -38,7 +39,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
-from tiers.storage import SCHEMA_VERSION, Storage
+from tiers.storage import SCHEMA_VERSION, Storage, dumps
 from tiers.vectors import content_hash
 from unified_memory.errors import MemoryValueError, NotFoundError, StorageError
 
@@ -56,6 +57,7 @@ __all__ = [
     "export_rows",
     "parse_export",
     "import_rows",
+    "fresh_id",
     "delete_user_rows",
     "find_items",
     "delete_items",
@@ -77,6 +79,10 @@ _JSON_COLUMNS: dict[str, type | tuple[type, ...]] = {
 _TIME_COLUMNS = frozenset({"created_at", "updated_at", "last_accessed", "valid_from", "valid_to", "expires_at",
                            "first_seen", "last_seen", "ingested_at", "at"})
 _TIMES = (-62135596800.0, 253402300799.0)
+# Columns holding a row's id or another row's id without a foreign key (a list of ids, as JSON, for
+# the second set): a row imported as another user gets fresh ids in all of them (see fresh_id).
+_ID_COLUMNS = frozenset({"id", "superseded_by", "source_message_id"})
+_ID_LIST_COLUMNS = frozenset({"source_message_ids"})
 _INT64 = (-(2**63), 2**63 - 1)
 
 
@@ -452,7 +458,9 @@ def import_rows(storage: Storage, parsed: ParsedExport, *, user_id: str | None =
     an error naming the line, and nothing is written. Surrogate integer keys (``seq``)
     are kept when free, else the table's new rows are renumbered after the highest
     key (in file order), and every foreign key referencing them follows. ``user_id``
-    replaces every row's user."""
+    replaces every row's user; a row that belonged to another user gets fresh ids
+    (:func:`fresh_id`, references included), so a copy of a user into the file it came
+    from never meets the original's ids, and importing the copy again adds nothing."""
     result = ImportResult()
     source = parsed.source
     by_table: dict[str, list[tuple[int, dict[str, Any]]]] = {}
@@ -472,6 +480,8 @@ def import_rows(storage: Storage, parsed: ParsedExport, *, user_id: str | None =
             mapping = remaps.setdefault(name, {}) if table.surrogate else {}
             for number, row in by_table[name]:
                 if user_id is not None:
+                    if row["user_id"] != user_id:
+                        _rename_ids(table, row, user_id)
                     row["user_id"] = user_id
                 for column, target, target_column in table.references:
                     old = row.get(column)
@@ -513,6 +523,34 @@ def import_rows(storage: Storage, parsed: ParsedExport, *, user_id: str | None =
                 result.per_table[name] = result.per_table.get(name, 0) + 1
                 result.users.add(row["user_id"])
     return result
+
+
+def fresh_id(old: str, user_id: str) -> str:
+    """The id of a row with id ``old`` copied to ``user_id``: the same prefix (``msg_``,
+    ``fact_``, ...) and a digest of the user and the old id, so a second copy gets the same ids.
+
+    >>> fresh_id("fact_1a2b", "bob")
+    'fact_0d8ba2ca98150ff70ba0ea732bdb29c4'
+    >>> fresh_id("fact_1a2b", "bob") == fresh_id("fact_1a2b", "bob") != fresh_id("fact_1a2b", "eve")
+    True
+    """
+    head, separator, _ = old.partition("_")
+    digest = hashlib.sha256(f"{user_id}\x00{old}".encode()).hexdigest()[:32]
+    return f"{head}{separator}{digest}" if separator else digest
+
+
+def _rename_ids(table: TableInfo, row: dict[str, Any], user_id: str) -> None:
+    """Give a row moving to ``user_id`` fresh ids: its own, and those it refers to (by a
+    foreign key to an ``id`` column, or the columns of :data:`_ID_COLUMNS` and :data:`_ID_LIST_COLUMNS`)."""
+    referring = _ID_COLUMNS | {column for column, _, target in table.references if target == "id"}
+    for column in table.column_names:
+        value = row[column]
+        if not isinstance(value, str):
+            continue
+        if column in referring:
+            row[column] = fresh_id(value, user_id)
+        elif column in _ID_LIST_COLUMNS:  # parse_export checked it holds a JSON list
+            row[column] = dumps([fresh_id(v, user_id) if isinstance(v, str) else v for v in json.loads(value)])
 
 
 def _number_surrogates(storage: Storage, table: TableInfo, plans: list[tuple[int, dict[str, Any], Any]],
