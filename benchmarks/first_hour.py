@@ -106,7 +106,7 @@ def part_evidence(modes: list[str], folder: Path) -> list[str]:
     return lines
 
 
-def part_allocation(modes: list[str], folder: Path, locomo_questions: int) -> list[str]:
+def part_allocation(modes: list[str], folder: Path, locomo: Path, locomo_questions: int) -> list[str]:
     corpus = load_corpus()
     lines = ["## 2. How context shares its budget with the conversation", "",
              "The recalled sections (facts, entities, episodes) and the conversation are water-filled by "
@@ -126,19 +126,19 @@ def part_allocation(modes: list[str], folder: Path, locomo_questions: int) -> li
                     got = evidence(mem, corpus, budget)
                 lines.append(f"| {mode} | {budget} | {share:.2f} | {got['context']} of {got['questions']} | "
                              f"{got['kept']:.1f} | {got['latest']:.0%} |")
-    if LOCOMO.exists() and locomo_questions:
+    if locomo.exists() and locomo_questions:
         lines += ["", "LoCoMo development conversation 1 (CC BY-NC 4.0, read from ../shared/data): "
                   "every turn through `add_message` (the last 100 stay in the window), then "
                   f"{locomo_questions} questions (categories 1-4); the fraction of each question's evidence "
                   "turns in `context(q, max_tokens=N)` with the conversation included:", "",
                   "| retrieval | budget | conversation share | evidence in context |", "|---|---|---|---|"]
         for mode in modes:
-            lines += _locomo_allocation(mode, folder, locomo_questions)
+            lines += _locomo_allocation(mode, folder, locomo, locomo_questions)
     return lines
 
 
-def _locomo_allocation(mode: str, folder: Path, n_questions: int) -> list[str]:
-    sample = json.loads(LOCOMO.read_text(encoding="utf-8"))[0]
+def _locomo_allocation(mode: str, folder: Path, locomo: Path, n_questions: int) -> list[str]:
+    sample = json.loads(locomo.read_text(encoding="utf-8"))[0]
     conv = sample["conversation"]
     path = folder / f"locomo-{mode}.db"
     texts: dict[str, str] = {}
@@ -207,6 +207,7 @@ def main(argv: list[str] | None = None) -> int:
                         choices=["evidence", "allocation", "add_turn"])
     parser.add_argument("--turns", type=int, default=500, help="add_turn calls timed per setting")
     parser.add_argument("--prefill", type=int, default=10_000, help="facts in the file before add_turn is timed")
+    parser.add_argument("--locomo", type=Path, default=LOCOMO, help="LoCoMo development data (CC BY-NC 4.0)")
     parser.add_argument("--locomo-questions", type=int, default=100,
                         help="LoCoMo questions for the allocation part (0: skip)")
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "first_hour.md")
@@ -220,7 +221,7 @@ def main(argv: list[str] | None = None) -> int:
         if "evidence" in args.parts:
             lines += part_evidence(args.modes, folder) + [""]
         if "allocation" in args.parts:
-            lines += part_allocation(args.modes, folder, args.locomo_questions) + [""]
+            lines += part_allocation(args.modes, folder, args.locomo, args.locomo_questions) + [""]
         if "add_turn" in args.parts:
             lines += part_add_turn(args.modes, folder, args.turns, args.prefill) + [""]
     publish("\n".join(lines), args.out)
