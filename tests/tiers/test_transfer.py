@@ -17,6 +17,7 @@ from tiers.transfer import (
     export_rows,
     export_tables,
     find_items,
+    fresh_id,
     import_rows,
     parse_export,
     prune_embeddings,
@@ -229,12 +230,41 @@ def test_a_conflicting_row_is_refused_and_the_whole_import_rolls_back():
 def test_an_id_of_another_user_is_never_overwritten_or_shown():
     store = Storage(None)
     add_message(store, "ada", "hi")
-    text = dump(store, ["ada"])
     target = Storage(None)
-    import_rows(target, parse(target, text))
+    import_rows(target, parse(target, dump(store, ["ada"])))
+    as_eve = dump(store, ["ada"]).replace('"ada"', '"eve"')  # eve's export, with an id ada holds here
     with pytest.raises(MemoryValueError, match="already belongs to another user"):
-        import_rows(target, parse(target, text, user_id="eve"), user_id="eve")
-    assert target.execute("SELECT user_id FROM messages").fetchall() == [("ada",)]
+        import_rows(target, parse(target, as_eve))
+    assert target.execute("SELECT id, user_id FROM messages").fetchall() == [("msg_ada_hi", "ada")]
+
+
+def test_a_copy_as_another_user_gets_fresh_ids_and_its_references_follow():
+    store = Storage(None)
+    seq, message = add_message(store, "ada", "hi")
+    with store.atomic():
+        for fact, superseded_by in (("fact_old", "fact_new"), ("fact_new", None)):
+            store.execute("INSERT INTO facts (id, user_id, text, norm_key, importance, created_at, updated_at, "
+                          "superseded_by, source_message_ids) VALUES (?, 'ada', ?, ?, 0.5, 1, 1, ?, ?)",
+                          [fact, fact, fact, superseded_by, json.dumps([message, "msg_gone"])])
+    add_graph(store, "ada")
+    text = dump(store, ["ada"])
+    for _ in range(2):  # into the file it came from, twice: the second time adds nothing
+        import_rows(store, parse(store, text, user_id="eve"), user_id="eve")
+    assert dump(store, ["ada"]).split("\n")[1:] == text.split("\n")[1:]  # ada untouched
+    assert store.query("SELECT id, superseded_by, source_message_ids FROM facts WHERE user_id = 'eve'") == [
+        {"id": fresh_id("fact_old", "eve"), "superseded_by": fresh_id("fact_new", "eve"),
+         "source_message_ids": json.dumps([fresh_id(message, "eve"), fresh_id("msg_gone", "eve")],
+                                          separators=(",", ":"))},
+        {"id": fresh_id("fact_new", "eve"), "superseded_by": None,
+         "source_message_ids": json.dumps([fresh_id(message, "eve"), fresh_id("msg_gone", "eve")],
+                                          separators=(",", ":"))}]
+    [eve_seq] = [r[0] for r in store.execute("SELECT seq FROM messages WHERE user_id = 'eve'")]
+    assert eve_seq != seq and store.execute("SELECT message_seq FROM window WHERE user_id = 'eve'").fetchall() == [
+        (eve_seq,)]
+    entities = {r[0] for r in store.execute("SELECT id FROM entities WHERE user_id = 'eve'")}
+    ends = store.execute("SELECT subject_id, object_id FROM triples WHERE user_id = 'eve'").fetchall()
+    assert ends and all(end in entities for pair in ends for end in pair)
+    assert fresh_id(message, "eve").startswith("msg_") and fresh_id("plain", "eve") != "plain"
 
 
 def test_a_unique_constraint_conflict_names_the_line():
