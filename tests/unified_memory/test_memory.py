@@ -26,7 +26,7 @@ def chat(mem: UnifiedMemory, *lines: str) -> None:
 
 
 def test_aged_out_turns_are_promoted_to_facts_and_graph(clock):
-    with UnifiedMemory(short_term_limit=2, clock=clock) as mem:
+    with UnifiedMemory(short_term_limit=2, clock=clock, extract_on_write=False) as mem:
         chat(mem, "My sister Maria lives in Lisbon", "I'm allergic to peanuts", "lol ok")
         texts = {f.text for f in mem.facts()}
         assert "I'm allergic to peanuts" in texts
