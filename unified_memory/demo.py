@@ -24,7 +24,7 @@ from typing import Any, TextIO
 
 from unified_memory.memory import UnifiedMemory
 
-__all__ = ["load_sample", "ingest_sample", "run_demo", "main"]
+__all__ = ["load_sample", "open_demo", "ingest_sample", "run_demo", "main"]
 
 QUERIES = ("what food should I avoid?", "where does Ada live now?", "who is Maria?", "when is my birthday?")
 CONTEXT_QUERY, CONTEXT_TOKENS = "plan a dinner for Maria's visit", 250
@@ -60,11 +60,15 @@ def _fmt(value: Any) -> str:
     return f"{value:.2f}" if isinstance(value, float) else str(value)
 
 
-def _reset_file(path: Path, user_id: str) -> None:
+DEMO_MARK = "demo"  # the key in the ``meta`` table of a file the demo wrote
+
+
+def _reset_file(path: Path) -> None:
     """Delete a previous demo file at ``path`` (and its WAL files) so the demo starts fresh.
 
-    Refuses (``StorageError``) a file that is not a unified-memory file or that holds
-    memories of users other than the demo's, rather than deleting someone's memory.
+    Only a file without memories, one the demo wrote (marked in its ``meta`` table), or
+    one holding only the sample's user (what earlier versions of the demo wrote) is
+    replaced; anything else (``StorageError``) is someone's memory, or not a memory file.
     """
     from unified_memory.errors import StorageError
 
@@ -76,17 +80,40 @@ def _reset_file(path: Path, user_id: str) -> None:
             conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
             users = {row[0] for table in ("messages", "facts", "entities")
                      for row in conn.execute(f"SELECT DISTINCT user_id FROM {table}")}
+            marked = users and conn.execute("SELECT 1 FROM meta WHERE key = ?", [DEMO_MARK]).fetchone()
         except sqlite3.Error:
             raise StorageError(f"path: {str(path)!r} is not a unified-memory file; refusing to overwrite it "
                                "with the demo") from None
         finally:
             if conn is not None:
                 conn.close()
-        if users - {user_id}:
-            raise StorageError(f"path: {str(path)!r} holds memories of other users than the demo's; "
-                               "refusing to overwrite it with the demo")
+        if users and not marked and users != {load_sample()["user_id"]}:
+            raise StorageError(f"path: {str(path)!r} holds memories the demo did not write (users "
+                               f"{', '.join(sorted(users)[:5])}); refusing to overwrite it with the demo")
     for suffix in ("", "-wal", "-shm"):
         Path(str(path) + suffix).unlink(missing_ok=True)
+
+
+def open_demo(path: str | Path, *, user_id: str | None = None, **settings: Any) -> UnifiedMemory:
+    """A fresh, empty demo memory at ``path`` for ``user_id`` (the sample's user, ``ada``,
+    by default), replacing an earlier demo file there (see :func:`_reset_file`); ``settings``
+    are :class:`~unified_memory.config.MemoryConfig` fields. Fill it with :func:`ingest_sample`.
+
+    >>> import tempfile
+    >>> with tempfile.TemporaryDirectory() as tmp:
+    ...     with open_demo(Path(tmp) / "demo.db", user_id="bob", retrieval="lexical") as mem:
+    ...         _ = ingest_sample(mem)
+    ...     with open_demo(Path(tmp) / "demo.db", retrieval="lexical") as mem:  # replaced: it is the demo's
+    ...         mem.user_id, mem.stats().messages, mem.scoped(user_id="bob").stats().messages
+    ('ada', 0, 0)
+    """
+    path = Path(path)
+    _reset_file(path)
+    mem = UnifiedMemory(path, user_id=user_id or load_sample()["user_id"], **{"short_term_limit": 6, **settings})
+    storage = mem._backend.storage
+    with storage.atomic():  # marked before anything is written: a demo cut short is still the demo's
+        storage.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", [DEMO_MARK, "1"])
+    return mem
 
 
 def run_demo(path: str | Path = "unified_memory_demo.db", *, out: TextIO | None = None) -> None:
@@ -94,14 +121,11 @@ def run_demo(path: str | Path = "unified_memory_demo.db", *, out: TextIO | None 
     def say(line: str = "") -> None:
         print(line, file=out)
 
-    path = Path(path)
-    sample = load_sample()
-    _reset_file(path, sample["user_id"])
-    with UnifiedMemory(path, user_id=sample["user_id"], short_term_limit=6) as mem:
-        written = ingest_sample(mem, sample)
+    with open_demo(path) as mem:
+        written = ingest_sample(mem)
         stats = mem.stats()
-        say(f"Ingested {written} messages into {path} ({stats.facts} facts, {stats.superseded_facts} superseded, "
-            f"{stats.entities} entities, {stats.triples} relations)\n")
+        say(f"Ingested {written} messages of user {mem.user_id!r} into {path} ({stats.facts} facts, "
+            f"{stats.superseded_facts} superseded, {stats.entities} entities, {stats.triples} relations)\n")
         say("Long-term facts (importance, category):")
         for fact in mem.facts(include_inactive=True, order="importance"):
             status = "" if fact.status == "active" else f"   [{fact.status}]"

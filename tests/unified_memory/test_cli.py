@@ -128,13 +128,43 @@ def test_demo_refuses_to_overwrite_another_memory_or_file(capsys, tmp_path):
     with UnifiedMemory(other, user_id="bob", retrieval="lexical") as mem:
         mem.remember("I keep bees")
     line = one_line_error(*run(capsys, *LEX, "demo", str(other))[::2])
-    assert "other users" in line
+    assert "the demo did not write (users bob)" in line
     text = tmp_path / "notes.txt"
     text.write_text("my notes")
     one_line_error(*run(capsys, *LEX, "--db", str(text), "demo")[::2])
     assert text.read_text() == "my notes"
     with UnifiedMemory(other, user_id="bob", retrieval="lexical") as mem:
         assert [f.text for f in mem.facts()] == ["I keep bees"]
+
+
+def test_demo_writes_the_user_given_and_says_how_to_explore_it(capsys, tmp_path):
+    path = tmp_path / "demo.db"
+    code, out, err = run(capsys, *LEX, "--user", "bob", "demo", str(path))
+    assert code == 0, err
+    assert f"of user 'bob' into {path}" in out.splitlines()[0]
+    tail = out.splitlines()[-4:]
+    assert tail[0] == f"Wrote user 'bob' to {path}. Explore it next:"
+    assert tail[1:] == [f"  unified-memory --db {path} --user bob facts",
+                        f"  unified-memory --db {path} --user bob graph Maria",
+                        f'  unified-memory --db {path} --user bob recall "who is Maria?" --retrieval lexical']
+    with UnifiedMemory(path, retrieval="lexical") as mem:
+        assert mem.users() == ["bob"] and mem.scoped(user_id="bob").stats().facts > 3
+    # the printed commands show something
+    facts = run_json(capsys, *LEX, "--db", str(path), "--user", "bob", "facts")
+    assert any("Maria" in f["text"] for f in facts)
+    code, out, _ = run(capsys, *LEX, "--db", str(path), "--user", "bob", "graph", "Maria")
+    assert code == 0 and "has_sister" in out and "Porto" in out
+
+
+def test_demo_without_user_writes_the_samples_user_and_json_names_user_path_and_commands(capsys, tmp_path):
+    path = tmp_path / "demo.db"
+    assert main([*LEX, "--user", "bob", "demo", str(path)]) == 0  # an earlier demo of another user is replaced
+    capsys.readouterr()
+    data = run_json(capsys, *LEX, "demo", str(path))
+    assert data["user"] == "ada" and data["path"] == str(path) and data["stats"]["user_id"] == "ada"
+    assert data["next"][0] == f"unified-memory --db {path} --user ada facts"
+    with UnifiedMemory(path, retrieval="lexical") as mem:
+        assert mem.users() == ["ada"]
 
 
 # -- reading commands ------------------------------------------------------------------------------
@@ -157,8 +187,8 @@ def test_recall_json_with_tiers_days_and_options_after_the_command(capsys, db):
     assert run_json(capsys, *LEX, "--user", "ada", "recall", "Maria", "--days", "1") == []  # sample is from 2024
 
 
-def test_recall_for_another_user_finds_nothing(capsys, db):
-    code, out, _ = run(capsys, *LEX, "recall", "Maria")  # --user defaults to "default"
+def test_recall_for_a_user_without_a_match_finds_nothing(capsys, db):
+    code, out, _ = run(capsys, *LEX, "--user", "ada", "recall", "xylophones")
     assert code == 0 and out.strip() == "(no hits)"
 
 
@@ -216,8 +246,10 @@ def test_stats_and_the_database_from_the_environment(capsys, db):
     stats = run_json(capsys, *LEX, "--user", "ada", "stats")
     assert stats["path"] == str(db) and stats["user_id"] == "ada"
     assert stats["messages"] > 20 and stats["facts"] > 3
+    assert stats["retrieval"] == "lexical"  # what the table shows, the JSON carries
     code, out, _ = run(capsys, *LEX, "--user", "ada", "stats")
     assert code == 0 and "retrieval" in out and "superseded_facts" in out
+    assert {line.split()[0] for line in out.splitlines()} == set(stats)
 
 
 def test_db_option_beats_the_environment(capsys, db, tmp_path, monkeypatch):
@@ -238,6 +270,35 @@ def test_recall_with_the_default_retrieval(capsys, db):
     """The one test without --retrieval lexical: auto (hybrid with the embeddings extra)."""
     hits = run_json(capsys, "--user", "ada", "recall", "what food should I avoid?", "--limit", "3")
     assert any("peanuts" in h["text"] for h in hits)
+
+
+READING = [["recall", "Maria"], ["context", "Maria"], ["facts"], ["entities"], ["graph", "Maria"], ["episodes"],
+           ["stats"], ["export"], ["forget", "--id", "fact_x", "--yes"]]
+
+
+@pytest.mark.parametrize("command", READING, ids=lambda c: c[0])
+def test_an_unknown_user_is_a_one_line_error_on_every_reading_command(capsys, db, command):
+    with UnifiedMemory(db, user_id="bob", retrieval="lexical") as mem:
+        mem.remember("I keep bees")
+    for argv in (["--user", "ghost", *command], [*command[:1], "--user", "ghost", *command[1:]]):
+        code, out, err = run(capsys, *LEX, *argv)
+        line = one_line_error(code, err)
+        assert out == ""
+        assert f"unknown user 'ghost': '{db}' holds no memories of that user; its users: ada, bob" in line
+
+
+def test_an_unknown_user_is_not_created_by_reading(capsys, db):
+    run(capsys, *LEX, "--user", "ghost", "recall", "Maria")
+    with UnifiedMemory(db, retrieval="lexical") as mem:
+        assert mem.users() == ["ada"]
+
+
+def test_writing_commands_accept_a_new_user(capsys, db, tmp_path):
+    assert run_json(capsys, *LEX, "--user", "newcomer", "reindex") == {"users": 1, "retrieval": "lexical"}
+    chat = tmp_path / "chat.json"
+    chat.write_text(json.dumps([{"role": "user", "content": "I keep bees."}]))
+    assert run_json(capsys, *LEX, "--user", "newcomer", "ingest", str(chat))["messages_added"] == 1
+    assert run_json(capsys, *LEX, "--user", "newcomer", "stats")["messages"] == 1
 
 
 # -- ingest, export, import, forget ------------------------------------------------------------------
@@ -314,15 +375,18 @@ def test_forget_an_unknown_user(capsys, db):
 
 
 def test_forget_needs_a_user_or_ids(capsys, db):
-    one_line_error(*run(capsys, *LEX, "forget", "--yes")[::2], expected_code=2)
-    one_line_error(*run(capsys, *LEX, "forget", "--user", "ada", "--id", "x")[::2], expected_code=2)
+    line = one_line_error(*run(capsys, *LEX, "forget", "--yes")[::2], expected_code=2)
+    assert "--user U" in line and "--id ID" in line
 
 
 def test_forget_a_user_with_yes(capsys, db):
     counts = run_json(capsys, *LEX, "forget", "--user", "ada", "--yes")
     assert counts["messages"] > 20 and counts["facts"] > 3
-    stats = run_json(capsys, *LEX, "--user", "ada", "stats")
-    assert stats["messages"] == stats["facts"] == stats["entities"] == 0
+    line = one_line_error(*run(capsys, *LEX, "--user", "ada", "stats")[::2])
+    assert "unknown user 'ada'" in line and "no memories of any user" in line
+    with UnifiedMemory(db, user_id="ada", retrieval="lexical") as mem:
+        stats = mem.stats()
+    assert stats.messages == stats.facts == stats.entities == stats.triples == 0
 
 
 def test_forget_ids_after_confirming_on_a_terminal(capsys, db, monkeypatch):
@@ -332,14 +396,52 @@ def test_forget_ids_after_confirming_on_a_terminal(capsys, db, monkeypatch):
 
     facts = run_json(capsys, *LEX, "--user", "ada", "facts")
     monkeypatch.setattr(sys, "stdin", Terminal("n\n"))
-    code, _, err = run(capsys, *LEX, "--user", "ada", "forget", "--id", facts[0]["id"])
-    assert code == 1 and err.endswith("? [y/N] unified-memory: error: forget: cancelled; nothing was deleted\n")
+    code, out, err = run(capsys, *LEX, "--user", "ada", "forget", "--id", facts[0]["id"])
+    assert code == 0 and out == "cancelled; nothing was deleted\n"  # declining is no error
+    assert err.endswith("? [y/N] ") and "error" not in err
+    monkeypatch.setattr(sys, "stdin", Terminal("no\n"))
+    assert run_json(capsys, *LEX, "--user", "ada", "forget", "--id", facts[0]["id"]) == {"cancelled": True}
+    assert len(run_json(capsys, *LEX, "--user", "ada", "facts")) == len(facts)
     monkeypatch.setattr(sys, "stdin", Terminal("y\n"))
     code, out, err = run(capsys, *LEX, "--user", "ada", "forget", "--id", facts[0]["id"], "--id", facts[1]["id"])
     assert code == 0 and "[y/N]" in err and out.startswith("forgot") and "2 facts" in out
     assert len(run_json(capsys, *LEX, "--user", "ada", "facts")) == len(facts) - 2
     line = one_line_error(*run(capsys, *LEX, "--user", "ada", "forget", "--id", "fact_nope", "--yes")[::2])
     assert "fact_nope" in line
+
+
+def test_forget_ids_of_a_user_named_after_the_command(capsys, db):
+    facts = run_json(capsys, *LEX, "--user", "ada", "facts")
+    with UnifiedMemory(db, user_id="bob", retrieval="lexical") as mem:
+        bees = mem.remember("I keep bees")
+    counts = run_json(capsys, *LEX, "forget", "--user", "ada", "--id", facts[0]["id"], "--yes")
+    assert counts["facts"] == 1
+    left = run_json(capsys, *LEX, "--user", "ada", "facts")
+    assert [f["id"] for f in left] == [f["id"] for f in facts[1:]]
+    line = one_line_error(*run(capsys, *LEX, "forget", "--user", "ada", "--id", bees, "--yes")[::2])
+    assert bees in line and "'ada'" in line  # another user's record is not ada's
+    assert run_json(capsys, *LEX, "forget", "--user", "bob", "--id", bees, "--yes")["facts"] == 1
+    assert run_json(capsys, *LEX, "--user", "ada", "stats")["messages"] > 20  # ada kept the rest
+
+
+def test_forget_help_shows_both_forms_with_examples(capsys):
+    code, out, _ = run(capsys, "forget", "--help")
+    assert code == 0
+    assert out.startswith("usage: unified-memory forget [--user U] [--id ID [--id ID ...]] [--yes]")
+    assert "examples:" in out
+    assert "unified-memory forget --user bob " in out and "unified-memory forget --user bob --id " in out
+
+
+def test_import_as_another_user_into_the_same_file(capsys, db, tmp_path):
+    dump = tmp_path / "ada.jsonl"
+    exported = run_json(capsys, *LEX, "--user", "ada", "export", str(dump))["records"]
+    imported = run_json(capsys, *LEX, "import", str(dump), "--as-user", "bob")
+    assert imported == {"path": str(dump), "records": exported, "user": "bob"}
+    ada, bob = (run_json(capsys, *LEX, "--user", user, "facts", "--all") for user in ("ada", "bob"))
+    assert sorted(f["text"] for f in bob) == sorted(f["text"] for f in ada)
+    assert not {f["id"] for f in bob} & {f["id"] for f in ada}  # fresh ids
+    code, out, _ = run(capsys, *LEX, "import", str(dump), "--as-user", "bob")
+    assert code == 0 and out.startswith("imported 0 records")  # already there
 
 
 # -- bad input ----------------------------------------------------------------------------------------
@@ -388,10 +490,10 @@ def test_unexpected_errors_show_a_traceback_only_with_debug(capsys, db, monkeypa
         raise RuntimeError("kaput")
 
     monkeypatch.setattr(UnifiedMemory, "stats", boom)
-    line = one_line_error(*run(capsys, *LEX, "stats")[::2])
+    line = one_line_error(*run(capsys, *LEX, "--user", "ada", "stats")[::2])
     assert "RuntimeError: kaput" in line and "--debug" in line
     with pytest.raises(RuntimeError, match="kaput"):
-        main([*LEX, "--debug", "stats"])
+        main([*LEX, "--debug", "--user", "ada", "stats"])
 
 
 # -- formatting -------------------------------------------------------------------------------------

@@ -106,7 +106,7 @@ def context_text(block: ContextBlock) -> str:
 
 def cmd_recall(args: argparse.Namespace) -> int:
     """``recall QUERY [--limit N] [--tiers ...] [--days N]``."""
-    with open_memory(args) as mem:
+    with open_memory(args, known_user=True) as mem:
         hits = mem.recall(args.query, limit=args.limit, tiers=args.tiers, days=args.days)
         emit(args, hits, lambda: hits_table(hits))
     return 0
@@ -114,7 +114,7 @@ def cmd_recall(args: argparse.Namespace) -> int:
 
 def cmd_context(args: argparse.Namespace) -> int:
     """``context [QUERY] [--max-tokens N]``."""
-    with open_memory(args) as mem:
+    with open_memory(args, known_user=True) as mem:
         block = mem.context(args.query, max_tokens=args.max_tokens)
         emit(args, block, lambda: context_text(block))
     return 0
@@ -122,7 +122,7 @@ def cmd_context(args: argparse.Namespace) -> int:
 
 def cmd_facts(args: argparse.Namespace) -> int:
     """``facts [--category C] [--all] [--limit N]``."""
-    with open_memory(args) as mem:
+    with open_memory(args, known_user=True) as mem:
         facts = mem.facts(include_inactive=args.all, category=args.category, limit=args.limit, order="importance")
         emit(args, facts, lambda: facts_table(facts))
     return 0
@@ -130,7 +130,7 @@ def cmd_facts(args: argparse.Namespace) -> int:
 
 def cmd_entities(args: argparse.Namespace) -> int:
     """``entities [--type T] [--limit N]``."""
-    with open_memory(args) as mem:
+    with open_memory(args, known_user=True) as mem:
         entities = mem.entities(type=args.type, limit=args.limit)
         emit(args, entities, lambda: entities_table(entities))
     return 0
@@ -138,7 +138,7 @@ def cmd_entities(args: argparse.Namespace) -> int:
 
 def cmd_graph(args: argparse.Namespace) -> int:
     """``graph ENTITY [--depth N]``."""
-    with open_memory(args) as mem:
+    with open_memory(args, known_user=True) as mem:
         triples = mem.neighbors(args.entity, depth=args.depth)
         emit(args, triples, lambda: triples_table(triples))
     return 0
@@ -146,7 +146,7 @@ def cmd_graph(args: argparse.Namespace) -> int:
 
 def cmd_episodes(args: argparse.Namespace) -> int:
     """``episodes [--days N] [--session S] [--limit N]``."""
-    with open_memory(args) as mem:
+    with open_memory(args, known_user=True) as mem:
         episodes = mem.episodes(days=args.days, session_id=args.session, limit=args.limit)
         emit(args, episodes, lambda: episodes_table(episodes))
     return 0
@@ -154,10 +154,9 @@ def cmd_episodes(args: argparse.Namespace) -> int:
 
 def cmd_stats(args: argparse.Namespace) -> int:
     """``stats``: the counts of :class:`~unified_memory.types.MemoryStats`, and the retrieval method."""
-    with open_memory(args) as mem:
-        stats = mem.stats()
-        retrieval = mem.retrieval
-        emit(args, stats, lambda: format_pairs([*stats.model_dump().items(), ("retrieval", retrieval)]))
+    with open_memory(args, known_user=True) as mem:
+        fields = [*mem.stats().model_dump().items(), ("retrieval", mem.retrieval)]
+        emit(args, dict(fields), lambda: format_pairs(fields))
     return 0
 
 

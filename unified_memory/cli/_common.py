@@ -20,7 +20,8 @@ from unified_memory.cli._format import dump_json
 if TYPE_CHECKING:
     from unified_memory.memory import UnifiedMemory
 
-__all__ = ["CliError", "DEFAULT_DB", "ENV_DB", "db_path", "user_of", "open_memory", "emit", "say"]
+__all__ = ["CliError", "DEFAULT_DB", "ENV_DB", "db_path", "user_of", "settings_of", "open_memory", "unknown_user", "emit",
+           "say"]
 
 ENV_DB = "UNIFIED_MEMORY_DB"
 DEFAULT_DB = "unified_memory.db"
@@ -57,11 +58,12 @@ def user_of(args: argparse.Namespace) -> str:
 
 
 def open_memory(args: argparse.Namespace, *, path: Path | None = None, must_exist: bool = True,
-                user_id: str | None = None, **overrides: Any) -> UnifiedMemory:
+                known_user: bool = False, user_id: str | None = None, **overrides: Any) -> UnifiedMemory:
     """Open the memory file for the command's user, with ``--retrieval`` when given.
 
-    ``must_exist`` refuses a missing file instead of creating an empty one; ``overrides``
-    are :class:`~unified_memory.config.MemoryConfig` fields.
+    ``must_exist`` refuses a missing file instead of creating an empty one; ``known_user``
+    (the reading commands) refuses a user the file holds no memories of (see
+    :func:`unknown_user`); ``overrides`` are :class:`~unified_memory.config.MemoryConfig` fields.
 
     >>> import tempfile
     >>> with tempfile.TemporaryDirectory() as tmp:
@@ -76,11 +78,43 @@ def open_memory(args: argparse.Namespace, *, path: Path | None = None, must_exis
     if must_exist and not target.exists():
         raise CliError(f"no memory file at {str(target)!r} (create one with 'unified-memory ingest FILE' "
                        f"or 'unified-memory demo', or choose one with --db)")
+    mem = UnifiedMemory(target, user_id=user_id or user_of(args), **{**settings_of(args), **overrides})
+    if known_user:
+        users = mem.users()
+        if mem.user_id not in users:
+            mem.close()
+            raise CliError(unknown_user(mem.user_id, target, users))
+    return mem
+
+
+def unknown_user(user: str, path: Path, users: list[str], *, shown: int = 5) -> str:
+    """The error for a user the file holds nothing of: the user, the file, the users it holds.
+
+    >>> unknown_user("ghost", Path("m.db"), ["ada", "bob"])
+    "unknown user 'ghost': 'm.db' holds no memories of that user; its users: ada, bob (choose one with --user)"
+    >>> unknown_user("ghost", Path("m.db"), [])
+    "unknown user 'ghost': 'm.db' holds no memories of any user yet"
+    """
+    if not users:
+        return f"unknown user {user!r}: {str(path)!r} holds no memories of any user yet"
+    listed = ", ".join(users[:shown]) + (f" and {len(users) - shown} more" if len(users) > shown else "")
+    return (f"unknown user {user!r}: {str(path)!r} holds no memories of that user; its users: {listed} "
+            "(choose one with --user)")
+
+
+def settings_of(args: argparse.Namespace) -> dict[str, Any]:
+    """The :class:`~unified_memory.config.MemoryConfig` fields the global options set
+    (``--retrieval``, ``--redact-secrets``).
+
+    >>> settings_of(argparse.Namespace(retrieval="lexical", redact_secrets=False))
+    {'retrieval': 'lexical'}
+    """
+    settings: dict[str, Any] = {}
     if getattr(args, "retrieval", None):
-        overrides["retrieval"] = args.retrieval
+        settings["retrieval"] = args.retrieval
     if getattr(args, "redact_secrets", False):
-        overrides["redact_secrets"] = True
-    return UnifiedMemory(target, user_id=user_id or user_of(args), **overrides)
+        settings["redact_secrets"] = True
+    return settings
 
 
 def say(text: str = "") -> None:

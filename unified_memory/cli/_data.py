@@ -74,7 +74,7 @@ def cmd_ingest(args: argparse.Namespace) -> int:
 
 def cmd_export(args: argparse.Namespace) -> int:
     """``export [FILE|-] [--all-users]``: memories as JSON lines (to stdout with ``-``)."""
-    with open_memory(args) as mem:
+    with open_memory(args, known_user=not args.all_users) as mem:
         export = mem.export_jsonl
         if args.file != "-":
             count = export(str(args.file), all_users=args.all_users)
@@ -98,35 +98,32 @@ def cmd_import(args: argparse.Namespace) -> int:
     return 0
 
 
-def _confirm(question: str) -> None:
+def _confirmed(question: str) -> bool:
+    """Whether the person at the terminal answers yes; refusing (CliError) when stdin is no terminal."""
     if not sys.stdin.isatty():
         raise CliError("forget: refusing to delete without --yes (stdin is not a terminal)")
     sys.stderr.write(f"{question} [y/N] ")
     sys.stderr.flush()
-    if sys.stdin.readline().strip().lower() not in ("y", "yes"):
-        raise CliError("forget: cancelled; nothing was deleted")
+    return sys.stdin.readline().strip().lower() in ("y", "yes")
 
 
 def cmd_forget(args: argparse.Namespace) -> int:
-    """``forget (--user U | --id ID [--id ID ...]) [--yes]``: delete memories, after confirmation."""
-    with open_memory(args) as mem:
-        forget = mem.forget
-        if args.forget_user:
-            stats = mem.scoped(user_id=args.forget_user).stats()
-            held = (stats.messages + stats.facts + stats.superseded_facts + stats.evicted_facts + stats.entities
-                    + stats.triples)
-            if not held:
-                raise CliError(f"forget: unknown user {args.forget_user!r}: {str(db_path(args))!r} holds no "
-                               "memories of that user")
-            what = (f"every memory of user {args.forget_user!r} ({stats.messages} messages, "
+    """``forget [--user U] [--id ID ...] [--yes]``: delete a user's memories (every one, or
+    those records), after confirmation. A declined prompt deletes nothing and is no error."""
+    if not getattr(args, "user", None) and not args.ids:
+        raise CliError("forget: say what to forget: --user U (everything of U) and/or --id ID "
+                       "(see 'unified-memory forget --help')", code=2)
+    user = user_of(args)
+    with open_memory(args, known_user=True) as mem:
+        if args.ids:
+            what = f"{len(args.ids)} record(s) of user {user!r}"
+        else:
+            stats = mem.stats()
+            what = (f"every memory of user {user!r} ({stats.messages} messages, "
                     f"{stats.facts + stats.superseded_facts + stats.evicted_facts} facts, {stats.entities} entities)")
-        else:
-            what = f"{len(args.ids)} record(s) of user {user_of(args)!r}"
-        if not args.yes:
-            _confirm(f"Forget {what} in {str(db_path(args))!r}?")
-        if args.forget_user:
-            counts = forget(user_id=args.forget_user)
-        else:
-            counts = forget(ids=list(args.ids))
+        if not args.yes and not _confirmed(f"Forget {what} in {str(db_path(args))!r}?"):
+            emit(args, {"cancelled": True}, lambda: "cancelled; nothing was deleted")
+            return 0
+        counts = mem.forget(ids=list(args.ids)) if args.ids else mem.forget()
         emit(args, counts, lambda: counts_text(counts))
     return 0

@@ -11,7 +11,7 @@ peanuts --json``); a parse error is one line on stderr and exit status 2.
 from __future__ import annotations
 
 import argparse
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from unified_memory.cli import _commands, _data, _demo
 from unified_memory.cli._common import CliError
@@ -20,6 +20,11 @@ from unified_memory.types import TIERS
 __all__ = ["PROG", "build_parser"]
 
 PROG = "unified-memory"
+FORGET_EXAMPLES = f"""examples:
+  {PROG} forget --user bob                   everything about bob (asks first)
+  {PROG} forget --user bob --id fact_1a2b    only this record of bob (--id repeats)
+  {PROG} forget --id fact_1a2b --yes         a record of the default user, without asking
+Record ids are the "id" fields of the --json output of facts, entities, graph, episodes and recall."""
 RETRIEVALS = ("auto", "lexical", "embedding", "hybrid")
 FORMATS = ("auto", "openai", "jsonl", "locomo")
 
@@ -86,8 +91,8 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
     def command(name: str, handler: object, help: str, *, parent: argparse.ArgumentParser = common,
-                ) -> argparse.ArgumentParser:
-        sub = commands.add_parser(name, help=help, description=help, parents=[parent])
+                **options: Any) -> argparse.ArgumentParser:
+        sub = commands.add_parser(name, help=help, description=help, parents=[parent], **options)
         sub.set_defaults(handler=handler)
         return sub
 
@@ -144,9 +149,12 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_argument("--as-user", metavar="U", help="import everything as user U")
 
     sub = command("forget", _data.cmd_forget, "delete a user's memories, or some records by id",
-                  parent=common_no_user)
-    target = sub.add_mutually_exclusive_group(required=True)
-    target.add_argument("--user", dest="forget_user", metavar="U", help="forget everything about user U")
-    target.add_argument("--id", dest="ids", action="append", metavar="ID", help="forget this record (repeatable)")
+                  parent=common_no_user, epilog=FORGET_EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter,
+                  usage=f"{PROG} forget [--user U] [--id ID [--id ID ...]] [--yes] [global options]")
+    sub.add_argument("--user", metavar="U", default=argparse.SUPPRESS,
+                     help="whose memories: everything of U, or with --id only those records of U "
+                          "(default: the global --user, else the user 'default')")
+    sub.add_argument("--id", dest="ids", action="append", metavar="ID",
+                     help="forget only this record and what derives from it (repeatable)")
     sub.add_argument("--yes", "-y", action="store_true", help="do not ask for confirmation")
     return parser
