@@ -53,6 +53,12 @@ def versions() -> str:
     return ", ".join(found)
 
 
+def shell_line(command: list[str], db: Path) -> str:
+    """A command as the report shows it: the program's name, the temporary folder as DIR."""
+    shown = [Path(command[0]).name, *(arg.replace(str(db.parent), "DIR") for arg in command[1:])]
+    return " ".join(f"'{arg}'" if " " in arg else arg for arg in shown)
+
+
 def recall_command(cli: str, db: Path, mode: str, query: str) -> list[str]:
     retrieval = [] if mode == "hybrid" else ["--retrieval", mode]
     return [cli, "--db", str(db), "--user", "ada", *retrieval, "recall", query]
@@ -126,7 +132,8 @@ def main(argv: list[str] | None = None) -> int:
         env = {**os.environ}
         if args.fresh_cache:
             env["UNIFIED_MEMORY_CACHE"] = str(folder / "cache")
-        cache = env.get("UNIFIED_MEMORY_CACHE", "~/.cache/unified-memory")
+        cache = ("a new temporary folder" if args.fresh_cache
+                 else f"`{env.get('UNIFIED_MEMORY_CACHE', '~/.cache/unified-memory')}`")
         db = folder / "unified_memory_demo.db"
         build = [args.cli, "--db", str(db), "--user", "ada",
                  *([] if "hybrid" in args.modes else ["--retrieval", "lexical"]), "demo"]
@@ -144,11 +151,11 @@ def main(argv: list[str] | None = None) -> int:
 
     shown = " ".join(["python benchmarks/cli_cold.py", *(argv if argv is not None else sys.argv[1:])])
     notes = [
-        f"Demo build (`unified-memory --db DIR/unified_memory_demo.db --user ada demo`, not timed in the table): "
-        f"{build_s:.2f} s; model export cache: `{cache}`{' (fresh, so the build includes the export)' if args.fresh_cache else ''}.",
-        "Timed command, each run a fresh process: `unified-memory --db DIR/unified_memory_demo.db --user ada recall "
-        f"{args.query!r}` (hybrid = the default retrieval; lexical adds `--retrieval lexical`); wall-clock from "
-        "process start to exit, stdout and stderr captured.",
+        f"Demo build (`{shell_line(build, db)}`, not timed in the table): {build_s:.2f} s; model export cache: "
+        f"{cache}{' (so the build includes the one-time export)' if args.fresh_cache else ''}.",
+        f"Timed command, each run a fresh process: `{shell_line(recall_command(args.cli, db, 'hybrid', args.query), db)}` "
+        "(hybrid = the default retrieval; lexical adds `--retrieval lexical`); wall-clock from process start to "
+        "exit, stdout and stderr captured.",
         "torch imported: a further run of the same command under `python -X importtime` lists which of torch, "
         "transformers, sentence_transformers were imported ('no' = none).",
         f"1-minute load average before / after the runs: {load_before:.2f} / {os.getloadavg()[0]:.2f} "

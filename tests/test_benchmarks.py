@@ -47,3 +47,18 @@ def test_reliability_benchmark_collects_the_figures_of_the_suite(tmp_path):
     text = out.read_text(encoding="utf-8")
     assert "Result: every reliability test passed." in text
     assert "| parameterised SQL | statements recorded " in text and "caller values in sql 0" in text
+
+
+def test_cli_cold_benchmark_tiny_run(tmp_path):
+    out = tmp_path / "cli_cold.md"
+    done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "cli_cold.py"), "--runs", "1", "--modes", "lexical",
+                           "--out", str(out)], capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert done.returncode == 0, done.stderr[-2000:]
+    text = out.read_text(encoding="utf-8")
+    for expected in ("# Cold command-line recall", "Command: `python benchmarks/cli_cold.py --runs 1 --modes lexical",
+                     "Machine:", "Library: `git ", "## Results", "| lexical | 1 |",
+                     "Demo build (`unified-memory --db DIR/unified_memory_demo.db --user ada --retrieval lexical demo`",
+                     "`unified-memory --db DIR/unified_memory_demo.db --user ada recall 'what food should I avoid?'`"):
+        assert expected in text, expected
+    row = next(line for line in text.splitlines() if line.startswith("| lexical |"))
+    assert row.split("|")[6:9] == [" yes ", " no ", " yes "]  # stderr empty, no torch, same output every run
