@@ -105,13 +105,19 @@ def parse_locomo_date(text: str) -> float:
 def detect_format(name: str, text: str) -> str:
     """The format of a file from its name and text: ``.jsonl`` / ``.ndjson`` is JSONL;
     JSON holding LoCoMo samples is ``locomo``; other JSON is ``openai``; text that is not one
-    JSON document but whose first line is a JSON object is JSONL.
+    JSON document but whose first line is a JSON object is JSONL; anything else ``openai``
+    (whose parsing reports what is wrong, with its line).
 
     >>> detect_format("chat.json", '[{"sample_id": "s1", "conversation": {"speaker_a": "A"}}]')
     'locomo'
     >>> detect_format("chat.txt", '{"role": "user", "content": "hi"}\\n{"role": "assistant", "content": "yo"}')
     'jsonl'
     """
+    return _shape(name, text) or "openai"
+
+
+def _shape(name: str, text: str) -> str | None:
+    """The format the name or the text shows (see :func:`detect_format`), ``None`` when neither does."""
     if Path(name).suffix.lower() in (".jsonl", ".ndjson"):
         return "jsonl"
     try:
@@ -119,9 +125,9 @@ def detect_format(name: str, text: str) -> str:
     except (ValueError, RecursionError):  # not JSON, nested too deeply, an int of more than 4300 digits
         first = next((line for line in text.splitlines() if line.strip()), "")
         try:
-            return "jsonl" if isinstance(json.loads(first), dict) else "openai"
+            return "jsonl" if isinstance(json.loads(first), dict) else None
         except (ValueError, RecursionError):
-            return "openai"  # parsing reports the error with its line
+            return None
     samples = data if isinstance(data, list) else [data]
     if samples and all(isinstance(s, Mapping) and isinstance(s.get("conversation"), Mapping) for s in samples):
         return "locomo"
@@ -132,24 +138,48 @@ def parse_chat_text(text: str, format: str, *, source: str = "<text>") -> Parsed
     """Parse and validate a whole file's text in ``format`` (one of :data:`FORMATS`).
 
     Raises :class:`MemoryValueError` starting with ``source`` and naming the line
-    (``"chat.jsonl:2: ..."``) or the location (``"chat.json: messages[1].role: ..."``).
+    (``"chat.jsonl:2: ..."``) or the location (``"chat.json: messages[1].role: ..."``);
+    when the text is of another format than ``format`` (by ``source``'s extension or its
+    content), the error says so (field ``format``) instead of what the wrong parser tripped on.
 
     >>> parse_chat_text('{"role": "user", "content": "a"}\\n{"role": "robot", "content": "b"}', "jsonl",
     ...                 source="chat.jsonl")
     Traceback (most recent call last):
     ...
     unified_memory.errors.MemoryValueError: chat.jsonl:2: message.role: Input should be 'user', 'assistant', 'system' or 'tool'
+    >>> parse_chat_text('[{"role": "user", "content": "hi"}]', "locomo", source="chat.json")
+    Traceback (most recent call last):
+    ...
+    unified_memory.errors.MemoryValueError: format: the content of chat.json does not match format 'locomo': it is 'openai' ...
     """
     if format not in FORMATS:
         raise invalid("format", f"must be one of {', '.join(FORMATS)} or auto, got {format!r}")
     try:
-        if format == "jsonl":
-            return _parse_jsonl(text)
-        data = _loads(text, 0)
-        return _parse_locomo(data) if format == "locomo" else _parse_openai(data)
+        return _parse(text, format)
     except _Bad as exc:
-        prefix = f"{source}:{exc.line}: " if exc.line is not None else f"{source}: "
-        raise MemoryValueError(f"{prefix}{exc}", field=exc.location or None) from None
+        error = _error(source, exc)
+    shape = _shape(source, text)
+    if shape is None or shape == format:
+        raise error
+    mismatch = f"the content of {source} does not match format {format!r}"
+    try:
+        _parse(text, shape)
+    except _Bad as other:
+        raise invalid("format", f"{mismatch}; read as {shape!r}, the format it looks like, it fails too: "
+                                f"{_error(source, other)}") from None
+    raise invalid("format", f"{mismatch}: it is {shape!r} (choose format {shape!r}, or 'auto' to detect it)")
+
+
+def _parse(text: str, format: str) -> ParsedChat:
+    if format == "jsonl":
+        return _parse_jsonl(text)
+    data = _loads(text, 0)
+    return _parse_locomo(data) if format == "locomo" else _parse_openai(data)
+
+
+def _error(source: str, exc: _Bad) -> MemoryValueError:
+    prefix = f"{source}:{exc.line}: " if exc.line is not None else f"{source}: "
+    return MemoryValueError(f"{prefix}{exc}", field=exc.location or None)
 
 
 def _surrogate_at(data: Any) -> str | None:

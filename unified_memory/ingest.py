@@ -91,7 +91,8 @@ def read_chat_file(path: str | os.PathLike[str], format: str = "auto") -> Parsed
     """Read and validate a whole chat-log file (nothing is written).
 
     Errors are :class:`MemoryValueError` starting with the path: a missing file,
-    malformed JSON (``"<path>:<line>: ..."``), a bad message (its location and field).
+    malformed JSON (``"<path>:<line>: ..."``), a bad message (its location and field);
+    a ``format`` the file's content does not match says so, and which format it is.
 
     >>> read_chat_file("/no/such/chat.json")
     Traceback (most recent call last):

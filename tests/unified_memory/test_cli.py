@@ -332,6 +332,19 @@ def test_ingest_malformed_json_names_the_line_and_writes_nothing(capsys, tmp_pat
     assert not memory.exists()
 
 
+@pytest.mark.parametrize(("name", "format", "actual"), [("chat.json", "locomo", "openai"),
+                                                     ("chat.jsonl", "openai", "jsonl")])
+def test_ingest_with_the_wrong_format_says_the_content_does_not_match(capsys, tmp_path, name, format, actual):
+    chat = tmp_path / name
+    messages = [{"role": "user", "content": "I keep bees."}, {"role": "assistant", "content": "Nice."}]
+    chat.write_text("\n".join(map(json.dumps, messages)) if actual == "jsonl" else json.dumps(messages, indent=2))
+    memory = tmp_path / "m.db"
+    line = one_line_error(*run(capsys, *LEX, "--db", str(memory), "ingest", str(chat), "--format", format)[::2])
+    assert line == (f"unified-memory: error: format: the content of {chat} does not match format {format!r}: "
+                    f"it is {actual!r} (choose format {actual!r}, or 'auto' to detect it)")
+    assert "malformed" not in line and not memory.exists()
+
+
 def test_export_to_a_file_then_import_as_another_user(capsys, db, tmp_path):
     dump = tmp_path / "ada.jsonl"
     result = run_json(capsys, *LEX, "--user", "ada", "export", str(dump))

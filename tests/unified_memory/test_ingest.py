@@ -394,6 +394,46 @@ def test_structurally_wrong_locomo_files(memory, tmp_path):
         ingest_file(memory, path, format="locomo")
 
 
+OPENAI_CHAT = [{"role": "user", "content": "I keep bees"}, {"role": "assistant", "content": "Nice"}]
+
+
+@pytest.mark.parametrize(("name", "actual", "format"), [
+    ("chat.json", "openai", "locomo"), ("chat.json", "openai", "jsonl"),
+    ("chat.jsonl", "jsonl", "openai"), ("log.txt", "jsonl", "locomo"), ("log.txt", "jsonl", "openai"),
+    ("locomo.json", "locomo", "openai"), ("locomo.json", "locomo", "jsonl"),
+])
+def test_a_file_of_another_format_says_which_it_is(memory, tmp_path, name, actual, format):
+    path = tmp_path / name
+    if actual == "jsonl":
+        write_jsonl(path, OPENAI_CHAT)
+    else:
+        path.write_text(json.dumps([locomo_sample("s-1")] if actual == "locomo" else OPENAI_CHAT, indent=2))
+    with pytest.raises(MemoryValueError) as caught:
+        ingest_file(memory, path, format=format)
+    assert str(caught.value) == (f"format: the content of {path} does not match format {format!r}: it is "
+                                 f"{actual!r} (choose format {actual!r}, or 'auto' to detect it)")
+    assert caught.value.field == "format" and isinstance(caught.value, ValueError)
+    assert count_messages(memory) == 0
+    assert ingest_file(memory, path, format=actual).messages_added > 0
+
+
+def test_a_file_of_another_format_that_is_also_bad_in_its_own(memory, tmp_path):
+    path = write_json(tmp_path / "chat.json", [{"role": "robot", "content": "hi"}])
+    with pytest.raises(MemoryValueError) as caught:
+        ingest_file(memory, path, format="locomo")
+    assert str(caught.value).startswith(f"format: the content of {path} does not match format 'locomo'; read as "
+                                        f"'openai', the format it looks like, it fails too: {path}: "
+                                        "messages[0].role: Input should be")
+
+
+def test_text_of_no_format_reports_what_the_format_given_trips_on(memory, tmp_path):
+    path = tmp_path / "notes.txt"
+    path.write_text("just some notes\n")
+    for format in ("openai", "jsonl", "locomo"):
+        with pytest.raises(MemoryValueError, match=f"^{path}:1: malformed JSON"):
+            ingest_file(memory, path, format=format)
+
+
 def test_nothing_is_written_when_any_part_is_bad(memory, tmp_path):
     good = [locomo_sample(f"s-{i}") for i in range(3)]
     good[2]["conversation"]["session_2"][2]["text"] = None
