@@ -316,6 +316,22 @@ def test_ingest_an_openai_file_with_a_json_report(capsys, tmp_path):
     assert run_json(capsys, *LEX, "--db", str(memory), "--user", "ada", "stats")["messages"] == 2
 
 
+def test_ingest_extracts_facts_and_entities_unless_no_extract(capsys, tmp_path):
+    chat = tmp_path / "chat.json"
+    chat.write_text(json.dumps([{"role": "user", "content": "I'm allergic to peanuts."},
+                                {"role": "assistant", "content": "Noted."},
+                                {"role": "user", "content": "My sister Maria lives in Lisbon."}]))
+    extracted, history = tmp_path / "extracted.db", tmp_path / "history.db"
+    assert run_json(capsys, *LEX, "--db", str(extracted), "ingest", str(chat))["messages_added"] == 3
+    facts = [f["text"] for f in run_json(capsys, *LEX, "--db", str(extracted), "facts")]
+    assert "I'm allergic to peanuts." in facts
+    assert {"Maria", "Lisbon"} <= {e["name"] for e in run_json(capsys, *LEX, "--db", str(extracted), "entities")}
+    assert run_json(capsys, *LEX, "--db", str(history), "ingest", str(chat), "--no-extract")["messages_added"] == 3
+    assert run_json(capsys, *LEX, "--db", str(history), "facts") == []
+    assert run_json(capsys, *LEX, "--db", str(history), "entities") == []
+    assert run_json(capsys, *LEX, "--db", str(history), "stats")["messages"] == 3
+
+
 def test_ingest_a_missing_file(capsys, tmp_path):
     memory = tmp_path / "m.db"
     line = one_line_error(*run(capsys, *LEX, "--db", str(memory), "ingest", str(tmp_path / "nope.json"))[::2])

@@ -62,11 +62,13 @@ def counts_text(counts: Mapping[str, int]) -> str:
 
 
 def cmd_ingest(args: argparse.Namespace) -> int:
-    """``ingest FILE [--format auto|openai|jsonl|locomo]``: conversations from a file, with a progress bar."""
+    """``ingest FILE [--format auto|openai|jsonl|locomo] [--no-extract]``: conversations from a file,
+    with a progress bar; facts, entities and relations are extracted unless ``--no-extract``."""
     path = existing_file(args.file)
+    skip = {} if args.extract else {"extract": False}  # the library's default otherwise
     with _new_file_removed_on_error(db_path(args)), open_memory(args, must_exist=False) as mem, \
             progress() as bar:
-        report = mem.ingest(path, format=args.format, user_id=args.user, progress=bar)
+        report = mem.ingest(path, format=args.format, user_id=args.user, progress=bar, **skip)
     fields = to_jsonable(report)
     emit(args, report, lambda: format_pairs(fields.items()) if isinstance(fields, dict) else str(fields))
     return 0

@@ -136,9 +136,12 @@ def build_parser() -> argparse.ArgumentParser:
     sub = command("reindex", _commands.cmd_reindex, "rebuild the derived search indexes from the file")
     sub.add_argument("--all-users", action="store_true", help="every user in the file, not only --user")
 
-    sub = command("ingest", _data.cmd_ingest, "ingest conversations from a file (OpenAI messages, JSONL, LoCoMo)")
+    sub = command("ingest", _data.cmd_ingest, "ingest conversations from a file (OpenAI messages, JSONL, LoCoMo) "
+                  "and extract facts, entities and relations from the user's messages")
     sub.add_argument("file", metavar="FILE")
     sub.add_argument("--format", choices=FORMATS, default="auto", help="file format (default: detect)")
+    sub.add_argument("--no-extract", dest="extract", action="store_false",
+                     help="store the messages as history only: no facts, entities or relations extracted")
 
     sub = command("export", _data.cmd_export, "export memories as JSON lines")
     sub.add_argument("file", nargs="?", default="-", metavar="FILE", help="output file, '-' for stdout (default)")
