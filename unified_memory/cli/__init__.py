@@ -7,6 +7,15 @@ Global options (before or after the command): ``--db PATH`` (default
 (one JSON document on stdout), ``--retrieval {auto,lexical,embedding,hybrid}``,
 ``--debug``. Errors are one line on stderr, exit status 1 (2 for usage errors).
 
+``demo`` writes ``--user`` (default: the sample's ``ada``) and prints the commands to
+explore it. The reading commands (recall, context, facts, entities, graph, episodes,
+stats, export, forget) refuse a user the file holds nothing of, naming the users it
+holds; ``reindex``, ``ingest`` and ``import`` may write a new one. ``ingest`` extracts
+facts, entities and relations (``--no-extract``: history only); ``import --as-user U``
+copies an export as ``U`` with fresh ids, into the file it came from too; ``forget
+--user U [--id ID ...]`` deletes everything of ``U`` or only those records, after a
+prompt (declining deletes nothing, exit status 0).
+
     >>> main(["stats", "--db", "/no/such/dir/m.db"])
     1
 """
