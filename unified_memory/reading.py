@@ -267,6 +267,7 @@ class ReadingMethods:
         ...     mem.users()
         ['ada', 'bob']
         """
-        from tiers.transfer import users_in  # the rows export and import move: one definition of "has memories"
+        # the rows export and import move: one definition of "has memories"
+        from tiers.transfer import users_in
 
         return users_in(self._backend.storage)
