@@ -404,20 +404,25 @@ OPERATIONS = st.lists(st.tuples(st.sampled_from(["turn", "remember", "triple"]),
                       min_size=1, max_size=12)
 
 
+def apply(mem, clock, operations):
+    """Play generated operations (a turn, a fact or a relation, for one of the users) on ``mem``."""
+    for kind, user, first, second in operations:
+        view = mem.scoped(user_id=user)
+        clock.advance(seconds=30)
+        if kind == "turn":
+            view.add_turn(" ".join(first), " ".join(second))
+        elif kind == "remember":
+            view.remember(" ".join(first))
+        else:
+            view.add_triple(" ".join(first), "relates_to", " ".join(second))
+
+
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(operations=OPERATIONS, who=USERS)
 def test_export_import_keeps_exactly_one_users_items(operations, who):
     clock = Clock()
     with UnifiedMemory(user_id=who, clock=clock, short_term_limit=3) as mem:
-        for kind, user, first, second in operations:
-            view = mem.scoped(user_id=user)
-            clock.advance(seconds=30)
-            if kind == "turn":
-                view.add_turn(" ".join(first), " ".join(second))
-            elif kind == "remember":
-                view.remember(" ".join(first))
-            else:
-                view.add_triple(" ".join(first), "relates_to", " ".join(second))
+        apply(mem, clock, operations)
         buffer = io.StringIO()
         mem.export_jsonl(buffer)
         rows = [json.loads(line) for line in row_lines(buffer.getvalue())]
@@ -436,7 +441,6 @@ def test_export_import_keeps_exactly_one_users_items(operations, who):
         assert fresh.import_jsonl(io.StringIO(buffer.getvalue())) == 0
 
 
-
 @settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(operations=OPERATIONS, who=USERS)
 def test_a_copy_as_another_user_in_the_same_file_holds_the_same_memories(operations, who):
@@ -444,15 +448,7 @@ def test_a_copy_as_another_user_in_the_same_file_holds_the_same_memories(operati
     episodes and relations (fresh ids), the original is unchanged, a second import adds nothing."""
     clock = Clock()
     with UnifiedMemory(user_id=who, clock=clock, short_term_limit=3) as mem:
-        for kind, user, first, second in operations:
-            view = mem.scoped(user_id=user)
-            clock.advance(seconds=30)
-            if kind == "turn":
-                view.add_turn(" ".join(first), " ".join(second))
-            elif kind == "remember":
-                view.remember(" ".join(first))
-            else:
-                view.add_triple(" ".join(first), "relates_to", " ".join(second))
+        apply(mem, clock, operations)
         buffer = io.StringIO()
         count = mem.export_jsonl(buffer)
         copy = mem.scoped(user_id="zed")
