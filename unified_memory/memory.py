@@ -324,8 +324,11 @@ class UnifiedMemory(ReadingMethods, FactWritingMethods, AsyncMethods):
         nothing. Rows already present with the same content are skipped (importing
         twice adds nothing); a row whose id exists with other content is an error.
         Integer positions (``seq``) are kept when free, else renumbered with every
-        reference. ``user_id`` moves a single-user export to that user. The indexes of
-        the users touched are rebuilt from the store. Returns the rows imported.
+        reference. ``user_id`` moves a single-user export to that user; into the file the
+        export came from, that copies the user: rows whose ids belong to another user get
+        fresh ids (derived from the new user and the old id, so importing again still adds
+        nothing) and every reference follows. The indexes of the users touched are rebuilt
+        from the store. Returns the rows imported.
 
         >>> import io
         >>> buffer = io.StringIO()
