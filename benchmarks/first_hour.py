@@ -177,7 +177,8 @@ def part_add_turn(modes: list[str], folder: Path, turns: int, prefill: int) -> l
              f"cycling through the corpus (its ten personal facts restated every {len(corpus['turns'])} turns). "
              f"While the window fills (the first {filling} turns) extraction used to wait; once it is full, every "
              "turn pushes one out, and before this change that turn's user message was extracted then, so the "
-             "steady state extracts one user message per turn either way.", "",
+             "steady state extracts one user message per turn either way. In hybrid mode the turns after the "
+             f"first {filling} repeat the corpus, whose vectors are then in the embedding cache.", "",
              "| retrieval | extraction | window filling: mean / p50 / p95 ms | full window: mean / p50 / p95 ms "
              "| turns/s overall | facts written |", "|---|---|---|---|---|---|"]
     facts = synthetic_facts(prefill) if prefill else []
