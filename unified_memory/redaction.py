@@ -146,6 +146,9 @@ class SecretRedactor:
         self.kinds: tuple[str, ...] = chosen
         self.replacement = replacement
         self._rendered = rendered
+        # re.sub reads a str replacement as a template ("\\x" would be an escape): the marks go in as they are
+        self._literal: dict[str, Callable[[re.Match[str]], str]] = {
+            kind: (lambda _match, text=text: text) for kind, text in rendered.items()}
         self._passes: list[Callable[[str], str]] = [getattr(self, f"_{kind}") for kind in chosen]
         for kind in chosen:
             if self._once(rendered[kind]) != rendered[kind]:
@@ -193,10 +196,10 @@ class SecretRedactor:
         return text
 
     def _private_key(self, text: str) -> str:
-        return _PRIVATE_KEY.sub(self._rendered["private_key"], text) if "-----BEGIN" in text else text
+        return _PRIVATE_KEY.sub(self._literal["private_key"], text) if "-----BEGIN" in text else text
 
     def _jwt(self, text: str) -> str:
-        return _JWT.sub(self._rendered["jwt"], text) if "eyJ" in text else text
+        return _JWT.sub(self._literal["jwt"], text) if "eyJ" in text else text
 
     def _bearer(self, text: str) -> str:
         mark = self._rendered["bearer"]
@@ -210,7 +213,7 @@ class SecretRedactor:
         return _BEARER.sub(replace, text) if "earer" in text else text
 
     def _api_key(self, text: str) -> str:
-        return _API_KEY.sub(self._rendered["api_key"], text)
+        return _API_KEY.sub(self._literal["api_key"], text)
 
     def _credential(self, text: str) -> str:
         mark = self._rendered["credential"]
@@ -227,7 +230,7 @@ class SecretRedactor:
         return _CREDENTIAL.sub(replace, text) if ":" in text or "=" in text else text
 
     def _email(self, text: str) -> str:
-        return _EMAIL.sub(self._rendered["email"], text) if "@" in text else text
+        return _EMAIL.sub(self._literal["email"], text) if "@" in text else text
 
     def _credit_card(self, text: str) -> str:
         mark = self._rendered["credit_card"]

@@ -531,3 +531,12 @@ def test_conversation_restores_old_unredacted_data_through_the_redactor(tmp_path
                  Conversation.restore_from_log("old", str(tmp_path), redactor=redact_secrets)):
         assert conv.messages()[0].content == "mail [REDACTED:email]"
         assert conv.summary == "they shared [REDACTED:email]"
+
+
+@pytest.mark.parametrize("replacement", ["..\\x", "\\1<{kind}>", "\\g<0>", "[\\\\{kind}]"])
+def test_a_replacement_with_backslashes_is_used_as_it_is(replacement):
+    # the random API fuzzer found "..\x" escaping as re.error: re.sub reads a str replacement as a template
+    redactor = SecretRedactor(replacement=replacement)
+    for kind, text in (("email", "ada@example.com"), ("api_key", "sk-abcdefghijklmnopqrstuvwxyz123456"),
+                       ("jwt", "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxIn0.abcDEF123_-xyz")):
+        assert redactor(f"see {text} now") == f"see {replacement.format(kind=kind)} now"
