@@ -20,9 +20,10 @@ from unified_memory.cli._format import dump_json
 if TYPE_CHECKING:
     from unified_memory.memory import UnifiedMemory
 
-__all__ = ["CliError", "DEFAULT_DB", "ENV_DB", "db_path", "user_of", "settings_of", "open_memory", "unknown_user", "emit",
+__all__ = ["PROG", "CliError", "DEFAULT_DB", "ENV_DB", "db_path", "user_of", "settings_of", "open_memory", "unknown_user", "emit",
            "say"]
 
+PROG = "unified-memory"
 ENV_DB = "UNIFIED_MEMORY_DB"
 DEFAULT_DB = "unified_memory.db"
 

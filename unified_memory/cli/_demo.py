@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from unified_memory.cli._commands import context_text, entities_table, facts_table, hits_table, triples_table
-from unified_memory.cli._common import emit, settings_of
+from unified_memory.cli._common import PROG, emit, settings_of
 from unified_memory.cli._format import progress
 
 __all__ = ["DEMO_DB", "demo_path", "next_commands", "collect_demo", "render_demo", "cmd_demo"]
@@ -44,8 +44,6 @@ def next_commands(path: Path, user: str, retrieval: str | None = None) -> list[s
     unified-memory --db demo.db --user ada graph Maria
     unified-memory --db demo.db --user ada recall "who is Maria?" --retrieval lexical
     """
-    from unified_memory.cli._parser import PROG
-
     start = f"{PROG} --db {shlex.quote(str(path))} --user {shlex.quote(user)}"
     method = f" --retrieval {retrieval}" if retrieval else ""
     return [f"{start} facts", f"{start} graph Maria", f'{start} recall "who is Maria?"{method}']

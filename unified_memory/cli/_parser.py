@@ -14,12 +14,11 @@ import argparse
 from typing import Any, NoReturn
 
 from unified_memory.cli import _commands, _data, _demo
-from unified_memory.cli._common import CliError
+from unified_memory.cli._common import PROG, CliError
 from unified_memory.types import TIERS
 
 __all__ = ["PROG", "build_parser"]
 
-PROG = "unified-memory"
 FORGET_EXAMPLES = f"""examples:
   {PROG} forget --user bob                   everything about bob (asks first)
   {PROG} forget --user bob --id fact_1a2b    only this record of bob (--id repeats)
