@@ -15,11 +15,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("scoring", "tiers", "unified_memory")
 # What is left to untangle (issue 15): the coordinator and the modules that take it as an argument
-# (ingest, transfer, the decorator), and the MARSYS facade with its knowledge-graph helper.
+# (ingest, transfer, the decorator).
 KNOWN = [
     {"unified_memory", "unified_memory.agent", "unified_memory.ingest", "unified_memory.memory",
      "unified_memory.transfer"},
-    {"unified_memory.compat.marsys", "unified_memory.compat._marsys_kg"},
 ]
 
 

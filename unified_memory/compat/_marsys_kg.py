@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from unified_memory.compat.marsys import (
+from unified_memory.compat._marsys_conversation import (
     MEMORY_TYPES,
     ConversationMemory,
     ManagedConversationMemory,

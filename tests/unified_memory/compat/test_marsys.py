@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from unified_memory.compat import _marsys_kg, marsys
+from unified_memory.compat import _marsys_conversation, _marsys_kg, marsys
 from unified_memory.compat.marsys import (
     ActiveContextPolicyConfig,
     CompactionEvent,
@@ -49,7 +49,7 @@ class Bus:
 
 
 def test_doctests_run():
-    for module in (marsys, _marsys_kg):
+    for module in (marsys, _marsys_conversation, _marsys_kg):
         assert doctest.testmod(module, optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE).failed == 0
 
 
