@@ -1,11 +1,9 @@
-"""Row-level export, import and deletion over the user-scoped SQLite tables.
+"""Row-level export and import over the user-scoped SQLite tables.
 
-Every table with a ``user_id`` column is user data. Tables are discovered from
-``sqlite_master`` and ``PRAGMA table_info`` / ``foreign_key_list`` / ``index_list``
-(so a table added later by another module is covered), ordered so that a table
-comes after the tables its foreign keys reference. Derived tables
-(:data:`DERIVED_TABLES`: the embedding cache, the index journal and snapshots) are
-deleted with their user but never exported: they are rebuilt from the rest.
+Every table with a ``user_id`` column is user data (:mod:`tiers.user_tables` finds them,
+in foreign-key order). Derived tables (:data:`~tiers.user_tables.DERIVED_TABLES`: the
+embedding cache, the index journal and snapshots) are never exported: they are rebuilt
+from the rest. Deleting rows is :mod:`tiers.deletion`.
 
 The export format is JSON Lines: a header, then ``{"kind": <table>, "row": {...}}``
 per row, values exactly as stored (REAL as JSON floats, which round-trip exactly;
@@ -20,12 +18,13 @@ JSON text columns kept as text; a BLOB as ``{"$base64": ...}``).
     >>> export_rows(source, out, users=["ada"], header={"kind": "header", "format": FORMAT,
     ...                                                 "version": FORMAT_VERSION})
     1
+    >>> from tiers.user_tables import user_tables
     >>> parsed = parse_export(out.getvalue().splitlines(), source="<memory>", tables=user_tables(target))
     >>> import_rows(target, parsed).rows, target.query("SELECT text, updated_at FROM summaries")
     (1, [{'text': 'hi', 'updated_at': 1.5}])
 
 This module holds no coordinator logic: which indexes to invalidate after an import
-or a deletion is :mod:`unified_memory.transfer`'s business.
+is :mod:`unified_memory.transfer`'s business.
 """
 
 from __future__ import annotations
@@ -40,36 +39,30 @@ from dataclasses import dataclass, field
 from typing import Any, TextIO
 
 from tiers.storage import SCHEMA_VERSION, Storage, dumps
-from tiers.vectors import content_hash
-from unified_memory.errors import MemoryValueError, NotFoundError, StorageError
+from tiers.user_tables import (
+    DERIVED_TABLES,
+    Column,
+    TableInfo,
+    export_tables,
+    quote_name,
+    user_tables,
+    users_in,
+)
+from unified_memory.errors import MemoryValueError, StorageError
 
 __all__ = [
     "FORMAT",
     "FORMAT_VERSION",
-    "DERIVED_TABLES",
-    "Column",
-    "TableInfo",
     "ParsedExport",
     "ImportResult",
-    "user_tables",
-    "export_tables",
-    "users_in",
     "export_rows",
     "parse_export",
     "import_rows",
     "fresh_id",
-    "delete_user_rows",
-    "find_items",
-    "delete_items",
-    "prune_embeddings",
 ]
 
 FORMAT = "unified-memory.export"
 FORMAT_VERSION = 1
-#: Tables derived from the others (rebuilt on demand): deleted with their user, never exported.
-DERIVED_TABLES = frozenset({"embeddings", "index_journal", "index_snapshots"})
-# Preferred order of the known tables (foreign keys still come first).
-_PREFERRED = ("messages", "window", "facts", "entities", "triples", "summaries")
 # Text columns that hold JSON: an import checks they parse.
 # JSON text columns and the JSON type they hold.
 _JSON_COLUMNS: dict[str, type | tuple[type, ...]] = {
@@ -84,161 +77,6 @@ _TIMES = (-62135596800.0, 253402300799.0)
 _ID_COLUMNS = frozenset({"id", "superseded_by", "source_message_id"})
 _ID_LIST_COLUMNS = frozenset({"source_message_ids"})
 _INT64 = (-(2**63), 2**63 - 1)
-
-
-# -- schema discovery ----------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class Column:
-    """One column: name, SQLite type affinity, NOT NULL, position in the primary key (0: none)."""
-
-    name: str
-    affinity: str  # INTEGER, REAL, TEXT, BLOB, NUMERIC
-    notnull: bool
-    pk: int
-
-
-@dataclass(frozen=True, slots=True)
-class TableInfo:
-    """What export, import and deletion need to know about one user-scoped table.
-
-    ``surrogate`` is an ``INTEGER PRIMARY KEY`` (rowid alias) that no foreign key
-    defines: it may be renumbered on import, and references to it follow.
-    ``identity`` are the columns that say "this is the same row" (the unique ``id``,
-    else the primary key, else another unique index, else every column).
-    ``references`` are the foreign keys: ``(column, table, referenced column)``.
-    """
-
-    name: str
-    columns: tuple[Column, ...]
-    references: tuple[tuple[str, str, str], ...]
-    surrogate: str | None
-    identity: tuple[str, ...]
-    without_rowid: bool
-
-    @property
-    def column_names(self) -> list[str]:
-        """The columns in table order."""
-        return [c.name for c in self.columns]
-
-    def column(self, name: str) -> Column:
-        """The column called ``name``."""
-        return next(c for c in self.columns if c.name == name)
-
-
-def _affinity(declared: str) -> str:
-    """SQLite's type affinity rules (https://sqlite.org/datatype3.html, 3.1)."""
-    kind = declared.upper()
-    if "INT" in kind:
-        return "INTEGER"
-    if "CHAR" in kind or "CLOB" in kind or "TEXT" in kind:
-        return "TEXT"
-    if not kind or "BLOB" in kind:
-        return "BLOB"
-    if "REAL" in kind or "FLOA" in kind or "DOUB" in kind:
-        return "REAL"
-    return "NUMERIC"
-
-
-def _quote(name: str) -> str:
-    return '"' + name.replace('"', '""') + '"'
-
-
-def _table_info(storage: Storage, name: str, sql: str) -> TableInfo:
-    q = _quote(name)
-    columns = tuple(Column(row[1], _affinity(row[2] or ""), bool(row[3]), int(row[5]))
-                    for row in storage.execute(f"PRAGMA table_info({q})").fetchall())
-    pk = sorted((c for c in columns if c.pk), key=lambda c: c.pk)
-    references = []
-    for row in storage.execute(f"PRAGMA foreign_key_list({q})").fetchall():
-        target, source, to = row[2], row[3], row[4]
-        if to is None:  # references the target's primary key
-            target_pk = [r[1] for r in storage.execute(f"PRAGMA table_info({_quote(target)})").fetchall() if r[5]]
-            to = target_pk[0] if len(target_pk) == 1 else None
-        if to is not None:
-            references.append((source, target, to))
-    fk_columns = {source for source, _, _ in references}
-    without_rowid = "WITHOUT ROWID" in " ".join(sql.upper().split())
-    # Only a column declared exactly "INTEGER PRIMARY KEY" is an alias of the rowid.
-    alias = (pk[0].name if len(pk) == 1 and not without_rowid
-             and _declared(storage, name, pk[0].name) == "INTEGER" else None)
-    surrogate = alias if alias is not None and alias not in fk_columns else None
-    uniques: list[tuple[str, ...]] = []
-    for row in storage.execute(f"PRAGMA index_list({q})").fetchall():
-        index_name, unique, partial = row[1], row[2], row[4] if len(row) > 4 else 0
-        if unique and not partial:
-            cols = tuple(r[2] for r in storage.execute(f"PRAGMA index_info({_quote(index_name)})").fetchall())
-            if cols and None not in cols:
-                uniques.append(cols)
-    names = [c.name for c in columns]
-    if ("id",) in uniques:
-        identity: tuple[str, ...] = ("id",)
-    elif pk and not (len(pk) == 1 and pk[0].name == surrogate):
-        identity = tuple(c.name for c in pk)
-    elif uniques:
-        identity = uniques[0]
-    else:
-        identity = tuple(n for n in names if n != surrogate)
-    return TableInfo(name, columns, tuple(references), surrogate, identity, without_rowid)
-
-
-def _declared(storage: Storage, table: str, column: str) -> str:
-    for row in storage.execute(f"PRAGMA table_info({_quote(table)})").fetchall():
-        if row[1] == column:
-            return str(row[2] or "").upper()
-    return ""
-
-
-def user_tables(storage: Storage) -> list[TableInfo]:
-    """Every table with a ``user_id`` column, referenced tables before the tables
-    referencing them (known tables in a fixed order, others by name).
-
-    >>> from tiers.storage import Storage
-    >>> [t.name for t in user_tables(Storage(None))]
-    ['messages', 'window', 'facts', 'entities', 'triples', 'summaries', 'embeddings', 'index_journal',
-     'index_snapshots']
-    """
-    rows = storage.execute(
-        "SELECT name, COALESCE(sql, '') FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'"
-    ).fetchall()
-    infos = {}
-    for name, sql in rows:
-        columns = {r[1] for r in storage.execute(f"PRAGMA table_info({_quote(name)})").fetchall()}
-        if "user_id" in columns:
-            infos[name] = _table_info(storage, name, sql)
-    rank = {name: i for i, name in enumerate(_PREFERRED)}
-    pending = sorted(infos, key=lambda n: (n in DERIVED_TABLES, rank.get(n, len(rank)), n))
-    ordered: list[str] = []
-    while pending:
-        ready = next((n for n in pending if all(t in ordered or t == n or t not in infos
-                                                for _, t, _ in infos[n].references)), pending[0])
-        ordered.append(ready)
-        pending.remove(ready)
-    return [infos[n] for n in ordered]
-
-
-def export_tables(storage: Storage) -> list[TableInfo]:
-    """The user-scoped tables that are exported (all but :data:`DERIVED_TABLES`).
-
-    >>> from tiers.storage import Storage
-    >>> "embeddings" in [t.name for t in export_tables(Storage(None))]
-    False
-    """
-    return [t for t in user_tables(storage) if t.name not in DERIVED_TABLES]
-
-
-def users_in(storage: Storage) -> list[str]:
-    """Every user with a row in an exported table, sorted.
-
-    >>> from tiers.storage import Storage
-    >>> users_in(Storage(None))
-    []
-    """
-    found: set[str] = set()
-    for table in export_tables(storage):
-        found.update(r[0] for r in storage.execute(f"SELECT DISTINCT user_id FROM {_quote(table.name)}"))
-    return sorted(found)
 
 
 # -- export --------------------------------------------------------------------------------
@@ -276,10 +114,10 @@ def export_rows(storage: Storage, out: TextIO, *, users: Sequence[str] | None,
         out.write(_line({**header, "users": list(users) if users is not None else users_in(storage)}))
         for table in export_tables(storage):
             names = table.column_names
-            order = ", ".join(_quote(c.name) for c in sorted((c for c in table.columns if c.pk),
+            order = ", ".join(quote_name(c.name) for c in sorted((c for c in table.columns if c.pk),
                                                               key=lambda c: c.pk)) \
                 if table.without_rowid else "rowid"
-            sql = f"SELECT {', '.join(map(_quote, names))} FROM {_quote(table.name)}"
+            sql = f"SELECT {', '.join(map(quote_name, names))} FROM {quote_name(table.name)}"
             params: list[Any] = []
             if users is not None:
                 sql += f" WHERE user_id IN ({','.join('?' * len(users))})"
@@ -445,8 +283,8 @@ def _check_header(source: str, number: int, obj: dict[str, Any]) -> dict[str, An
 
 def _select_one(storage: Storage, table: TableInfo, columns: Sequence[str], values: Sequence[Any]
                 ) -> dict[str, Any] | None:
-    where = " AND ".join(f"{_quote(c)} IS ?" for c in columns)
-    found = storage.query(f"SELECT * FROM {_quote(table.name)} WHERE {where} LIMIT 1", list(values))
+    where = " AND ".join(f"{quote_name(c)} IS ?" for c in columns)
+    found = storage.query(f"SELECT * FROM {quote_name(table.name)} WHERE {where} LIMIT 1", list(values))
     return found[0] if found else None
 
 
@@ -512,7 +350,7 @@ def import_rows(storage: Storage, parsed: ParsedExport, *, user_id: str | None =
             if table.surrogate and plans:
                 _number_surrogates(storage, table, plans, mapping)
             columns = table.column_names
-            sql = (f"INSERT INTO {_quote(name)} ({', '.join(map(_quote, columns))}) "
+            sql = (f"INSERT INTO {quote_name(name)} ({', '.join(map(quote_name, columns))}) "
                    f"VALUES ({', '.join('?' * len(columns))})")
             for number, row, _ in plans:
                 try:
@@ -557,129 +395,21 @@ def _number_surrogates(storage: Storage, table: TableInfo, plans: list[tuple[int
                        mapping: dict[Any, Any]) -> None:
     """Keep the new rows' surrogate keys when all are free, else renumber them after the
     highest key in file order; record old -> new in ``mapping``."""
-    column, name = table.surrogate, _quote(table.name)
+    column, name = table.surrogate, quote_name(table.name)
     assert column is not None
     wanted = [row[column] for _, row, _ in plans]
     free = None not in wanted and len(set(wanted)) == len(wanted)
     if free:
         for chunk in range(0, len(wanted), 500):
             part = wanted[chunk:chunk + 500]
-            if storage.execute(f"SELECT 1 FROM {name} WHERE {_quote(column)} IN ({','.join('?' * len(part))}) "
+            if storage.execute(f"SELECT 1 FROM {name} WHERE {quote_name(column)} IN ({','.join('?' * len(part))}) "
                                "LIMIT 1", part).fetchone():
                 free = False
                 break
     if not free:
-        top = storage.execute(f"SELECT COALESCE(MAX({_quote(column)}), 0) FROM {name}").fetchone()[0]
+        top = storage.execute(f"SELECT COALESCE(MAX({quote_name(column)}), 0) FROM {name}").fetchone()[0]
         for offset, (_, row, _) in enumerate(plans, start=1):
             row[column] = top + offset
     for _, row, old in plans:
         if old is not None:
             mapping[old] = row[column]
-
-
-# -- deletion ------------------------------------------------------------------------------
-
-
-def delete_user_rows(storage: Storage, user_id: str) -> dict[str, int]:
-    """Delete every row of ``user_id`` in every user-scoped table, derived ones
-    included (referencing tables first); returns the count per table. Call inside
-    ``storage.atomic()``.
-
-    >>> from tiers.storage import Storage
-    >>> store = Storage(None)
-    >>> with store.atomic():
-    ...     delete_user_rows(store, "ada")["messages"]
-    0
-    """
-    tables = user_tables(storage)
-    counts = {}
-    for table in reversed(tables):
-        counts[table.name] = storage.execute(f"DELETE FROM {_quote(table.name)} WHERE user_id = ?",
-                                             [user_id]).rowcount
-    return {table.name: counts[table.name] for table in tables}
-
-
-def find_items(storage: Storage, user_id: str, ids: Sequence[str]) -> dict[str, list[str]]:
-    """Which table holds each of ``ids`` among ``user_id``'s rows (tables with an
-    ``id`` column): ``{table: [ids]}``. Ids of other users are not found: an unknown id
-    raises :class:`NotFoundError` naming the field ``ids``.
-
-    >>> from tiers.storage import Storage
-    >>> find_items(Storage(None), "ada", ["fact_x"])
-    Traceback (most recent call last):
-    ...
-    unified_memory.errors.NotFoundError: ids: user 'ada' has no items with these ids: ['fact_x']
-    """
-    wanted = list(dict.fromkeys(ids))
-    found: dict[str, list[str]] = {}
-    seen: set[str] = set()
-    for table in user_tables(storage):
-        if table.name in DERIVED_TABLES or "id" not in table.column_names:
-            continue
-        for start in range(0, len(wanted), 500):
-            part = wanted[start:start + 500]
-            rows = storage.execute(f"SELECT id FROM {_quote(table.name)} WHERE user_id = ? AND id IN "
-                                   f"({','.join('?' * len(part))})", [user_id, *part]).fetchall()
-            for (item_id,) in rows:
-                if item_id not in seen:
-                    seen.add(item_id)
-                    found.setdefault(table.name, []).append(item_id)
-    missing = [i for i in wanted if i not in seen]
-    if missing:
-        raise NotFoundError(f"ids: user {user_id!r} has no items with these ids: {missing[:10]}"
-                            + (f" (and {len(missing) - 10} more)" if len(missing) > 10 else ""), field="ids")
-    return found
-
-
-def delete_items(storage: Storage, user_id: str, items: Mapping[str, Sequence[str]]
-                 ) -> dict[str, list[dict[str, Any]]]:
-    """Delete these rows of ``user_id`` (``{table: [ids]}``, see :func:`find_items`) and,
-    following foreign keys, the rows that reference them (a message's window entry, a
-    removed entity's triples); returns the deleted rows per table. Call inside
-    ``storage.atomic()``."""
-    tables = {t.name: t for t in user_tables(storage)}
-    deleted: dict[str, list[dict[str, Any]]] = {}
-
-    visited: set[tuple[str, str, Any]] = set()
-
-    def remove(name: str, column: str, values: list[Any]) -> None:
-        values = [v for v in values if (name, column, v) not in visited]  # a cycle of references ends
-        visited.update((name, column, v) for v in values)
-        for start in range(0, len(values), 500):
-            part = values[start:start + 500]
-            marks = ",".join("?" * len(part))
-            rows = storage.query(f"SELECT * FROM {_quote(name)} WHERE user_id = ? AND {_quote(column)} IN ({marks})",
-                                 [user_id, *part])
-            if not rows:
-                continue
-            for other in tables.values():  # what references these rows goes first
-                for ref_column, target, target_column in other.references:
-                    if target == name:
-                        remove(other.name, ref_column, list({r[target_column] for r in rows}))
-            storage.execute(f"DELETE FROM {_quote(name)} WHERE user_id = ? AND {_quote(column)} IN ({marks})",
-                            [user_id, *part])
-            deleted.setdefault(name, []).extend(rows)
-
-    for name, ids in items.items():
-        if name not in tables or "id" not in tables[name].column_names:
-            raise StorageError(f"delete: {name!r} is not a table of user items")
-        remove(name, "id", list(ids))
-    return deleted
-
-
-def prune_embeddings(storage: Storage, user_id: str, live_texts: Iterable[str]) -> int:
-    """Delete ``user_id``'s cached embeddings (every model) of texts not in
-    ``live_texts``; returns how many. Call inside ``storage.atomic()``.
-
-    >>> from tiers.storage import Storage
-    >>> store = Storage(None)
-    >>> with store.atomic():
-    ...     _ = store.execute("INSERT INTO embeddings VALUES ('ada', 'm', ?, 1, x'00000000')", [content_hash("hi")])
-    ...     prune_embeddings(store, "ada", ["hello"])
-    1
-    """
-    live = {content_hash(text) for text in live_texts}
-    stored = storage.execute("SELECT rowid, content_hash FROM embeddings WHERE user_id = ?", [user_id]).fetchall()
-    dead = [[rowid] for rowid, key in stored if key not in live]
-    storage.executemany("DELETE FROM embeddings WHERE rowid = ?", dead)
-    return len(dead)

@@ -268,6 +268,6 @@ class ReadingMethods:
         ['ada', 'bob']
         """
         # the rows export and import move: one definition of "has memories"
-        from tiers.transfer import users_in
+        from tiers.user_tables import users_in
 
         return users_in(self._backend.storage)

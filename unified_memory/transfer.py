@@ -30,19 +30,10 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from tiers.deletion import delete_items, delete_user_rows, find_items, prune_embeddings
 from tiers.storage import SCHEMA_VERSION
-from tiers.transfer import (
-    FORMAT,
-    FORMAT_VERSION,
-    delete_items,
-    delete_user_rows,
-    export_rows,
-    find_items,
-    import_rows,
-    parse_export,
-    prune_embeddings,
-    user_tables,
-)
+from tiers.transfer import FORMAT, FORMAT_VERSION, export_rows, import_rows, parse_export
+from tiers.user_tables import user_tables
 from unified_memory.errors import MemoryValueError, StorageError, check_path, invalid, wrong_type
 from unified_memory.types import utc_from_timestamp
 from unified_memory.validation import check_scope_id

@@ -1,4 +1,5 @@
-"""Row-level export, import and deletion over the user-scoped tables (tiers.transfer)."""
+"""Row-level export, import and deletion over the user-scoped tables (tiers.transfer, tiers.deletion,
+tiers.user_tables)."""
 
 from __future__ import annotations
 
@@ -8,22 +9,10 @@ import sqlite3
 
 import pytest
 
+from tiers.deletion import delete_items, delete_user_rows, find_items, prune_embeddings
 from tiers.storage import Storage
-from tiers.transfer import (
-    FORMAT,
-    FORMAT_VERSION,
-    delete_items,
-    delete_user_rows,
-    export_rows,
-    export_tables,
-    find_items,
-    fresh_id,
-    import_rows,
-    parse_export,
-    prune_embeddings,
-    user_tables,
-    users_in,
-)
+from tiers.transfer import FORMAT, FORMAT_VERSION, export_rows, fresh_id, import_rows, parse_export
+from tiers.user_tables import export_tables, user_tables, users_in
 from tiers.vectors import content_hash
 from unified_memory.errors import MemoryValueError, NotFoundError, UnifiedMemoryError
 

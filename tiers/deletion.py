@@ -1,0 +1,121 @@
+"""Deleting a user's rows, or some items with what derives from them, over every user-scoped
+table (:mod:`tiers.user_tables`); the coordinator's side (indexes, files) is
+:mod:`unified_memory.transfer`'s ``forget``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from tiers.storage import Storage
+from tiers.user_tables import DERIVED_TABLES, quote_name, user_tables
+from tiers.vectors import content_hash
+from unified_memory.errors import NotFoundError, StorageError
+
+__all__ = ["delete_user_rows", "find_items", "delete_items", "prune_embeddings"]
+
+
+def delete_user_rows(storage: Storage, user_id: str) -> dict[str, int]:
+    """Delete every row of ``user_id`` in every user-scoped table, derived ones
+    included (referencing tables first); returns the count per table. Call inside
+    ``storage.atomic()``.
+
+    >>> from tiers.storage import Storage
+    >>> store = Storage(None)
+    >>> with store.atomic():
+    ...     delete_user_rows(store, "ada")["messages"]
+    0
+    """
+    tables = user_tables(storage)
+    counts = {}
+    for table in reversed(tables):
+        counts[table.name] = storage.execute(f"DELETE FROM {quote_name(table.name)} WHERE user_id = ?",
+                                             [user_id]).rowcount
+    return {table.name: counts[table.name] for table in tables}
+
+
+def find_items(storage: Storage, user_id: str, ids: Sequence[str]) -> dict[str, list[str]]:
+    """Which table holds each of ``ids`` among ``user_id``'s rows (tables with an
+    ``id`` column): ``{table: [ids]}``. Ids of other users are not found: an unknown id
+    raises :class:`NotFoundError` naming the field ``ids``.
+
+    >>> from tiers.storage import Storage
+    >>> find_items(Storage(None), "ada", ["fact_x"])
+    Traceback (most recent call last):
+    ...
+    unified_memory.errors.NotFoundError: ids: user 'ada' has no items with these ids: ['fact_x']
+    """
+    wanted = list(dict.fromkeys(ids))
+    found: dict[str, list[str]] = {}
+    seen: set[str] = set()
+    for table in user_tables(storage):
+        if table.name in DERIVED_TABLES or "id" not in table.column_names:
+            continue
+        for start in range(0, len(wanted), 500):
+            part = wanted[start:start + 500]
+            rows = storage.execute(f"SELECT id FROM {quote_name(table.name)} WHERE user_id = ? AND id IN "
+                                   f"({','.join('?' * len(part))})", [user_id, *part]).fetchall()
+            for (item_id,) in rows:
+                if item_id not in seen:
+                    seen.add(item_id)
+                    found.setdefault(table.name, []).append(item_id)
+    missing = [i for i in wanted if i not in seen]
+    if missing:
+        raise NotFoundError(f"ids: user {user_id!r} has no items with these ids: {missing[:10]}"
+                            + (f" (and {len(missing) - 10} more)" if len(missing) > 10 else ""), field="ids")
+    return found
+
+
+def delete_items(storage: Storage, user_id: str, items: Mapping[str, Sequence[str]]
+                 ) -> dict[str, list[dict[str, Any]]]:
+    """Delete these rows of ``user_id`` (``{table: [ids]}``, see :func:`find_items`) and,
+    following foreign keys, the rows that reference them (a message's window entry, a
+    removed entity's triples); returns the deleted rows per table. Call inside
+    ``storage.atomic()``."""
+    tables = {t.name: t for t in user_tables(storage)}
+    deleted: dict[str, list[dict[str, Any]]] = {}
+
+    visited: set[tuple[str, str, Any]] = set()
+
+    def remove(name: str, column: str, values: list[Any]) -> None:
+        values = [v for v in values if (name, column, v) not in visited]  # a cycle of references ends
+        visited.update((name, column, v) for v in values)
+        for start in range(0, len(values), 500):
+            part = values[start:start + 500]
+            marks = ",".join("?" * len(part))
+            rows = storage.query(f"SELECT * FROM {quote_name(name)} WHERE user_id = ? AND {quote_name(column)} IN ({marks})",
+                                 [user_id, *part])
+            if not rows:
+                continue
+            for other in tables.values():  # what references these rows goes first
+                for ref_column, target, target_column in other.references:
+                    if target == name:
+                        remove(other.name, ref_column, list({r[target_column] for r in rows}))
+            storage.execute(f"DELETE FROM {quote_name(name)} WHERE user_id = ? AND {quote_name(column)} IN ({marks})",
+                            [user_id, *part])
+            deleted.setdefault(name, []).extend(rows)
+
+    for name, ids in items.items():
+        if name not in tables or "id" not in tables[name].column_names:
+            raise StorageError(f"delete: {name!r} is not a table of user items")
+        remove(name, "id", list(ids))
+    return deleted
+
+
+def prune_embeddings(storage: Storage, user_id: str, live_texts: Iterable[str]) -> int:
+    """Delete ``user_id``'s cached embeddings (every model) of texts not in
+    ``live_texts``; returns how many. Call inside ``storage.atomic()``.
+
+    >>> from tiers.storage import Storage
+    >>> store = Storage(None)
+    >>> with store.atomic():
+    ...     _ = store.execute("INSERT INTO embeddings VALUES ('ada', 'm', ?, 1, x'00000000')", [content_hash("hi")])
+    ...     prune_embeddings(store, "ada", ["hello"])
+    1
+    """
+    live = {content_hash(text) for text in live_texts}
+    stored = storage.execute("SELECT rowid, content_hash FROM embeddings WHERE user_id = ?", [user_id]).fetchall()
+    dead = [[rowid] for rowid, key in stored if key not in live]
+    storage.executemany("DELETE FROM embeddings WHERE rowid = ?", dead)
+    return len(dead)
