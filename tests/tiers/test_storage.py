@@ -122,7 +122,7 @@ def test_writers_of_one_process_take_turns_without_starving(tmp_path):
     process writing one busy file. SQLite's polling let a writer that had waited long
     lose the lock again and again to newcomers, past its busy timeout ("database is
     locked") although no transaction held the lock that long. The writers of a process
-    now take turns (tiers.storage._WriterQueue): each waits about one round of the others."""
+    now take turns (tiers.writers.WriterQueue): each waits about one round of the others."""
     path = tmp_path / "m.db"
     Storage(path).close()
     writers, hold, timeout_ms, run = 8, 0.04, 1500, 4.0

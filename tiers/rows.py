@@ -1,0 +1,99 @@
+"""What goes into rows and selects them: fresh ids, JSON columns, metadata and recall filters.
+
+Every value a filter compares is a parameter, never spliced into the SQL.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from typing import Any
+
+from tiers.scope import Scope
+from unified_memory.errors import invalid, wrong_type
+
+__all__ = ["new_id", "dumps", "loads", "metadata_where", "recall_filter"]
+
+
+def new_id(prefix: str) -> str:
+    """A fresh unique id with a readable prefix.
+
+    >>> new_id("fact").startswith("fact_")
+    True
+    """
+    return f"{prefix}_{uuid.uuid4().hex}"
+
+
+def dumps(value: Any) -> str:
+    """JSON-encode a stored value (compact, strict: no NaN).
+
+    >>> dumps({"a": 1})
+    '{"a":1}'
+    """
+    return json.dumps(value, separators=(",", ":"), allow_nan=False, ensure_ascii=False)
+
+
+def loads(text: str | None, default: Any = None) -> Any:
+    """Decode a stored JSON value; ``None`` gives ``default``.
+
+    >>> loads('[1, 2]'), loads(None, {})
+    ([1, 2], {})
+    """
+    if text is None:
+        return default
+    return json.loads(text)
+
+
+def metadata_where(where: dict[str, Any] | None, column: str = "metadata") -> tuple[str, list[Any]]:
+    """SQL (and params) keeping rows whose JSON ``column`` has every ``key: value`` of ``where``.
+
+    Values must be JSON scalars (str, int, float, bool or None; None also matches a
+    missing key); keys and values are
+    passed as parameters, never spliced into the SQL.
+
+    >>> metadata_where({"topic": "food"})
+    ("(json_type(metadata, ?) = 'text' AND json_extract(metadata, ?) = ?)", ['$."topic"', '$."topic"', 'food'])
+    """
+    if not where:
+        return "1", []
+    if not isinstance(where, dict):
+        raise wrong_type("where", "dict", where)
+    clauses: list[str] = []
+    params: list[Any] = []
+    for key, value in where.items():
+        if not isinstance(key, str) or not key or '"' in key or "\\" in key:
+            raise invalid("where", f"keys must be non-empty strings without quotes or backslashes, got {key!r}")
+        path = f'$."{key}"'
+        if value is None:
+            clauses.append(f"COALESCE(json_type({column}, ?), 'null') = 'null'")
+            params.append(path)
+        elif isinstance(value, bool):
+            clauses.append(f"json_type({column}, ?) = ?")
+            params += [path, "true" if value else "false"]
+        elif isinstance(value, int | float):
+            clauses.append(f"(json_type({column}, ?) IN ('integer', 'real') AND json_extract({column}, ?) = ?)")
+            params += [path, path, value]
+        elif isinstance(value, str):
+            clauses.append(f"(json_type({column}, ?) = 'text' AND json_extract({column}, ?) = ?)")
+            params += [path, path, value]
+        else:
+            raise wrong_type(f"where[{key!r}]", "str, int, float, bool or None", value)
+    return " AND ".join(clauses), params
+
+
+def recall_filter(scope: Scope, *, where: dict[str, Any] | None, since: float | None,
+                  time_column: str) -> tuple[str, list[Any]]:
+    """SQL (and params) for what a recall may see: the scope's user and agent, the
+    metadata equalities of ``where``, and ``time_column >= since`` when given.
+
+    >>> recall_filter(Scope("ada"), where=None, since=5.0, time_column="created_at")
+    ('user_id = ? AND 1 AND 1 AND created_at >= ?', ['ada', 5.0])
+    """
+    agent_sql, agent_params = scope.agent_clause()
+    where_sql, where_params = metadata_where(where)
+    sql = f"user_id = ? AND {agent_sql} AND {where_sql}"
+    params: list[Any] = [scope.user_id, *agent_params, *where_params]
+    if since is not None:
+        sql += f" AND {time_column} >= ?"
+        params.append(since)
+    return sql, params
