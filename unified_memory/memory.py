@@ -501,8 +501,9 @@ class UnifiedMemory(ReadingMethods, FactWritingMethods, AsyncMethods):
         importances = [backend.scorer(m.content) if m.role == "user" and m.content else 0.0 for m in messages]
         tokens = message_token_counts(messages, backend.count_tokens)
         with self._write():
-            if extract:
-                before = backend.window.messages(self._scope, last=CONTEXT_MESSAGES)
+            # the extractor's context: only when a message of a promoted role is there to extract from
+            before = (backend.window.messages(self._scope, last=CONTEXT_MESSAGES)
+                      if extract and any(m.role in backend.promoter.roles and m.content for m in messages) else [])
             logged = backend.log.append(self._scope, messages, now=now, importances=importances)
             if extract:
                 report = self._promote(logged, now=now, source="turn", extractor=extractor, context=before)
