@@ -49,7 +49,7 @@ from _synthetic import synthetic_facts  # noqa: E402
 from tiers.storage import Storage  # noqa: E402
 from tiers.vectors import EmbeddingCache  # noqa: E402
 from unified_memory import UnifiedMemory  # noqa: E402
-from unified_memory.retrieval import shared_default_embedder  # noqa: E402
+from unified_memory.retrieval.method import shared_default_embedder  # noqa: E402
 
 TARGET = 0.90
 BATCH = 64

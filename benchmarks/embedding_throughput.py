@@ -65,7 +65,7 @@ sys.path.insert(0, str(ROOT))
 from _report import library_version, publish, sources_digest  # noqa: E402
 
 from unified_memory import UnifiedMemory  # noqa: E402
-from unified_memory.retrieval import shared_default_embedder  # noqa: E402
+from unified_memory.retrieval.method import shared_default_embedder  # noqa: E402
 
 TARGET = 0.90
 BATCH = 64

@@ -225,7 +225,7 @@ def main(argv: list[str] | None = None) -> int:
 
     model_load = None
     if any(r != "lexical" for r in args.retrieval):  # load the shared model once, outside every run
-        from unified_memory.retrieval import shared_default_embedder
+        from unified_memory.retrieval.method import shared_default_embedder
 
         embedder = shared_default_embedder()
         if embedder is not None:

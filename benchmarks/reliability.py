@@ -5,7 +5,7 @@ Usage::
     python benchmarks/reliability.py                 # the CI-sized run (as in .ci/run)
     python benchmarks/reliability.py --scale 3       # three times the kills, examples and rounds
 
-Runs ``pytest tests/reliability tests/unified_memory/test_redaction.py`` with ``UM_RELIABILITY_SCALE`` and collects the figures
+Runs ``pytest tests/reliability tests/unified_memory/privacy/test_redaction.py`` with ``UM_RELIABILITY_SCALE`` and collects the figures
 each test reports through its ``figures`` fixture (kills survived, concurrent writers and
 operations, random operations, bad inputs tried, leaks and losses found) into
 ``benchmarks/results/reliability.md``. The run fails — and the report says so — when
@@ -97,7 +97,7 @@ def main(argv: list[str] | None = None) -> int:
         env = {**os.environ, "UM_RELIABILITY_REPORT": str(figures), "UM_RELIABILITY_SCALE": str(args.scale),
                "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
         pytest = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/reliability",
-                  "tests/unified_memory/test_redaction.py"]
+                  "tests/unified_memory/privacy/test_redaction.py"]
         if args.k:
             pytest += ["-k", args.k]
         start = time.perf_counter()

@@ -3,7 +3,7 @@
 ``@remember(mem)`` wraps ``Agent.run``: before each call the memories relevant to
 the message are put in front of ``self.system_prompt``; after it, the turn is
 logged and facts, entities and triples are extracted from it — here by the same
-model, through :class:`~unified_memory.llm_extraction.LLMExtractor` (which falls
+model, through :class:`~unified_memory.extraction.llm_extractor.LLMExtractor` (which falls
 back to the offline rules when the model is down or answers badly).
 
 Configuration (environment variables, read on first use, never at import):
@@ -35,8 +35,8 @@ import sys
 from typing import Any
 
 from unified_memory import UnifiedMemory, remember
-from unified_memory.llm import LLMError, OpenAICompatibleLLM
-from unified_memory.llm_extraction import LLMExtractor
+from unified_memory.agents.llm import LLMError, OpenAICompatibleLLM
+from unified_memory.extraction.llm_extractor import LLMExtractor
 
 _llm: OpenAICompatibleLLM | None = None
 

@@ -55,9 +55,9 @@ def lexical_by_default(request, monkeypatch):
     ``embeddings``: unit tests stay fast and exact; tests that want dense retrieval
     pass an embedder or carry the mark (and then get the real bundled model)."""
     if request.node.get_closest_marker("embeddings") is None:
-        import unified_memory.retrieval
+        import unified_memory.retrieval.method
 
-        monkeypatch.setattr(unified_memory.retrieval, "embeddings_available", lambda: False)
+        monkeypatch.setattr(unified_memory.retrieval.method, "embeddings_available", lambda: False)
 
 
 @pytest.fixture(autouse=True, scope="session")

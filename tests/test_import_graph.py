@@ -17,8 +17,8 @@ PACKAGES = ("scoring", "tiers", "unified_memory")
 # What is left to untangle (issue 15): the coordinator and the modules that take it as an argument
 # (ingest, transfer, the decorator).
 KNOWN = [
-    {"unified_memory", "unified_memory.agent", "unified_memory.ingest", "unified_memory.memory",
-     "unified_memory.transfer"},
+    {"unified_memory", "unified_memory.agents.remember", "unified_memory.io.ingest", "unified_memory.memory",
+     "unified_memory.io.jsonl"},
 ]
 
 

@@ -54,26 +54,26 @@ __version__ = "0.1.0"
 
 _LAZY = {
     "UnifiedMemory": "unified_memory.memory",
-    "remember": "unified_memory.agent",
-    "register_store": "unified_memory.agent",
-    "get_store": "unified_memory.agent",
+    "remember": "unified_memory.agents.remember",
+    "register_store": "unified_memory.agents.remember",
+    "get_store": "unified_memory.agents.remember",
     "MemoryEvent": "unified_memory.events",
-    "LLMExtractor": "unified_memory.llm_extraction",
-    "ExtractiveSummarizer": "unified_memory.summary",
-    "LLMSummarizer": "unified_memory.summary",
+    "LLMExtractor": "unified_memory.extraction.llm_extractor",
+    "ExtractiveSummarizer": "unified_memory.extraction.summarizers",
+    "LLMSummarizer": "unified_memory.extraction.summarizers",
     "Summarizer": "unified_memory.protocols",
-    "OpenAICompatibleLLM": "unified_memory.llm",
-    "as_llm": "unified_memory.llm",
-    "MemoryTool": "unified_memory.tools",
-    "memory_tools": "unified_memory.tools",
-    "remember_tool": "unified_memory.tools",
-    "recall_tool": "unified_memory.tools",
-    "run_tool_call": "unified_memory.tools",
-    "RuleExtractor": "unified_memory.extraction",
+    "OpenAICompatibleLLM": "unified_memory.agents.llm",
+    "as_llm": "unified_memory.agents.llm",
+    "MemoryTool": "unified_memory.agents.tools",
+    "memory_tools": "unified_memory.agents.tools",
+    "remember_tool": "unified_memory.agents.tools",
+    "recall_tool": "unified_memory.agents.tools",
+    "run_tool_call": "unified_memory.agents.tools",
+    "RuleExtractor": "unified_memory.extraction.rules",
     "HeuristicImportanceScorer": "scoring.importance",
     "score_importance": "scoring.importance",
     "assess_importance": "scoring.importance",
-    "make_token_counter": "unified_memory.tokens",
+    "make_token_counter": "unified_memory.retrieval.tokens",
     "Embedder": "unified_memory.protocols",
     "Extractor": "unified_memory.protocols",
     "ImportanceScorer": "unified_memory.protocols",
@@ -81,35 +81,35 @@ _LAZY = {
     "LLM": "unified_memory.protocols",
     "TokenCounter": "unified_memory.protocols",
     "VectorIndex": "unified_memory.protocols",
-    "Conversation": "unified_memory.conversation",
-    "ConversationState": "unified_memory.conversation_state",
-    "ConversationLog": "unified_memory.conversation_log",
-    "CompactionConfig": "unified_memory.compaction",
-    "CompactionStats": "unified_memory.compaction",
-    "SummarizationConfig": "unified_memory.compaction",
-    "ToolTruncationConfig": "unified_memory.compaction",
-    "compact": "unified_memory.compaction",
-    "context_window": "unified_memory.model_windows",
-    "register_model": "unified_memory.model_windows",
+    "Conversation": "unified_memory.conversation.engine",
+    "ConversationState": "unified_memory.conversation.state",
+    "ConversationLog": "unified_memory.conversation.log",
+    "CompactionConfig": "unified_memory.conversation.compaction",
+    "CompactionStats": "unified_memory.conversation.compaction",
+    "SummarizationConfig": "unified_memory.conversation.compaction",
+    "ToolTruncationConfig": "unified_memory.conversation.compaction",
+    "compact": "unified_memory.conversation.compaction",
+    "context_window": "unified_memory.conversation.model_windows",
+    "register_model": "unified_memory.conversation.model_windows",
     "ConversationStore": "unified_memory.protocols",
     "Redactor": "unified_memory.protocols",
-    "SecretRedactor": "unified_memory.redaction",
-    "redact_secrets": "unified_memory.redaction",
+    "SecretRedactor": "unified_memory.privacy.secrets",
+    "redact_secrets": "unified_memory.privacy.secrets",
     "InMemoryConversationStore": "tiers.sessions",
     "JSONConversationStore": "tiers.sessions",
     "SQLiteConversationStore": "tiers.sessions",
     "RedisConversationStore": "tiers.sessions",
-    "IngestReport": "unified_memory.ingest",
-    "ingest_file": "unified_memory.ingest",
-    "MemoryMaxTokensStrategy": "unified_memory.strategies",
-    "MemoryMaxMessagesStrategy": "unified_memory.strategies",
-    "SummarizerStrategy": "unified_memory.strategies",
-    "NeuralyzerStrategy": "unified_memory.strategies",
-    "MemoryStrategies": "unified_memory.strategies",
-    "StrategyOutcome": "unified_memory.strategies",
-    "load_strategies": "unified_memory.strategies",
-    "load_short_term_strategy": "unified_memory.strategies",
-    "load_long_term_strategy": "unified_memory.strategies",
+    "IngestReport": "unified_memory.io.ingest",
+    "ingest_file": "unified_memory.io.ingest",
+    "MemoryMaxTokensStrategy": "unified_memory.conversation.strategies",
+    "MemoryMaxMessagesStrategy": "unified_memory.conversation.strategies",
+    "SummarizerStrategy": "unified_memory.conversation.strategies",
+    "NeuralyzerStrategy": "unified_memory.conversation.strategies",
+    "MemoryStrategies": "unified_memory.conversation.strategies",
+    "StrategyOutcome": "unified_memory.conversation.strategies",
+    "load_strategies": "unified_memory.conversation.strategies",
+    "load_short_term_strategy": "unified_memory.conversation.strategies",
+    "load_long_term_strategy": "unified_memory.conversation.strategies",
 }
 
 __all__ = [
@@ -141,24 +141,44 @@ if TYPE_CHECKING:
         RedisConversationStore,
         SQLiteConversationStore,
     )
-    from unified_memory.agent import get_store, register_store, remember
-    from unified_memory.compaction import (
+    from unified_memory.agents.llm import OpenAICompatibleLLM, as_llm
+    from unified_memory.agents.remember import get_store, register_store, remember
+    from unified_memory.agents.tools import (
+        MemoryTool,
+        memory_tools,
+        recall_tool,
+        remember_tool,
+        run_tool_call,
+    )
+    from unified_memory.conversation.compaction import (
         CompactionConfig,
         CompactionStats,
         SummarizationConfig,
         ToolTruncationConfig,
         compact,
     )
-    from unified_memory.conversation import Conversation
-    from unified_memory.conversation_log import ConversationLog
-    from unified_memory.conversation_state import ConversationState
+    from unified_memory.conversation.engine import Conversation
+    from unified_memory.conversation.log import ConversationLog
+    from unified_memory.conversation.model_windows import context_window, register_model
+    from unified_memory.conversation.state import ConversationState
+    from unified_memory.conversation.strategies import (
+        MemoryMaxMessagesStrategy,
+        MemoryMaxTokensStrategy,
+        MemoryStrategies,
+        NeuralyzerStrategy,
+        StrategyOutcome,
+        SummarizerStrategy,
+        load_long_term_strategy,
+        load_short_term_strategy,
+        load_strategies,
+    )
     from unified_memory.events import MemoryEvent
-    from unified_memory.extraction import RuleExtractor
-    from unified_memory.ingest import IngestReport, ingest_file
-    from unified_memory.llm import OpenAICompatibleLLM, as_llm
-    from unified_memory.llm_extraction import LLMExtractor
+    from unified_memory.extraction.llm_extractor import LLMExtractor
+    from unified_memory.extraction.rules import RuleExtractor
+    from unified_memory.extraction.summarizers import ExtractiveSummarizer, LLMSummarizer
+    from unified_memory.io.ingest import IngestReport, ingest_file
     from unified_memory.memory import UnifiedMemory
-    from unified_memory.model_windows import context_window, register_model
+    from unified_memory.privacy.secrets import SecretRedactor, redact_secrets
     from unified_memory.protocols import (
         LLM,
         ConversationStore,
@@ -171,21 +191,7 @@ if TYPE_CHECKING:
         TokenCounter,
         VectorIndex,
     )
-    from unified_memory.redaction import SecretRedactor, redact_secrets
-    from unified_memory.strategies import (
-        MemoryMaxMessagesStrategy,
-        MemoryMaxTokensStrategy,
-        MemoryStrategies,
-        NeuralyzerStrategy,
-        StrategyOutcome,
-        SummarizerStrategy,
-        load_long_term_strategy,
-        load_short_term_strategy,
-        load_strategies,
-    )
-    from unified_memory.summary import ExtractiveSummarizer, LLMSummarizer
-    from unified_memory.tokens import make_token_counter
-    from unified_memory.tools import MemoryTool, memory_tools, recall_tool, remember_tool, run_tool_call
+    from unified_memory.retrieval.tokens import make_token_counter
 
 
 def __getattr__(name: str) -> Any:

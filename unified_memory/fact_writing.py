@@ -16,7 +16,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from unified_memory.errors import invalid, wrong_type
-from unified_memory.promotion import PromotionReport, Proposal
+from unified_memory.extraction.promotion import PromotionReport, Proposal
 from unified_memory.types import ExtractedFact, ExtractedTriple, Message
 from unified_memory.validation import check_metadata, check_text, check_ttl_days, check_unit
 

@@ -26,21 +26,21 @@ from tiers.long_term import EvictionWeights, LongTermFacts
 from tiers.short_term import ShortTermWindow
 from tiers.storage import Scope, Storage
 from tiers.summaries import ConversationSummaries
-from tiers.window import message_token_counts
+from tiers.trimming import message_token_counts
 from unified_memory.async_api import AsyncMethods
 from unified_memory.config import MemoryConfig
 from unified_memory.errors import StorageError, wrong_type
 from unified_memory.events import EventBus, MemoryEvent
-from unified_memory.extraction import RuleExtractor
+from unified_memory.extraction.promotion import CONTEXT_MESSAGES, Promoter, PromotionReport
+from unified_memory.extraction.rules import RuleExtractor
+from unified_memory.extraction.summarizers import ExtractiveSummarizer
 from unified_memory.fact_writing import FactWritingMethods
-from unified_memory.promotion import CONTEXT_MESSAGES, Promoter, PromotionReport
+from unified_memory.io.jsonl import export_jsonl, forget, import_jsonl
+from unified_memory.privacy.redaction import Scrubber, make_scrubber
 from unified_memory.protocols import Embedder, Extractor, Reranker, Summarizer, VectorIndex
 from unified_memory.reading import ReadingMethods
-from unified_memory.retrieval import Dense, setup_dense
-from unified_memory.scrubbing import Scrubber, make_scrubber
-from unified_memory.summary import ExtractiveSummarizer
-from unified_memory.tokens import make_token_counter
-from unified_memory.transfer import export_jsonl, forget, import_jsonl
+from unified_memory.retrieval.method import Dense, setup_dense
+from unified_memory.retrieval.tokens import make_token_counter
 from unified_memory.types import (
     Message,
     utc_from_timestamp,
@@ -92,7 +92,7 @@ class UnifiedMemory(ReadingMethods, FactWritingMethods, AsyncMethods):
     :class:`~unified_memory.protocols.Extractor`), ``token_counter`` (``str -> int``),
     ``clock`` (``() -> POSIX seconds``, for tests and replays) and ``redactor``
     (``str -> str``, run on every text before it is stored; ``redact_secrets=True``
-    uses :class:`~unified_memory.redaction.SecretRedactor`).
+    uses :class:`~unified_memory.privacy.secrets.SecretRedactor`).
 
     >>> mem = UnifiedMemory(None, user_id="ada", importance_threshold=0.5)
     >>> mem.config.importance_threshold
@@ -301,7 +301,7 @@ class UnifiedMemory(ReadingMethods, FactWritingMethods, AsyncMethods):
         errors name the file and line. Facts, entities and relations are extracted from the
         users' messages as they are written (``extract=None`` follows
         ``config.extract_on_write``; ``False`` leaves the log as history only). Returns an
-        :class:`~unified_memory.ingest.IngestReport` (see :func:`~unified_memory.ingest.ingest_file`
+        :class:`~unified_memory.io.ingest.IngestReport` (see :func:`~unified_memory.io.ingest.ingest_file`
         for users and sessions).
 
         >>> import json, os, tempfile
@@ -312,7 +312,7 @@ class UnifiedMemory(ReadingMethods, FactWritingMethods, AsyncMethods):
         ...     mem.ingest(path).messages_added, mem.ingest(path).messages_added
         (1, 0)
         """
-        from unified_memory.ingest import ingest_file
+        from unified_memory.io.ingest import ingest_file
 
         return ingest_file(self, path, format=format, user_id=user_id, progress=progress, extract=extract)
 

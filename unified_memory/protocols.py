@@ -37,7 +37,7 @@ class ImportanceScorer(Protocol):
 @runtime_checkable
 class Redactor(Protocol):
     """Scrubs secrets out of a text before it is stored: any callable ``str -> str``
-    (see :class:`~unified_memory.redaction.SecretRedactor`). It should be idempotent:
+    (see :class:`~unified_memory.privacy.secrets.SecretRedactor`). It should be idempotent:
     redacting a redacted text changes nothing."""
 
     def __call__(self, text: str) -> str: ...
@@ -106,7 +106,7 @@ class VectorIndex(Protocol):
 @runtime_checkable
 class Reranker(Protocol):
     """Re-scores the best recall hits for a query (e.g. a cross-encoder): one score per
-    text, higher is better. See :mod:`unified_memory.rerank`."""
+    text, higher is better. See :mod:`unified_memory.retrieval.rerank`."""
 
     def rerank(self, query: str, texts: Sequence[str]) -> Sequence[float]: ...
 
@@ -114,7 +114,7 @@ class Reranker(Protocol):
 @runtime_checkable
 class Summarizer(Protocol):
     """Folds messages that left the short-term window into the conversation's running
-    summary: ``summarize(previous, messages) -> new summary`` (see :mod:`unified_memory.summary`)."""
+    summary: ``summarize(previous, messages) -> new summary`` (see :mod:`unified_memory.extraction.summarizers`)."""
 
     def summarize(self, previous: str, messages: Sequence[Message]) -> str: ...
 

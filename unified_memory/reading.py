@@ -16,10 +16,10 @@ from typing import Any, Literal
 
 from tiers.entities import USER_ENTITY, EntityGraph
 from tiers.storage import SCHEMA_VERSION
-from unified_memory.context import assemble
 from unified_memory.errors import invalid, wrong_type
-from unified_memory.recall import federated_recall, first_person
-from unified_memory.rerank import rerank
+from unified_memory.retrieval.context import assemble
+from unified_memory.retrieval.federation import federated_recall, first_person
+from unified_memory.retrieval.rerank import rerank
 from unified_memory.types import (
     TIERS,
     ContextBlock,
@@ -128,7 +128,7 @@ class ReadingMethods:
 
     def context(self, query: str | None = None, *, max_tokens: int | None = None,
                 include_conversation: bool = True, limit: int | None = None) -> ContextBlock:
-        """A token-budgeted memory block for the next LLM call (see :mod:`unified_memory.context`).
+        """A token-budgeted memory block for the next LLM call (see :mod:`unified_memory.retrieval.context`).
 
         With a query, the block holds the facts, entities and past episodes relevant
         to it; without one, the most important facts and most mentioned entities.

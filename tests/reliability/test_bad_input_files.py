@@ -393,7 +393,7 @@ def test_path_readers_refuse_special_files(tmp_path, export_bytes) -> None:
     from tiers.sessions import JSONConversationStore
     from unified_memory import Conversation
     from unified_memory.compat._marsys_kg import MemoryManager
-    from unified_memory.strategies import load_strategies
+    from unified_memory.conversation.strategies import load_strategies
 
     for what, path in special_paths(tmp_path, export_bytes, "file.jsonl"):
         with UnifiedMemory() as mem:
@@ -480,7 +480,11 @@ _STRATEGIES = {
 @FUZZ
 @given(data=st.data(), name=st.sampled_from(sorted(_STRATEGIES)))
 def test_strategy_loaders_refuse_bad_config_files(tmp_path_factory, data, name) -> None:
-    from unified_memory.strategies import load_long_term_strategy, load_short_term_strategy, load_strategies
+    from unified_memory.conversation.strategies import (
+        load_long_term_strategy,
+        load_short_term_strategy,
+        load_strategies,
+    )
 
     loader = {"strategies.json": load_strategies, "short.json": load_short_term_strategy,
               "long.json": load_long_term_strategy}[name]
@@ -579,7 +583,7 @@ def log_file(tmp_path_factory) -> bytes:
 @given(data=st.data())
 def test_conversation_log_refuses_bad_lines_untouched(tmp_path_factory, log_file, data) -> None:
     from unified_memory import Conversation
-    from unified_memory.conversation_log import ConversationLog
+    from unified_memory.conversation.log import ConversationLog
 
     how, body = data.draw(mutated(log_file, "jsonl"), label="mutation")
     folder = tmp_path_factory.mktemp("log")
@@ -665,8 +669,8 @@ def test_damaged_index_snapshots_are_ignored(snapshot_parts, data, part) -> None
 def test_corrupt_tiktoken_cache_is_refused_not_used(tmp_path_factory, monkeypatch, body) -> None:
     import tiktoken.registry
 
-    from unified_memory import tokens
     from unified_memory.errors import DependencyError
+    from unified_memory.retrieval import tokens
 
     encoding = next((e for e in ("r50k_base", "p50k_base", "gpt2") if e not in tiktoken.registry.ENCODINGS), None)
     if encoding is None:
@@ -687,7 +691,7 @@ def test_corrupt_tiktoken_cache_is_refused_not_used(tmp_path_factory, monkeypatc
 
 
 def test_tiktoken_cache_special_files(tmp_path, monkeypatch) -> None:
-    from unified_memory import tokens
+    from unified_memory.retrieval import tokens
 
     for what, path in special_paths(tmp_path, b"x", "cache"):
         monkeypatch.setenv("TIKTOKEN_CACHE_DIR", str(path.parent))

@@ -24,9 +24,9 @@ from hypothesis import strategies as st
 
 from tests.reliability.conftest import record_figures, scaled
 from unified_memory import ContextConfig, Message, UnifiedMemory, recall_tool, remember
-from unified_memory.context import HIT_SECTIONS, assemble
-from unified_memory.llm_extraction import _transcript
-from unified_memory.summary import transcript
+from unified_memory.extraction.llm_extractor import _transcript
+from unified_memory.extraction.summarizers import transcript
+from unified_memory.retrieval.context import HIT_SECTIONS, assemble
 
 TITLES = {"facts": "## Facts", "entities": "## Entities", "episodes": "## Episodes",
           "conversation": "## Conversation"}

@@ -50,7 +50,7 @@ from hypothesis.stateful import (
 
 from tests.reliability.conftest import scaled
 from unified_memory import MemoryValueError, NotFoundError, UnifiedMemory, remember
-from unified_memory.tools import recall_tool, remember_tool
+from unified_memory.agents.tools import recall_tool, remember_tool
 
 USERS = ("u1", "u2", "u3", "u4")
 AGENTS = (None, "a1", "a2")

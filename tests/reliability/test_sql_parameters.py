@@ -18,7 +18,7 @@ import sqlite3
 import pytest
 
 from unified_memory import MemoryValueError, NotFoundError, SQLiteConversationStore, UnifiedMemory
-from unified_memory.conversation import Conversation
+from unified_memory.conversation.engine import Conversation
 from unified_memory.testing import FakeEmbedder
 
 CANARY = "zq9canary"

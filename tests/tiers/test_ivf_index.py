@@ -197,7 +197,7 @@ def test_bad_parameters_name_the_field(kwargs, field, error):
 
 
 def test_vector_config_fields_reach_the_index():
-    from unified_memory.retrieval import _vector_index
+    from unified_memory.retrieval.method import _vector_index
 
     config = MemoryConfig(vectors=VectorConfig(approximate_above=1234, nprobe=7))
     index = _vector_index(config, None)

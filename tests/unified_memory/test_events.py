@@ -6,7 +6,7 @@ import pytest
 
 import unified_memory.events
 from unified_memory import MemoryValueError, UnifiedMemory
-from unified_memory.extraction import RuleExtractor
+from unified_memory.extraction.rules import RuleExtractor
 
 
 def test_doctests():

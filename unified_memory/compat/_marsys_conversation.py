@@ -18,16 +18,16 @@ from typing import Any, Literal
 
 from pydantic import Field, ValidationError
 
-from unified_memory.compaction import (
+from unified_memory.compat._common import llm_dict
+from unified_memory.config import _Config, coerce_config, config_error
+from unified_memory.conversation.compaction import (
     CompactionConfig,
     CompactionPolicy,
     SummarizationConfig,
     ToolTruncationConfig,
     summary_message,
 )
-from unified_memory.compat._common import llm_dict
-from unified_memory.config import _Config, coerce_config, config_error
-from unified_memory.conversation import Conversation
+from unified_memory.conversation.engine import Conversation
 from unified_memory.errors import NotFoundError, invalid, wrong_type
 from unified_memory.events import MemoryEvent
 from unified_memory.types import Message
@@ -246,7 +246,7 @@ def _fields_of(message: Any) -> dict[str, Any]:
 
 class ActiveContextPolicyConfig(CompactionPolicy):
     """How managed memory reduces its context (MARSYS' ``active_context``): the engine's
-    :class:`~unified_memory.compaction.CompactionPolicy` under MARSYS' name.
+    :class:`~unified_memory.conversation.compaction.CompactionPolicy` under MARSYS' name.
 
     >>> ActiveContextPolicyConfig(excluded_processors=["summarization"]).processor_order[1]
     'summarization'
@@ -271,7 +271,7 @@ class ManagedMemoryConfig(_Config):
         return self.compaction_config().target()
 
     def compaction_config(self) -> CompactionConfig:
-        """The engine's :class:`~unified_memory.compaction.CompactionConfig` for these settings."""
+        """The engine's :class:`~unified_memory.conversation.compaction.CompactionConfig` for these settings."""
         policy = self.active_context.model_dump()
         try:
             return CompactionConfig(token_threshold=self.threshold_tokens,

@@ -22,9 +22,9 @@ from unified_memory.compat._marsys_conversation import (
     ManagedConversationMemory,
     ManagedMemoryConfig,
 )
-from unified_memory.context import clean_item
-from unified_memory.conversation import Conversation
+from unified_memory.conversation.engine import Conversation
 from unified_memory.errors import MemoryTypeError, MemoryValueError, NotFoundError, StorageError, invalid
+from unified_memory.retrieval.context import clean_item
 from unified_memory.types import LONE_SURROGATE
 
 __all__ = ["KGMemory", "MemoryManager"]
@@ -56,7 +56,7 @@ class KGMemory(ConversationMemory):
         self._memory = memory
         self._extractor: Any = None
         if model is not None:
-            from unified_memory.llm_extraction import LLMExtractor
+            from unified_memory.extraction.llm_extractor import LLMExtractor
 
             self._extractor = LLMExtractor(model)
 

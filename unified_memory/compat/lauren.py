@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from tiers.sessions import InMemoryConversationStore
-from unified_memory.conversation import Conversation
+from unified_memory.conversation.engine import Conversation
 from unified_memory.errors import wrong_type
 from unified_memory.protocols import ConversationStore
 from unified_memory.types import Message

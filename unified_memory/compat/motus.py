@@ -23,11 +23,15 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from unified_memory.compaction import CompactionConfig, ToolTruncationConfig, truncate_tool_results
 from unified_memory.compat._common import as_message, llm_dict
 from unified_memory.config import coerce_config
-from unified_memory.conversation import Conversation
-from unified_memory.conversation_state import ConversationState
+from unified_memory.conversation.compaction import (
+    CompactionConfig,
+    ToolTruncationConfig,
+    truncate_tool_results,
+)
+from unified_memory.conversation.engine import Conversation
+from unified_memory.conversation.state import ConversationState
 from unified_memory.errors import ConfigError, invalid, wrong_type
 from unified_memory.types import Message
 
@@ -62,7 +66,7 @@ class CompactionMemoryConfig(BaseModel):
         return value or uuid.uuid4().hex
 
     def compaction_config(self) -> CompactionConfig:
-        """The engine's :class:`~unified_memory.compaction.CompactionConfig` for these settings.
+        """The engine's :class:`~unified_memory.conversation.compaction.CompactionConfig` for these settings.
 
         >>> CompactionMemoryConfig(token_threshold=1000).compaction_config().target()
         600

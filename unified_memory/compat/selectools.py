@@ -18,7 +18,7 @@ from collections.abc import Iterable, Mapping
 from enum import StrEnum
 from typing import Any
 
-from unified_memory.conversation import Conversation
+from unified_memory.conversation.engine import Conversation
 from unified_memory.errors import wrong_type
 from unified_memory.types import Message
 from unified_memory.validation import check_limit

@@ -216,7 +216,7 @@ def test_compaction_base_subclass_gets_auto_compaction():
     class Mine(CompactionBase):
         pass
 
-    from unified_memory.conversation import Conversation
+    from unified_memory.conversation.engine import Conversation
 
     memory = Mine(conversation=Conversation(compaction={"token_threshold": 200},
                                             compact_fn=lambda msgs, sp: "summary text"))

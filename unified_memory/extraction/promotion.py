@@ -1,0 +1,164 @@
+"""Promotion: what leaves the short-term window becomes long-term knowledge.
+
+Each due message of a promoted role goes through the extractor; its proposed
+facts pass the importance filter (the extractor's importance, else the pluggable
+scorer) into long-term memory, which reinforces what it knows and supersedes what
+is contradicted; entities and triples go to the graph. The messages are marked
+promoted in the same transaction, so promotion happens once, across restarts too.
+
+    >>> from tiers.storage import Storage, Scope
+    >>> from tiers.episodic import EpisodicLog
+    >>> from tiers.long_term import LongTermFacts
+    >>> from tiers.entities import EntityGraph
+    >>> from unified_memory.extraction.rules import RuleExtractor
+    >>> from unified_memory.types import Message
+    >>> store = Storage(None)
+    >>> log, facts, graph = EpisodicLog(store), LongTermFacts(store), EntityGraph(store)
+    >>> promoter = Promoter(log, facts, graph, extractor=RuleExtractor(), scorer=lambda t: 0.9,
+    ...                     threshold=0.7, roles=("user",))
+    >>> with store.atomic():
+    ...     _ = log.append(Scope("ada"), [Message(role="user", content="I live in Lisbon")], now=0.0,
+    ...                    importances=[0.9])
+    ...     report = promoter.promote(Scope("ada"), log.due_for_promotion(Scope("ada")), now=1.0,
+    ...                               source="promotion")
+    >>> report.messages, [f.text for f in facts.list(Scope("ada"))]
+    (1, ['I live in Lisbon'])
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from tiers.entities import EntityGraph
+from tiers.episodic import EpisodicLog, LoggedMessage
+from tiers.long_term import FactInput, LongTermFacts
+from tiers.storage import Scope
+from unified_memory.protocols import Extractor
+from unified_memory.types import ExtractedFact, Extraction, Message
+
+__all__ = ["Promoter", "PromotionReport", "Proposal", "fact_inputs", "CONTEXT_MESSAGES"]
+
+CONTEXT_MESSAGES = 4
+"""How many preceding messages an extractor sees with each message it extracts from."""
+
+
+@dataclass(slots=True)
+class PromotionReport:
+    """What one promotion run did."""
+
+    messages: int = 0
+    facts_created: list[str] = field(default_factory=list)
+    facts_reinforced: list[str] = field(default_factory=list)
+    facts_superseded: list[str] = field(default_factory=list)
+    entities: int = 0
+    triples: int = 0
+
+
+def fact_inputs(extracted: Sequence[ExtractedFact], *, scorer: Callable[[str], float], threshold: float,
+                message: Message | None, source: str, metadata: dict | None = None,
+                ttl_days: float | None = None) -> list[FactInput]:
+    """The proposed facts that clear ``threshold``, as long-term inputs carrying the
+    source turn's id, time and metadata (or the given ``metadata``).
+
+    >>> [f.text for f in fact_inputs([ExtractedFact(text="I'm Ada", importance=0.9)],
+    ...                               scorer=lambda t: 0.0, threshold=0.7, message=None, source="remember")]
+    ["I'm Ada"]
+    """
+    at = message.created_at.timestamp() if message is not None and message.created_at else None
+    if metadata is None:
+        metadata = dict(message.metadata) if message is not None else {}
+    sources = [message.id] if message is not None and message.id else []
+    out: list[FactInput] = []
+    for fact in extracted:
+        importance = fact.importance if fact.importance is not None else float(scorer(fact.text))
+        if importance < threshold:
+            continue
+        out.append(FactInput(
+            text=fact.text, importance=min(1.0, max(0.0, importance)), category=fact.category,
+            confidence=fact.confidence, subject=fact.subject, attribute=fact.attribute, value=fact.value,
+            metadata=dict(metadata), ttl_days=ttl_days, source=source, source_message_ids=list(sources),
+            valid_from=at,
+        ))
+    return out
+
+
+@dataclass(slots=True)
+class Proposal:
+    """One extraction to store, with the message it came from (if any) and options:
+    ``metadata`` (default: the message's) and ``ttl_days`` for its facts."""
+
+    extraction: Extraction
+    message: Message | None = None
+    metadata: dict | None = None
+    ttl_days: float | None = None
+
+
+class Promoter:
+    """Promotes logged messages of one scope into facts, entities and triples (call
+    inside ``storage.atomic()``; the memory passes the messages due for promotion)."""
+
+    def __init__(self, log: EpisodicLog, facts: LongTermFacts, graph: EntityGraph, *, extractor: Extractor,
+                 scorer: Callable[[str], float], threshold: float, roles: Sequence[str]) -> None:
+        self.log = log
+        self.facts = facts
+        self.graph = graph
+        self.extractor = extractor
+        self.scorer = scorer
+        self.threshold = threshold
+        self.roles = tuple(roles)
+
+    def promote(self, scope: Scope, logged: Sequence[LoggedMessage], *, now: float,
+                source: str, extractor: Extractor | None = None,
+                context: Sequence[Message] = ()) -> PromotionReport:
+        """Extract from these logged messages (those of a promoted role) and store what is
+        found; mark them promoted so leaving the window later does not extract them again.
+        ``extractor`` replaces the memory's own for these messages. Each message is
+        extracted with the messages before it as context: ``context`` (what preceded these
+        in the conversation), then the earlier ones of ``logged``, at most
+        :data:`CONTEXT_MESSAGES` of them (so "Lisbon" answering "Where do you live?" is
+        understood)."""
+        report = PromotionReport(messages=len(logged))
+        if not logged:
+            return report
+        extractor = extractor or self.extractor
+        history = [*context, *(m.message for m in logged)]
+        offset = len(context)
+        proposals = [
+            Proposal(extractor.extract(message, context=history[max(0, at - CONTEXT_MESSAGES):at]), message=message)
+            for at, message in enumerate(history[offset:], start=offset)
+            if message.role in self.roles and message.content
+        ]
+        self.store(scope, proposals, now=now, report=report, source=source)
+        self.log.mark_promoted([m.seq for m in logged])
+        return report
+
+    def store(self, scope: Scope, proposals: Sequence[Proposal], *, now: float, report: PromotionReport,
+              source: str, threshold: float | None = None) -> list[list[str]]:
+        """Write extractions: the facts over the threshold in one batch (so duplicates
+        within it reinforce each other), then all entities and triples. Returns, per
+        proposal, the ids of its facts (created or reinforced)."""
+        limit = self.threshold if threshold is None else threshold
+        batches = [fact_inputs(p.extraction.facts, scorer=self.scorer, threshold=limit, message=p.message,
+                               source=source, metadata=p.metadata, ttl_days=p.ttl_days) for p in proposals]
+        flat = [item for batch in batches for item in batch]
+        written = self.facts.add(scope, flat, now=now) if flat else []
+        for write in written:
+            (report.facts_created if write.action == "created" else report.facts_reinforced).append(write.id)
+            report.facts_superseded.extend(write.superseded)
+        ids: list[list[str]] = []
+        position = 0
+        for proposal, batch in zip(proposals, batches, strict=True):
+            ids.append([w.id for w in written[position:position + len(batch)]])
+            position += len(batch)
+            message, extraction = proposal.message, proposal.extraction
+            when = message.created_at.timestamp() if message is not None and message.created_at else now
+            metadata = proposal.metadata if proposal.metadata is not None else (
+                dict(message.metadata) if message is not None else {})
+            if extraction.entities:
+                report.entities += len(self.graph.upsert(scope, extraction.entities, now=when, metadata=metadata))
+            if extraction.triples:
+                report.triples += len(self.graph.add_triples(
+                    scope, extraction.triples, now=when, metadata=metadata,
+                    source_message_id=message.id if message is not None else None))
+        return ids

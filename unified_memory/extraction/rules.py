@@ -1,0 +1,296 @@
+"""The default, offline fact/entity/triple extractor: :class:`RuleExtractor`.
+
+Deterministic regex rules, no model. Each informative sentence of a message
+becomes one :class:`~unified_memory.types.ExtractedFact` (the user's own
+wording), with a slot ``(subject, attribute, value)`` when one is recognised so a
+newer fact can supersede an older one: ``("user", "residence", "Lisbon")``,
+``("maria", "job_title", "nurse")``, ``("wife", "name", "Jo")``.
+
+Choices worth knowing:
+
+* Multi-valued facts (allergies, intolerances, foods avoided, likes and
+  dislikes, medical conditions, pets) get ``attribute=None``: a second allergy
+  must not supersede the first. Their relations still appear as triples
+  (``allergic_to``, ``likes``, ``has_condition``, ``has_dog``...).
+* A negated statement ("I don't live in Paris anymore", "I'm not allergic to
+  anything") is kept as a fact without a slot and yields no triple.
+* One fact per statement. A sentence is cut into clauses at "and I", "but I",
+  "; " and dashes when each side says something of its own ("I live in Lisbon
+  and I work at Acme" gives two facts, so a later employer supersedes Acme); a
+  side that leans on the other ("... and I visit her") stays with it. When one
+  clause fills several slots ("I work at Acme as an engineer") the first one is
+  the fact's slot; the others are triples.
+* Objects stop at the clause boundary ("peanuts, so never suggest ..." gives
+  ``peanuts``), and a bare reminder of something said before ("Remember my
+  allergy.") is neither a fact nor a triple.
+* Only ``user`` messages yield facts about the user. In other roles "I" is the
+  assistant (or a tool), so only statements about named third persons are kept.
+* ``message.name`` (a speaker name) is the subject of the user's triples and
+  entities; the fact slot's subject stays ``"user"``.
+* Dates, weekdays and months are never entities; they stay in the fact text.
+* A short answer to the assistant's question ("Where do you live?" -> "Lisbon")
+  becomes a templated fact ("I live in Lisbon") with confidence 0.8.
+
+    >>> from unified_memory.types import Message
+    >>> out = RuleExtractor().extract(Message(role="user", content="My sister Maria lives in Lisbon."))
+    >>> [(t.subject, t.predicate, t.object) for t in out.triples]
+    [('user', 'has_sister', 'Maria'), ('Maria', 'lives_in', 'Lisbon')]
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Sequence
+from typing import Any
+
+from scoring._importance_rules import REMINDER, hedged
+from scoring.importance import HeuristicImportanceScorer, assess_importance, split_sentences
+from unified_memory.errors import wrong_type
+from unified_memory.extraction._patterns import ATTRIBUTE_CATEGORY, COMMON, Hit, find_hits, mentions
+from unified_memory.protocols import ImportanceScorer
+from unified_memory.types import ExtractedEntity, ExtractedFact, ExtractedTriple, Extraction, Message
+
+__all__ = ["RuleExtractor"]
+
+_FIRST_PERSON = re.compile(r"\b(?:i|i'm|i've|i'd|i'll|me|my|mine|myself|we|we're|our|us)\b", re.I)
+# Where a sentence may hold two statements: "I live in Lisbon and I work at Acme", "...; I'm 34", " - ".
+_CLAUSE_SPLIT = re.compile(r"\s*(?:;|\s[-\u2013\u2014]+\s|[\u2013\u2014])\s*(?:(?:and|but|so|plus)\s+(?=(?:i|we)\b))?|"
+                           r",?\s+(?:and|but|so|plus)\s+(?:also\s+|then\s+|now\s+)?(?=(?:i|we)\b)", re.I)
+_F = "hi|hello|hey|hiya|ok|okay|oh|so|well|yes|yeah|yep|great|perfect|cool|nice|sure|btw|also|anyway|and|but"
+_FILLER = re.compile(rf"(?:(?:{_F})(?:\s+there)?(?:\s*[,!:]|\s+(?=(?:{_F})\b))\s*)+", re.I)
+_THEM = re.compile(r"\b(?:he|she|him|her|they|them)\b", re.I)  # "... and I visit her": leans on the clause before
+_QSTART = re.compile(r"^\W*(?:what|what's|where|when|who|whom|whose|why|how|which|can|could|would|will|should|"
+                     r"do|does|did|is|are|was|were|am|have|has|tell|give|show|write|explain|help)\b", re.I)
+_WH_STATEMENT = re.compile(r"^\W*(?:what|where|when|who|why|how|which)\s+(?!(?:is|are|was|were|do|does|did|can|"
+                           r"could|would|should|will)\b)\w", re.I)  # "When I was ten, I moved ..."
+_BOUNDARY = re.compile(r"[,;:]|\bbut\b|\bso\b", re.I)
+_MEMORY_REQUEST = re.compile(r"\b(?:remember|note|keep\s+in\s+mind)\s+(?:that\s+)?", re.I)
+# assistant question -> (template for the user's short answer, what to strip from the answer)
+_QUESTIONS: tuple[tuple[re.Pattern[str], str, str], ...] = tuple((re.compile(q, re.I), t, strip) for q, t, strip in (
+    (r"\bwhere\s+(?:do\s+you\s+live|are\s+you\s+(?:based|living))\b|\bwhat\s+city\s+do\s+you\s+live",
+     "I live in {}", r"(?:i\s+live\s+)?(?:in\s+)?"),
+    (r"\bwhere\s+are\s+you\s+from\b|\bwhere\s+did\s+you\s+grow\s+up\b", "I'm from {}", r"(?:i'm\s+from\s+|from\s+)?"),
+    (r"\bwhat(?:'s|\s+is)\s+your\s+name\b|\bwhat\s+should\s+i\s+call\s+you\b", "My name is {}",
+     r"(?:it's\s+|i'm\s+|my\s+name\s+is\s+)?"),
+    (r"\bwhere\s+do\s+you\s+work\b|\bwho\s+do\s+you\s+work\s+for\b", "I work at {}", r"(?:at\s+|for\s+)?"),
+    (r"\bwhat\s+do\s+you\s+do\s+for\s+(?:a\s+living|work)\b|\bwhat(?:'s|\s+is)\s+your\s+(?:job|occupation)\b",
+     "I work as {}", r"(?:i'm\s+|i\s+am\s+)?"),
+    (r"\bhow\s+old\s+are\s+you\b", "I'm {} years old", r"(?:i'm\s+)?"),
+    (r"\bwhen\s+is\s+your\s+birthday\b", "My birthday is {}", r"(?:it's\s+|on\s+)?"),
+    (r"\bwhat(?:'s|\s+is)\s+your\s+fav(?:ou?rite|e)\s+(\w+)", "My favorite {0} is {1}", r"(?:it's\s+|probably\s+)?"),
+))
+
+
+class RuleExtractor:
+    """Offline, deterministic :class:`~unified_memory.protocols.Extractor` built on regex rules.
+
+    ``importance_scorer`` (default :class:`~scoring.importance.HeuristicImportanceScorer`) fills
+    each fact's ``importance``. A sentence no pattern recognises is still proposed (without a
+    slot) when the heuristic finds it informative, or when a custom scorer rates it 0.5 or more;
+    the caller's importance threshold then decides what is kept.
+
+    >>> from unified_memory.types import Message
+    >>> fact = RuleExtractor().extract(Message(role="user", content="I just moved to Berlin")).facts[0]
+    >>> (fact.subject, fact.attribute, fact.value, fact.category)
+    ('user', 'residence', 'Berlin', 'location')
+    """
+
+    def __init__(self, importance_scorer: ImportanceScorer | None = None) -> None:
+        if importance_scorer is not None and not callable(importance_scorer):
+            raise wrong_type("importance_scorer", "a callable str -> float", importance_scorer)
+        self.importance_scorer: ImportanceScorer = importance_scorer or HeuristicImportanceScorer()
+
+    def __repr__(self) -> str:
+        return f"RuleExtractor(importance_scorer={self.importance_scorer!r})"
+
+    def extract(self, message: Message, *, context: Sequence[Message] = ()) -> Extraction:
+        """Propose facts, entities and triples from one message (``context``: the messages before it).
+
+        >>> from unified_memory.types import Message
+        >>> ex = RuleExtractor().extract(Message(role="user", content="Lisbon"),
+        ...     context=[Message(role="assistant", content="Where do you live?")])
+        >>> ex.facts[0].text, ex.facts[0].value
+        ('I live in Lisbon', 'Lisbon')
+        """
+        if not isinstance(message, Message):
+            raise wrong_type("message", "Message", message)
+        original = message.text()
+        text = original.replace("\u2019", "'").replace("\u2018", "'")  # same length: sentences line up
+        if not text.strip():
+            return Extraction()
+        is_user = message.role == "user"
+        speaker = (message.name or "").strip() or "user" if is_user else "user"
+        out = _Builder(speaker)
+        sentences = split_sentences(text)
+        wordings = sentences if original == text else split_sentences(original)
+        for sentence, wording in zip(sentences, wordings, strict=True):
+            spans = _clauses(sentence) if is_user else [(0, len(sentence))]
+            for start, end in spans:
+                filler = _FILLER.match(sentence, start, end)  # "Hi, I'm Ada": the fact is "I'm Ada"
+                start = filler.end() if filler and filler.end() < end else start
+                clause = wording[start:end].strip(" ,;:-\u2013\u2014")
+                clause = clause[:1].upper() + clause[1:] if start else clause
+                self._sentence(sentence[start:end].strip(" ,;:-\u2013\u2014"), is_user, out, clause)
+        if is_user and not out.facts and context:
+            self._short_answer(text.strip(), context[-1], out)
+        if speaker != "user" and any(t.subject == speaker for t in out.triples.values()):
+            out.entity(speaker, "person", {"relation": "self"})
+        return Extraction(facts=out.facts, entities=list(out.entities.values()), triples=list(out.triples.values()))
+
+    def _importance(self, text: str) -> float | None:
+        value = float(self.importance_scorer(text))
+        return None if math.isnan(value) else min(1.0, max(0.0, value))
+
+    def _sentence(self, sentence: str, is_user: bool, out: _Builder, wording: str | None = None) -> None:
+        asked = _question_start(sentence)
+        request = _MEMORY_REQUEST.search(sentence)
+        told = request.end() if request else len(sentence) + 1
+        hits = [h for h in find_hits(sentence) if h.start < asked or h.start >= told]
+        if not is_user:  # "I" / "my" is the assistant's: keep statements about named third persons only
+            hits = [h for h in hits if not h.who.is_user and h.who.relation is None]
+        if not hits and REMINDER.match(sentence):  # "Remember my allergy.": nothing new to store
+            return
+        for name, kind in mentions(sentence):
+            out.entity(name, kind, {})
+        for hit in hits:
+            if not hit.negated:
+                out.add_hit(hit)
+        slots = [h for h in hits if h.attribute and not h.negated]
+        primary = next((h for h in slots if h.attribute != "relation"), slots[0] if slots else None)
+        heuristic = isinstance(self.importance_scorer, HeuristicImportanceScorer)
+        assessment = self.importance_scorer.assess(sentence) if heuristic else assess_importance(sentence)
+        importance = assessment.score if heuristic else self._importance(sentence)
+        if primary is None and not hits:  # no pattern: keep it if the heuristic or the given scorer rates it
+            informative = assessment.score >= 0.7 or (assessment.category not in (None, "general")
+                                                      and assessment.score >= 0.5)
+            informative = informative or (not heuristic and importance is not None and importance >= 0.5)
+            if not (is_user and informative and asked > 0):
+                return
+        subject = (primary or hits[0]).who.key if (primary or hits) else (
+            "user" if _FIRST_PERSON.search(sentence) else None)
+        attribute = primary.attribute if primary else None
+        value = primary.value if primary else None
+        if primary and attribute == "relation":  # "my sister Maria": (maria, relation, sister)
+            value = primary.who.relation
+        category = ATTRIBUTE_CATEGORY.get(attribute or "") or ("preference" if attribute and attribute.startswith(
+            "favorite_") else None) or (hits[0].category if hits else None) or assessment.category
+        if primary and primary.who.relation and attribute in ("name", "relation"):
+            category = "relationship"
+        out.facts.append(ExtractedFact(
+            text=wording or sentence, importance=importance, category=category, subject=subject,
+            attribute=attribute, value=value,
+            confidence=0.7 if hedged(sentence, (primary or hits[0]).start if hits else 0) else 1.0))
+
+    def _short_answer(self, answer: str, previous: Message, out: _Builder) -> None:
+        """Turn a short answer to the assistant's question into a templated fact, when it is one."""
+        words = answer.rstrip(".!").split()
+        if previous.role != "assistant" or not 1 <= len(words) <= 5 or answer.endswith("?"):
+            return
+        for pattern, template, strip in _QUESTIONS:
+            m = pattern.search(previous.text())
+            if m is None:
+                continue
+            value = re.sub(r"^" + strip, "", answer.rstrip(".!"), flags=re.I).strip()
+            if not value or value.split()[0].lower() in COMMON or len(value.split()) > 4:
+                return
+            sentence = template.format(m.group(1).lower(), value) if m.groups() else template.format(value)
+            before = len(out.facts)
+            self._sentence(sentence, True, out)
+            for fact in out.facts[before:]:
+                fact.confidence = 0.8
+            return
+
+
+def _question_start(sentence: str) -> int:
+    """Where the question or request part of a sentence starts (``len(sentence)`` when there is none).
+
+    >>> _question_start("I'm vegan, can you suggest recipes?")
+    10
+    """
+    m = _QSTART.match(sentence)
+    if m and (sentence.rstrip().endswith("?") or not _WH_STATEMENT.match(sentence)):
+        return 0
+    if sentence.rstrip().endswith("?"):
+        cuts = list(_BOUNDARY.finditer(sentence))
+        return cuts[-1].end() if cuts else 0
+    return len(sentence)
+
+
+def _clauses(sentence: str) -> list[tuple[int, int]]:
+    """Spans of the statements in a sentence: it is cut at "and I", "; ", " - "... where both sides say
+    something on their own (a recognised relation, or an informative statement); a side that does not
+    ("and I visit her every other weekend") stays with the clause before it.
+
+    >>> s = "I live in Lisbon and I work at Acme"
+    >>> [s[a:b] for a, b in _clauses(s)]
+    ['I live in Lisbon', 'I work at Acme']
+    """
+    cuts = list(_CLAUSE_SPLIT.finditer(sentence))
+    if not cuts:
+        return [(0, len(sentence))]
+    spans: list[list[int]] = []
+    for start, end in zip([0, *(c.end() for c in cuts)], [*(c.start() for c in cuts), len(sentence)], strict=True):
+        piece = sentence[start:end]
+        alone = bool(find_hits(piece)) or assess_importance(piece).score >= 0.7
+        if spans and (not alone or _THEM.search(piece)):
+            spans[-1][1] = end
+        elif spans and not spans[-1][2]:  # the clause before says nothing on its own: it joins this one
+            spans[-1][1:] = [end, 1]
+        else:
+            spans.append([start, end, int(alone)])
+    return [(a, b) for a, b, _ in spans]
+
+
+class _Builder:
+    """Collects entities and triples (deduplicated, in first-seen order) and facts."""
+
+    def __init__(self, speaker: str) -> None:
+        self.speaker = speaker
+        self.facts: list[ExtractedFact] = []
+        self.entities: dict[str, ExtractedEntity] = {}
+        self.triples: dict[tuple[str, str, str], ExtractedTriple] = {}
+
+    def entity(self, name: str, kind: str, attributes: dict[str, Any]) -> None:
+        name = name.strip()
+        if not name:
+            return
+        known = self.entities.get(name.lower())
+        if known is None:
+            self.entities[name.lower()] = ExtractedEntity(name=name, type=kind, attributes=dict(attributes))
+            return
+        known.attributes = {**known.attributes, **attributes}
+        if known.type == "thing" and kind != "thing":
+            known.type = kind
+
+    def triple(self, subject: str, predicate: str, obj: str) -> None:
+        if subject and predicate and obj:
+            self.triples.setdefault((subject, predicate, obj), ExtractedTriple(
+                subject=subject, predicate=predicate, object=obj))
+
+    def add_hit(self, hit: Hit) -> None:
+        who = hit.who
+        display = self.speaker if who.is_user else who.name or f"{self.speaker}'s {who.relation or who.key}"
+        if who.name and hit.attribute != "relation":
+            attrs = {"relation": who.relation} if who.relation else {}
+            if hit.attribute:
+                attrs[hit.attribute] = hit.value
+            self.entity(who.name, "animal" if who.relation in _ANIMALS else "person", attrs)
+        if hit.attribute == "relation":
+            kind = "animal" if hit.kind == "animal" or who.relation in _ANIMALS else "person"
+            self.entity(hit.value, kind, {"relation": who.relation})
+            self.triple(self.speaker, hit.predicate, hit.value)
+            return
+        if hit.predicate == "name" and not who.is_user:
+            self.entity(hit.value, "person", {"relation": who.relation} if who.relation else {})
+            return  # "my wife's name is Jo": has_wife already says it
+        if hit.predicate == "name":
+            self.entity(hit.value, "person", {"relation": "self"})
+        elif hit.kind in ("place", "organization") and hit.value[:1].isupper():
+            self.entity(hit.value, hit.kind, {})
+        elif hit.kind == "animal":
+            self.entity(hit.value, "animal", dict(hit.extra))
+        self.triple(display, hit.predicate, hit.value)
+
+
+_ANIMALS = frozenset("dog cat puppy kitten parrot rabbit hamster horse bird turtle snake lizard fish pony".split())

@@ -1,0 +1,195 @@
+"""Summarize-on-trim: what leaves the short-term window is folded into a running summary.
+
+The default :class:`ExtractiveSummarizer` is offline and deterministic: it keeps
+the most important sentences (by the importance scorer) of the previous summary
+and the trimmed messages, within ``max_chars``, in the order they were said.
+:class:`LLMSummarizer` asks a (cheaper) chat model to update the summary and falls
+back to the extractive one when the model fails or answers nothing usable.
+
+    >>> from unified_memory.types import Message
+    >>> summary = ExtractiveSummarizer(max_chars=40).summarize("", [
+    ...     Message(role="user", content="Hi there! I'm allergic to peanuts."),
+    ...     Message(role="assistant", content="Noted.")])
+    >>> summary
+    "user: I'm allergic to peanuts."
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from scoring.importance import HeuristicImportanceScorer
+from unified_memory.errors import LLMError, invalid
+from unified_memory.retrieval.context import clean_item
+from unified_memory.types import Message
+from unified_memory.validation import check_messages, check_text
+
+__all__ = ["ExtractiveSummarizer", "LLMSummarizer", "llm_compact_fn", "summarizer_compact_fn", "transcript"]
+
+_SENTENCE = re.compile(r"(?<=[.!?])\s+")
+_LOG = logging.getLogger(__name__)
+
+
+def _units(previous: str, messages: Sequence[Message]) -> list[str]:
+    """Summary lines so far, then one ``speaker: sentence`` line per sentence of the messages."""
+    units = [line.strip() for line in previous.splitlines() if line.strip()]
+    for message in messages:
+        if not message.content or message.role not in ("user", "assistant"):
+            continue
+        speaker = message.name or message.role
+        for sentence in _SENTENCE.split(" ".join(message.content.split())):
+            if sentence:
+                units.append(f"{speaker}: {sentence}")
+    return list(dict.fromkeys(units))
+
+
+class ExtractiveSummarizer:
+    """Keeps the most important sentences within ``max_chars`` (deterministic, offline).
+
+    >>> ExtractiveSummarizer(max_chars=100).summarize("user: I live in Lisbon.", [])
+    'user: I live in Lisbon.'
+    """
+
+    def __init__(self, *, max_chars: int = 1200, scorer: Callable[[str], float] | None = None) -> None:
+        if isinstance(max_chars, bool) or not isinstance(max_chars, int) or max_chars < 20:
+            raise invalid("max_chars", f"must be an int of at least 20, got {max_chars!r}")
+        self.max_chars = max_chars
+        self.scorer = scorer or HeuristicImportanceScorer()
+
+    def summarize(self, previous: str, messages: Sequence[Message]) -> str:
+        """The new running summary: one line per kept sentence, oldest first."""
+        units = _units(check_text("previous", previous, allow_empty=True), check_messages("messages", messages))
+        # The speaker prefix does not count towards importance; later sentences win ties.
+        ranked = sorted(range(len(units)), key=lambda i: (-self.scorer(units[i].split(": ", 1)[-1]), -i))
+        kept, used = set(), 0
+        for i in ranked:
+            cost = len(units[i]) + (1 if kept else 0)
+            if used + cost <= self.max_chars:
+                kept.add(i)
+                used += cost
+        return "\n".join(units[i] for i in sorted(kept))
+
+
+class LLMSummarizer:
+    """Updates the summary with a chat model (``as_llm``-compatible), e.g. a cheap
+    ``summarize_model``; anything unusable falls back to ``fallback`` (extractive).
+
+    >>> s = LLMSummarizer(lambda messages: "Ada is allergic to peanuts.")
+    >>> s.summarize("", [Message(role="user", content="I'm allergic to peanuts")])
+    'Ada is allergic to peanuts.'
+    """
+
+    def __init__(self, llm: Any, *, max_chars: int = 1200, fallback: Any = None) -> None:
+        from unified_memory.agents.llm import as_llm
+
+        self.llm = as_llm(llm)
+        self.max_chars = max_chars
+        self.fallback = fallback or ExtractiveSummarizer(max_chars=max_chars)
+        self.fallbacks = 0
+
+    def summarize(self, previous: str, messages: Sequence[Message]) -> str:
+        """The model's updated summary, or the fallback's."""
+        text = transcript(messages)
+        prompt = [
+            {"role": "system", "content": (
+                "You maintain the running summary of a conversation for an assistant's memory. "
+                f"Update the summary with the new messages. Keep facts about the user, decisions and open "
+                f"tasks; drop small talk. Answer with the summary only, at most {self.max_chars} characters.")},
+            {"role": "user", "content": f"Summary so far:\n{previous or '(empty)'}\n\nNew messages:\n{text}"},
+        ]
+        try:
+            reply = self.llm.complete(prompt)
+        except Exception as exc:  # noqa: BLE001 - the summary must not fail the write
+            _LOG.warning("summarizer LLM failed (%s); using the extractive summary", exc)
+            reply = None
+        if not isinstance(reply, str) or not reply.strip():
+            self.fallbacks += 1
+            return self.fallback.summarize(previous, messages)
+        text = reply.strip()
+        return text if len(text) <= self.max_chars else text[: self.max_chars - 1].rstrip() + "…"
+
+
+def transcript(messages: Sequence[Message]) -> str:
+    """The messages as plain text for a summarising model: one line each, tool calls as
+    ``name(arguments)``, tool results labelled, images counted, system messages left out.
+
+    >>> print(transcript([Message(role="user", content="hi", name="Ada"),
+    ...     Message(role="assistant", tool_calls=[{"id": "1", "function": {"name": "f", "arguments": "{}"}}]),
+    ...     Message(role="tool", content="42", tool_call_id="1")]))
+    Ada (user): hi
+    assistant called f({})
+    tool result: 42
+    """
+    lines = []
+    for m in messages:
+        if m.role == "system":
+            continue
+        speaker = f"{m.name} ({m.role})" if m.name else m.role
+        text = " ".join((m.content or "").split())
+        if text:
+            lines.append(f"{speaker}: {text}" if m.role != "tool"
+                         else f"tool result{f' from {m.name}' if m.name else ''}: {text}")
+        for call in m.tool_calls or ():
+            function = call.get("function") if isinstance(call.get("function"), dict) else {}
+            arguments = function.get("arguments", "")
+            if not isinstance(arguments, str):
+                arguments = json.dumps(arguments, ensure_ascii=False)
+            lines.append(f"{speaker} called {function.get('name') or call.get('name') or 'a tool'}({arguments})")
+        if m.images:
+            lines.append(f"{speaker}: [{len(m.images)} image(s)]")
+    # clean_item: a name, text or tool argument cannot start a forged line of the transcript
+    return "\n".join(clean_item(line) for line in lines)
+
+
+_COMPACT_PROMPT = (
+    "You compact the history of a conversation between a user and an AI agent so the agent can continue "
+    "it without the original messages. Write a continuation summary: the user's goal and preferences, facts "
+    "learned, decisions made, tool results that still matter, and open tasks. Be specific (names, numbers, "
+    "ids); drop small talk. Answer with the summary only.")
+
+
+def llm_compact_fn(llm: Any, *, instructions: str | None = None) -> Callable[[list[Message], str | None], str]:
+    """A ``compact_fn(messages, system_prompt) -> str`` that asks a chat model (e.g. a cheaper
+    compaction model) for the summary; a failed call or an empty answer raises :class:`LLMError`.
+
+    >>> fn = llm_compact_fn(lambda messages: "Ada wants tea.")
+    >>> fn([Message(role="user", content="I'd like tea")], "You are a barista.")
+    'Ada wants tea.'
+    """
+    from unified_memory.agents.llm import as_llm
+
+    model = as_llm(llm)
+    system = _COMPACT_PROMPT + (f"\n\n{instructions}" if instructions else "")
+
+    def compact_fn(messages: list[Message], system_prompt: str | None) -> str:
+        agent = f"The agent's system prompt:\n{system_prompt}\n\n" if system_prompt else ""
+        prompt = [{"role": "system", "content": system},
+                  {"role": "user", "content": f"{agent}Conversation to compact:\n{transcript(messages)}"}]
+        try:
+            reply = model.complete(prompt)
+        except LLMError:
+            raise
+        except Exception as exc:
+            raise LLMError(f"llm: the compaction model failed: {type(exc).__name__}: {exc}", field="llm") from exc
+        if not isinstance(reply, str) or not reply.strip():
+            raise LLMError("llm: the compaction model answered no summary", field="llm")
+        return reply.strip()
+
+    return compact_fn
+
+
+def summarizer_compact_fn(summarizer: Any) -> Callable[[list[Message], str | None], str]:
+    """A ``compact_fn`` from a :class:`~unified_memory.protocols.Summarizer` (offline by default).
+
+    >>> fn = summarizer_compact_fn(ExtractiveSummarizer())
+    >>> "allergic to peanuts" in fn([Message(role="user", content="I'm allergic to peanuts")], None)
+    True
+    """
+    def compact_fn(messages: list[Message], system_prompt: str | None) -> str:
+        return summarizer.summarize("", messages)
+
+    return compact_fn

@@ -1,0 +1,3 @@
+"""Reading memory back: the retrieval method, federated recall over the tiers, the optional
+reranker, token counting and the token-budgeted context block.
+"""

@@ -1,0 +1,344 @@
+"""Pure, deterministic assembly of a token-budgeted memory block.
+
+:func:`assemble` turns ranked recall hits and the short-term window into one
+fenced block of text for the next LLM call::
+
+    <memory>
+    ## Facts
+    - I'm allergic to peanuts
+    ## Episodes
+    - [2023-05-08] Caroline: I went to the LGBTQ support group yesterday
+    ## Conversation
+    - user: what should I cook tonight?
+    </memory>
+
+**Rendering.** Sections follow ``config.sections``; an empty section is left out,
+header and all, and a block with no item at all is ``""``. Every stored item is
+ONE line starting with ``"- "``, cleaned by :func:`clean_item` (line breaks become
+``" ⏎ "``, tabs spaces, other control and bidi characters are removed, ``& < >``
+are escaped as ``&amp; &lt; &gt;``), so stored text can neither forge a section
+header nor open or close the block. Facts and entities show ``hit.text``; an
+episode shows ``[YYYY-MM-DD] speaker: text`` from ``hit.created_at`` (UTC) and the
+speaker from ``hit.components["speaker"]``, else ``["role"]`` (set by recall)
+(each part left out when missing, a name cut at 40 characters); a conversation message shows
+``name: content`` (``role: content`` without a name; a name that is another role's
+word keeps the real role beside it, ``system (user): ...``; an assistant turn with only
+tool calls shows ``[tool call: name, ...]``). An item is capped at
+``max_item_chars`` characters, cut with ``"…"``. Hits with empty text, empty
+messages and repeated hit ids are skipped.
+
+**Budget.** With a query and ``config.allocation == "score"`` (the default), the
+recalled sections (facts, entities, episodes) share one budget, filled greedily by
+recall score across them, so the best memories get in whatever their tier; the
+conversation keeps its water-filled share (below) against them, and what it leaves
+unused goes to them (their ``SectionUsage.budget`` is what each used). Otherwise
+``max_tokens`` minus the ``<memory>`` frame is shared between the
+non-empty sections by ``config.shares`` (a section's header is paid from its own
+share). Shares are water-filled: a section whose whole content needs less than
+its share takes only what it needs and the rest is re-shared among the others,
+until stable. Each section is then filled greedily in rank order (a hit that does
+not fit is skipped, a later smaller one may still fit; the conversation keeps the
+most recent messages, contiguous, shown oldest first). When the first-ranked item
+alone exceeds its section's room it is truncated with ``"…"`` instead of dropped
+(if at least a few characters fit). Finally the room still unused is offered to
+the sections that left items out, in ``config.sections`` order (waterfall).
+``SectionUsage.budget`` is the room a section was last filled against (header
+included): its water-filled share, or its use plus the room then unused when
+the waterfall gave it more; ``tokens`` is its line-by-line cost.
+Item costs are measured line by line; because a real tokenizer is not additive,
+the whole text is counted at the end and, while it exceeds ``max_tokens``, the
+lowest-ranked item (the oldest message for the conversation) of the section with
+the most items (ties: the later section) is dropped. So
+``block.tokens == count_tokens(block.text) <= max_tokens`` for any counter.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
+
+from unified_memory.config import ContextConfig
+from unified_memory.errors import invalid, wrong_type
+from unified_memory.types import LONE_SURROGATE, ContextBlock, Message, RecallHit, SectionUsage
+
+__all__ = ["assemble", "clean_item", "MAX_ITEM_CHARS", "HIT_SECTIONS"]
+
+MAX_ITEM_CHARS = 2000
+"""The longest an item's text may be, in characters, before it is cut with "…"."""
+HIT_SECTIONS = ("facts", "entities", "episodes")
+_TITLES = {"facts": "Facts", "entities": "Entities", "episodes": "Episodes", "conversation": "Conversation"}
+_MIN_KEPT = 12  # a truncated item keeps at least this many characters of its own text
+_MAX_SPEAKER = 40  # a speaker name longer than this is cut with "…"
+_BREAKS = re.compile(r"[ \t]*(?:[\n\r\v\f\x1c-\x1e\x85\u2028\u2029][ \t]*)+")
+_DROP = re.compile("[\x00-\x08\x0e-\x1b\x1f\x7f-\x84\x86-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069\ufeff]")
+_ESCAPES = str.maketrans({"&": "&amp;", "<": "&lt;", ">": "&gt;"})
+
+
+def clean_item(text: str) -> str:
+    """Make stored text safe and readable on one line (no escaping of ``& < >`` yet).
+
+    >>> clean_item("line one\\r\\n\\n## Facts\\tx\\x00")
+    'line one ⏎ ## Facts x'
+    """
+    text = LONE_SURROGATE.sub("\ufffd", _DROP.sub("", text)).strip()
+    return _BREAKS.sub(" ⏎ ", text).replace("\t", " ").strip()
+
+
+@dataclass(frozen=True)
+class _Item:
+    plain: str  # cleaned, not yet escaped
+    prefix: int  # length of the "[date] speaker: " part of plain
+    line: str
+    cost: int
+    hit: RecallHit | None
+    key: str | None = None  # the hit's id, or the conversation message's id
+
+
+def _item(prefix: str, text: str, hit: RecallHit | None, count: Callable[[str], int], cap: int,
+          key: str | None = None) -> _Item:
+    plain = prefix + text
+    if len(plain) > cap:
+        plain = plain[: max(cap - 1, 1)].rstrip() + "…"
+    line = "- " + plain.translate(_ESCAPES)
+    return _Item(plain, len(prefix), line, count(line + "\n"), hit, key if key is not None else (hit.id if hit else None))
+
+
+def _not_shown(items: list[_Item], shown: set[str]) -> list[_Item]:
+    """``items`` without those the conversation section already shows (a recalled turn of the window)."""
+    return [i for i in items if i.key not in shown] if shown else items
+
+
+def _day(when: datetime) -> str:
+    return (when.astimezone(UTC) if when.tzinfo else when).date().isoformat()
+
+
+_ROLE_WORDS = frozenset({"system", "developer", "assistant", "user", "tool", "function"})
+
+
+def _speaker(name: str, role: str | None = None) -> str:
+    """The shown speaker; a name that is another role's word keeps its real role beside it
+    (a user named "system" shows as ``system (user)``, not as the system)."""
+    name = clean_item(name)
+    name = name if len(name) <= _MAX_SPEAKER else name[: _MAX_SPEAKER - 1].rstrip() + "…"
+    if role and name.strip().casefold() in _ROLE_WORDS and name.strip().casefold() != role.casefold():
+        return f"{name} ({clean_item(role)})"
+    return name
+
+
+def _hit_parts(section: str, hit: RecallHit) -> tuple[str, str]:
+    text = clean_item(hit.text)
+    if not text or section != "episodes":
+        return "", text
+    prefix = f"[{_day(hit.created_at)}] " if hit.created_at is not None else ""
+    who = next((v for k in ("speaker", "role") if isinstance(v := hit.components.get(k), str)
+                and clean_item(v)), None)
+    role = hit.components.get("role")
+    return prefix + (f"{_speaker(who, role if isinstance(role, str) else None)}: " if who else ""), text
+
+
+def _message_parts(message: Message) -> tuple[str, str]:
+    text = clean_item(message.content or "")
+    if not text and message.tool_calls:
+        names = [str(f.get("name") or "?") if isinstance(f := call.get("function"), dict) else "?"
+                 for call in message.tool_calls]
+        text = clean_item("[tool call: " + ", ".join(names) + "]")
+    return f"{_speaker(message.name or '', message.role) or message.role}: ", text
+
+
+def _truncate(item: _Item, room: int, count: Callable[[str], int]) -> _Item | None:
+    """The longest head of ``item`` (cut with "…") whose line costs at most ``room``."""
+    best, low, high = None, item.prefix + _MIN_KEPT, len(item.plain) - 1
+    while low <= high:
+        mid = (low + high) // 2
+        line = "- " + (item.plain[:mid].rstrip() + "…").translate(_ESCAPES)
+        cost = count(line + "\n")
+        if cost <= room:
+            best, low = replace(item, plain=item.plain[:mid].rstrip() + "…", line=line, cost=cost), mid + 1
+        else:
+            high = mid - 1
+    return best
+
+
+def _fill(items: list[_Item], header: int, budget: int, count: Callable[[str], int],
+          contiguous: bool) -> tuple[list[_Item], int]:
+    """Greedy by rank within ``budget`` (header included); returns (chosen, tokens used)."""
+    room, chosen, used = budget - header, [], 0
+    for i, item in enumerate(items):
+        if i == 0 and item.cost > room:
+            item = _truncate(item, room, count) or item
+        if used + item.cost <= room:
+            chosen.append(item)
+            used += item.cost
+        elif contiguous:
+            break
+    return chosen, (header + used if chosen else 0)
+
+
+def _water_fill(available: int, demand: dict[str, int], weights: dict[str, float]) -> dict[str, int]:
+    budgets: dict[str, int] = {}
+    open_, remaining = list(demand), float(available)
+    while open_:
+        total = sum(weights[n] for n in open_)
+        share = {n: remaining * (weights[n] / total if total > 0 else 1 / len(open_)) for n in open_}
+        satisfied = [n for n in open_ if demand[n] <= share[n]]
+        if not satisfied:
+            budgets.update((n, int(share[n])) for n in open_)
+            break
+        for n in satisfied:
+            budgets[n] = demand[n]
+            remaining -= demand[n]
+            open_.remove(n)
+    return budgets
+
+
+def _allocate_by_shares(candidates: dict[str, list[_Item]], headers: dict[str, int], demand: dict[str, int],
+                        available: int, config: ContextConfig, count: Callable[[str], int],
+                        ) -> tuple[dict[str, list[_Item]], dict[str, int], dict[str, int]]:
+    """Each section filled by rank within its water-filled share, then the waterfall."""
+    budgets = _water_fill(available, demand, {n: config.shares.get(n, 0.0) for n in candidates})
+    chosen: dict[str, list[_Item]] = {}
+    used: dict[str, int] = {}
+    for n in sorted(candidates, key=lambda n: n != "conversation"):  # the conversation first: what it shows
+        if n != "conversation":                                       # is not repeated by the recalled sections
+            candidates[n] = _not_shown(candidates[n], {i.key for i in chosen.get("conversation", ()) if i.key})
+        chosen[n], used[n] = _fill(candidates[n], headers[n], budgets[n], count, n == "conversation")
+    for n in candidates:  # waterfall: room left unused goes to sections that left items out
+        spare = available - sum(used.values())
+        if used[n] < demand[n] and used[n] + spare > budgets[n]:
+            budgets[n] = used[n] + spare
+            chosen[n], used[n] = _fill(candidates[n], headers[n], budgets[n], count, n == "conversation")
+    shown = {i.key for i in chosen.get("conversation", ()) if i.key}  # the conversation may have grown
+    for n in candidates:
+        if n != "conversation" and len(kept := _not_shown(chosen[n], shown)) < len(chosen[n]):
+            chosen[n], used[n] = kept, (headers[n] + sum(i.cost for i in kept) if kept else 0)
+    return chosen, used, budgets
+
+
+def _allocate_by_score(candidates: dict[str, list[_Item]], headers: dict[str, int], demand: dict[str, int],
+                       available: int, ranked: list[str], config: ContextConfig, count: Callable[[str], int],
+                       ) -> tuple[dict[str, list[_Item]], dict[str, int], dict[str, int]]:
+    """The recalled sections share one budget, filled by recall score across them (so the
+    best memories get in whichever section they belong to); the conversation keeps its share."""
+    group = {"recalled": sum(demand[n] for n in ranked)}
+    weights = {"recalled": sum(config.shares.get(n, 0.0) for n in ranked)}
+    if "conversation" in candidates:
+        group["conversation"] = demand["conversation"]
+        weights["conversation"] = config.shares.get("conversation", 0.0)
+    shares = _water_fill(available, group, weights)
+    chosen: dict[str, list[_Item]] = {n: [] for n in candidates}
+    used: dict[str, int] = dict.fromkeys(candidates, 0)
+    budgets: dict[str, int] = {}
+    if "conversation" in candidates:
+        budgets["conversation"] = shares["conversation"]
+        chosen["conversation"], used["conversation"] = _fill(
+            candidates["conversation"], headers["conversation"], shares["conversation"], count, True)
+    room = available - used.get("conversation", 0)  # the conversation's unused share is not lost
+    shown = {i.key for i in chosen.get("conversation", ()) if i.key}
+    for n in ranked:
+        candidates[n] = _not_shown(candidates[n], shown)
+    merged = sorted(((item, n, rank) for n in ranked for rank, item in enumerate(candidates[n])),
+                    key=lambda entry: (-entry[0].hit.score, ranked.index(entry[1]), entry[2]))  # type: ignore[union-attr]
+    spent = 0
+    for item, n, _ in merged:
+        cost = item.cost + (0 if chosen[n] else headers[n])
+        if spent + cost <= room:
+            chosen[n].append(item)
+            used[n] += cost
+            spent += cost
+    for n in ranked:
+        budgets[n] = used[n]
+    return chosen, used, budgets
+
+
+def _render(tag: str, order: Sequence[str], chosen: Mapping[str, list[_Item]]) -> str:
+    lines = [f"<{tag}>"]
+    for name in order:
+        items = chosen.get(name) or []
+        if items:
+            lines.append(f"## {_TITLES[name]}")
+            lines.extend(i.line for i in (reversed(items) if name == "conversation" else items))
+    return "\n".join([*lines, f"</{tag}>"])
+
+
+def assemble(*, query: str | None, max_tokens: int, sections: Mapping[str, Sequence[RecallHit]],
+             conversation: Sequence[Message], count_tokens: Callable[[str], int],
+             config: ContextConfig, max_item_chars: int = MAX_ITEM_CHARS) -> ContextBlock:
+    """Assemble a fenced memory block that fits ``max_tokens`` (see the module docstring).
+
+    ``sections`` maps ``"facts"``, ``"entities"``, ``"episodes"`` to hits already
+    ranked best first; ``conversation`` is the short-term window, oldest first.
+
+    >>> from datetime import UTC, datetime
+    >>> from unified_memory.config import ContextConfig
+    >>> from unified_memory.retrieval.tokens import chars_per_token_counter
+    >>> fact = RecallHit(id="f1", tier="long_term", text="I'm allergic to peanuts", score=0.9)
+    >>> block = assemble(query="dinner?", max_tokens=100, sections={"facts": [fact]},
+    ...                  conversation=[Message(role="user", content="what can I cook?")],
+    ...                  count_tokens=chars_per_token_counter, config=ContextConfig())
+    >>> print(block.text)
+    <memory>
+    ## Facts
+    - I'm allergic to peanuts
+    ## Conversation
+    - user: what can I cook?
+    </memory>
+    >>> block.tokens, [h.id for h in block.hits], block.sections["facts"].items
+    (24, ['f1'], 1)
+    """
+    if isinstance(max_tokens, bool) or not isinstance(max_tokens, int):
+        raise wrong_type("max_tokens", "int", max_tokens)
+    if max_tokens < 1:
+        raise invalid("max_tokens", f"must be at least 1, got {max_tokens}")
+    if isinstance(max_item_chars, bool) or not isinstance(max_item_chars, int) or max_item_chars < 2:
+        raise invalid("max_item_chars", f"must be an int of at least 2, got {max_item_chars!r}")
+    unknown = sorted(set(sections) - set(HIT_SECTIONS))
+    if unknown:
+        raise invalid("sections", f"unknown sections {unknown}; expected some of {list(HIT_SECTIONS)} "
+                                  "(the window goes in `conversation`)")
+    tag, order = config.header, tuple(config.sections)
+    candidates: dict[str, list[_Item]] = {}
+    seen: set[str] = set()
+    for name in order:
+        items: list[_Item] = []
+        if name == "conversation":
+            for message in reversed(conversation):  # newest first: recency is the rank
+                prefix, text = _message_parts(message)
+                if text:
+                    items.append(_item(prefix, text, None, count_tokens, max_item_chars, key=message.id))
+        else:
+            for hit in sections.get(name, ()):
+                prefix, text = _hit_parts(name, hit)
+                if text and hit.id not in seen:
+                    seen.add(hit.id)
+                    items.append(_item(prefix, text, hit, count_tokens, max_item_chars))
+        if items:
+            candidates[name] = items
+    headers = {n: count_tokens(f"## {_TITLES[n]}\n") for n in candidates}
+    demand = {n: headers[n] + sum(i.cost for i in candidates[n]) for n in candidates}
+    available = max(max_tokens - count_tokens(f"<{tag}>\n</{tag}>"), 0)
+    ranked = [n for n in candidates if n != "conversation"]
+    if query and query.strip() and config.allocation == "score" and len(ranked) > 1:
+        chosen, used, budgets = _allocate_by_score(candidates, headers, demand, available, ranked, config,
+                                                   count_tokens)
+    else:
+        chosen, used, budgets = _allocate_by_shares(candidates, headers, demand, available, config, count_tokens)
+    text = _render(tag, order, chosen)
+    tokens = count_tokens(text)
+    while tokens > max_tokens and any(chosen.values()):
+        victim = max(reversed(list(chosen)), key=lambda n: len(chosen[n]))  # ties: the later section
+        chosen[victim].pop()
+        text = _render(tag, order, chosen)
+        tokens = count_tokens(text)
+    if not any(chosen.values()):
+        text, tokens = "", 0
+    usage = {}
+    for n in order:
+        got = chosen.get(n, [])
+        usage[n] = SectionUsage(name=n, budget=budgets.get(n, 0), items=len(got),
+                                tokens=headers[n] + sum(i.cost for i in got) if got else 0,
+                                dropped=len(candidates.get(n, ())) - len(got))
+    hits = [i.hit for n in order for i in chosen.get(n, []) if i.hit is not None]
+    return ContextBlock(text=text, tokens=tokens, max_tokens=max_tokens, hits=hits, sections=usage,
+                        query=query)
