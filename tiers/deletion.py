@@ -1,6 +1,6 @@
 """Deleting a user's rows, or some items with what derives from them, over every user-scoped
 table (:mod:`tiers.user_tables`); the coordinator's side (indexes, files) is
-:mod:`unified_memory.transfer`'s ``forget``.
+:mod:`unified_memory.io.jsonl`'s ``forget``.
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ written before it existed need no migration)::
     ingested(user_id TEXT, source_key TEXT, ingested_at REAL, PRIMARY KEY(user_id, source_key))
 
 A ``source_key`` is a content-derived identity of one message of a file (see
-:func:`unified_memory.ingest.source_key`); it never depends on where the file lives.
+:func:`unified_memory.io.ingest.source_key`); it never depends on where the file lives.
 Keys are recorded in the same transaction as the messages they stand for, so a
 crash leaves both or neither.
 

@@ -24,7 +24,7 @@ JSON text columns kept as text; a BLOB as ``{"$base64": ...}``).
     (1, [{'text': 'hi', 'updated_at': 1.5}])
 
 This module holds no coordinator logic: which indexes to invalidate after an import
-is :mod:`unified_memory.transfer`'s business.
+is :mod:`unified_memory.io.jsonl`'s business.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 The window is a set of pointers into the episodic log (table ``window``), one
 window per user/agent/session. :meth:`ShortTermWindow.extend` appends logged
-messages and trims whole interactions by the rules of :mod:`tiers.window`;
+messages and trims whole interactions by the rules of :mod:`tiers.trimming`;
 whatever it trims is returned so the coordinator can promote it. Reopening the
 file restores every window.
 
@@ -28,14 +28,14 @@ from typing import NamedTuple
 
 from tiers.episodic import EpisodicLog, LoggedMessage
 from tiers.storage import Scope, Storage, loads
-from tiers.window import plan_trim
+from tiers.trimming import plan_trim
 from unified_memory.types import Message
 
 __all__ = ["ShortTermWindow"]
 
 
 class _Slot(NamedTuple):
-    """A window entry as the trimming rules see it (see :class:`tiers.window.WindowItem`)."""
+    """A window entry as the trimming rules see it (see :class:`tiers.trimming.WindowItem`)."""
 
     seq: int
     tokens: int

@@ -230,7 +230,7 @@ class Storage:
 
         ``secure_delete`` zeroes deleted cells and freed pages, but a page the b-tree
         rebuilds keeps stale bytes of moved cells in its unused gap; rewriting the file is
-        what leaves no deleted text behind (:func:`~unified_memory.transfer.forget`). In
+        what leaves no deleted text behind (:func:`~unified_memory.io.jsonl.forget`). In
         memory: nothing.
 
         >>> Storage(None).vacuum()

@@ -1,7 +1,7 @@
 """Which tables hold a user's data: discovered from ``sqlite_master`` and ``PRAGMA table_info`` /
 ``foreign_key_list`` / ``index_list`` (so a table added later by another module is covered), ordered
 so that a table comes after the tables its foreign keys reference. Export, import
-(:mod:`tiers.transfer`) and deletion (:mod:`tiers.deletion`) all work from this list.
+(:mod:`tiers.row_export`) and deletion (:mod:`tiers.deletion`) all work from this list.
 
     >>> from tiers.storage import Storage
     >>> [t.name for t in export_tables(Storage(None))][:3]
