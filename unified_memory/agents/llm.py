@@ -87,7 +87,8 @@ def as_llm(obj: Any) -> LLM:
     unified_memory.errors.MemoryTypeError: llm: expected an object with complete(messages) or a callable messages -> str, got int
     """
     if callable(getattr(obj, "complete", None)):
-        return obj
+        model: LLM = obj
+        return model
     if callable(obj) and not isinstance(obj, type):
         return CallableLLM(obj)
     raise wrong_type("llm", "an object with complete(messages) or a callable messages -> str", obj)
@@ -102,8 +103,11 @@ async def acomplete(llm: Any, messages: Sequence[Mapping[str, Any] | Message]) -
     model = as_llm(llm)
     native = getattr(model, "acomplete", None)
     if callable(native):
-        return await native(messages)
-    return await asyncio.to_thread(model.complete, messages)
+        reply: str = await native(messages)
+        return reply
+    # the messages go to the model as given (dicts or Message objects), as before
+    complete: Callable[..., str] = model.complete
+    return await asyncio.to_thread(complete, messages)
 
 
 def _import_openai() -> Any:

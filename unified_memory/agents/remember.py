@@ -108,8 +108,9 @@ def _input_text(signature: inspect.Signature, args: tuple[Any, ...], kwargs: Map
             if isinstance(value, str) and value.strip() and name != "user_id":
                 return value
     for name in _INPUT_NAMES:
-        if isinstance(kwargs.get(name), str) and kwargs[name].strip():
-            return kwargs[name]
+        value = kwargs.get(name)
+        if isinstance(value, str) and value.strip():
+            return value
     return None
 
 
@@ -245,12 +246,12 @@ def remember(store: Any = None, *, extract: bool = True, inject: bool = True, to
     if store is None:
         raise invalid("store", "give a UnifiedMemory, a .db path, or a name given to register_store")
     resolve = _resolve_store(store)
-    for name, value in (("extract", extract), ("inject", inject), ("raise_errors", raise_errors)):
-        if not isinstance(value, bool):
-            raise wrong_type(name, "bool", value)
-    for name, value in (("top_k", top_k), ("max_tokens", max_tokens)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise invalid(name, f"must be a positive int, got {value!r}")
+    for name, flag in (("extract", extract), ("inject", inject), ("raise_errors", raise_errors)):
+        if not isinstance(flag, bool):
+            raise wrong_type(name, "bool", flag)
+    for name, number in (("top_k", top_k), ("max_tokens", max_tokens)):
+        if isinstance(number, bool) or not isinstance(number, int) or number < 1:
+            raise invalid(name, f"must be a positive int, got {number!r}")
     if on_error is not None and not callable(on_error):
         raise wrong_type("on_error", "callable", on_error)
     for name, value in (("method", method), ("prompt_attribute", prompt_attribute)):

@@ -26,6 +26,7 @@ from typing import Any
 
 from unified_memory.errors import invalid, wrong_type
 from unified_memory.retrieval.context import clean_item
+from unified_memory.types import MemoryStats
 from unified_memory.validation import check_limit, check_text
 
 __all__ = ["MemoryTool", "remember_tool", "recall_tool", "memory_tools", "run_tool_call"]
@@ -161,7 +162,7 @@ def remember_tool(memory: Any, *, name: str = "remember") -> MemoryTool:
         before = memory.stats()
         fact_id = memory.remember(text, importance=args.get("importance"), category=args.get("category"))
         after = memory.stats()
-        def total(stats: Any) -> int:
+        def total(stats: MemoryStats) -> int:
             return stats.facts + stats.superseded_facts + stats.evicted_facts
 
         if total(after) <= total(before) and any(  # no new row: confirm the fact was reinforced
@@ -258,9 +259,9 @@ def run_tool_call(tools: Sequence[MemoryTool], call: Mapping[str, Any] | Any) ->
     if isinstance(tools, MemoryTool | str | bytes | Mapping) or not isinstance(tools, Iterable):
         raise wrong_type("tools", "list of MemoryTool", tools)
     tools = list(tools)
-    for i, tool in enumerate(tools):
-        if not isinstance(tool, MemoryTool):
-            raise wrong_type(f"tools[{i}]", "MemoryTool", tool)
+    for i, each in enumerate(tools):
+        if not isinstance(each, MemoryTool):
+            raise wrong_type(f"tools[{i}]", "MemoryTool", each)
     call_id, function = part(call, "id"), part(call, "function")
     if not isinstance(call_id, str):
         raise wrong_type("call.id", "str", call_id)

@@ -89,8 +89,8 @@ def build_parser() -> argparse.ArgumentParser:
     _global_options(common_no_user, suppress=True, user=False)
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
-    def command(name: str, handler: object, help: str, *, parent: argparse.ArgumentParser = common,
-                **options: Any) -> argparse.ArgumentParser:
+    def command(name: str, handler: object, help: str, *, parent: _Parser = common,
+                **options: Any) -> _Parser:
         sub = commands.add_parser(name, help=help, description=help, parents=[parent], **options)
         sub.set_defaults(handler=handler)
         return sub

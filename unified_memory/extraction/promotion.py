@@ -29,6 +29,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from tiers.entities import EntityGraph
 from tiers.episodic import EpisodicLog, LoggedMessage
@@ -56,7 +57,7 @@ class PromotionReport:
 
 
 def fact_inputs(extracted: Sequence[ExtractedFact], *, scorer: Callable[[str], float], threshold: float,
-                message: Message | None, source: str, metadata: dict | None = None,
+                message: Message | None, source: str, metadata: dict[str, Any] | None = None,
                 ttl_days: float | None = None) -> list[FactInput]:
     """The proposed facts that clear ``threshold``, as long-term inputs carrying the
     source turn's id, time and metadata (or the given ``metadata``).
@@ -90,7 +91,7 @@ class Proposal:
 
     extraction: Extraction
     message: Message | None = None
-    metadata: dict | None = None
+    metadata: dict[str, Any] | None = None
     ttl_days: float | None = None
 
 

@@ -158,8 +158,10 @@ class RuleExtractor:
                 out.add_hit(hit)
         slots = [h for h in hits if h.attribute and not h.negated]
         primary = next((h for h in slots if h.attribute != "relation"), slots[0] if slots else None)
-        heuristic = isinstance(self.importance_scorer, HeuristicImportanceScorer)
-        assessment = self.importance_scorer.assess(sentence) if heuristic else assess_importance(sentence)
+        scorer = self.importance_scorer
+        heuristic = isinstance(scorer, HeuristicImportanceScorer)
+        assessment = (scorer.assess(sentence) if isinstance(scorer, HeuristicImportanceScorer)
+                      else assess_importance(sentence))
         importance = assessment.score if heuristic else self._importance(sentence)
         if primary is None and not hits:  # no pattern: keep it if the heuristic or the given scorer rates it
             informative = assessment.score >= 0.7 or (assessment.category not in (None, "general")

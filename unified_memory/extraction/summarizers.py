@@ -24,6 +24,7 @@ from typing import Any
 
 from scoring.importance import HeuristicImportanceScorer
 from unified_memory.errors import LLMError, invalid
+from unified_memory.protocols import Summarizer
 from unified_memory.retrieval.context import clean_item
 from unified_memory.types import Message
 from unified_memory.validation import check_messages, check_text
@@ -65,7 +66,8 @@ class ExtractiveSummarizer:
         units = _units(check_text("previous", previous, allow_empty=True), check_messages("messages", messages))
         # The speaker prefix does not count towards importance; later sentences win ties.
         ranked = sorted(range(len(units)), key=lambda i: (-self.scorer(units[i].split(": ", 1)[-1]), -i))
-        kept, used = set(), 0
+        kept: set[int] = set()
+        used = 0
         for i in ranked:
             cost = len(units[i]) + (1 if kept else 0)
             if used + cost <= self.max_chars:
@@ -134,7 +136,8 @@ def transcript(messages: Sequence[Message]) -> str:
             lines.append(f"{speaker}: {text}" if m.role != "tool"
                          else f"tool result{f' from {m.name}' if m.name else ''}: {text}")
         for call in m.tool_calls or ():
-            function = call.get("function") if isinstance(call.get("function"), dict) else {}
+            given = call.get("function")
+            function: dict[str, Any] = given if isinstance(given, dict) else {}
             arguments = function.get("arguments", "")
             if not isinstance(arguments, str):
                 arguments = json.dumps(arguments, ensure_ascii=False)
@@ -182,7 +185,7 @@ def llm_compact_fn(llm: Any, *, instructions: str | None = None) -> Callable[[li
     return compact_fn
 
 
-def summarizer_compact_fn(summarizer: Any) -> Callable[[list[Message], str | None], str]:
+def summarizer_compact_fn(summarizer: Summarizer) -> Callable[[list[Message], str | None], str]:
     """A ``compact_fn`` from a :class:`~unified_memory.protocols.Summarizer` (offline by default).
 
     >>> fn = summarizer_compact_fn(ExtractiveSummarizer())

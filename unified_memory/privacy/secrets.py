@@ -100,6 +100,11 @@ def _issuer_prefix(digits: str) -> bool:
             or 300 <= four // 10 <= 305 or 3528 <= four <= 3589 or four == 6011 or 644 <= four // 10 <= 649)
 
 
+def _constant(text: str) -> Callable[[re.Match[str]], str]:
+    """A re.sub replacement function that puts ``text`` in as it is (no template escapes)."""
+    return lambda _match: text
+
+
 class SecretRedactor:
     """The built-in :class:`~unified_memory.protocols.Redactor`: replaces each secret with
     ``replacement`` (``{kind}`` is the kind found).
@@ -148,7 +153,7 @@ class SecretRedactor:
         self._rendered = rendered
         # re.sub reads a str replacement as a template ("\\x" would be an escape): the marks go in as they are
         self._literal: dict[str, Callable[[re.Match[str]], str]] = {
-            kind: (lambda _match, text=text: text) for kind, text in rendered.items()}
+            kind: _constant(text) for kind, text in rendered.items()}
         self._passes: list[Callable[[str], str]] = [getattr(self, f"_{kind}") for kind in chosen]
         for kind in chosen:
             if self._once(rendered[kind]) != rendered[kind]:

@@ -282,7 +282,7 @@ def test_docstring_examples_run() -> None:
 
 
 def _load_example() -> Any:
-    path = Path(__file__).resolve().parents[2] / "examples" / "openai_agent.py"
+    path = Path(__file__).resolve().parents[3] / "examples" / "openai_agent.py"
     spec = importlib.util.spec_from_file_location("openai_agent_example", path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
