@@ -2,9 +2,8 @@
 
 Every import counts, also one inside a function (imported lazily) or under
 ``TYPE_CHECKING``: both still tie the two modules together for a reader, a type
-checker and the next refactoring. The circles that remain are listed in KNOWN, each
-one the typed-composition work of issue 15 removes; a new circle, or a known one that
-grows, fails here.
+checker and the next refactoring. KNOWN lists the circles allowed to remain (none):
+a new circle fails here.
 """
 
 from __future__ import annotations
@@ -14,12 +13,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("scoring", "tiers", "unified_memory")
-# What is left to untangle (issue 15): the coordinator and the modules that take it as an argument
-# (ingest, transfer, the decorator).
-KNOWN = [
-    {"unified_memory", "unified_memory.agents.remember", "unified_memory.io.ingest", "unified_memory.memory",
-     "unified_memory.io.jsonl"},
-]
+KNOWN: list[set[str]] = []  # none left: the coordinator's layers take a typed view, not the class
 
 
 def modules() -> dict[str, Path]:

@@ -133,10 +133,10 @@ def test_every_public_method_is_documented_in_the_api_reference():
     from unified_memory import UnifiedMemory
 
     reference = (ROOT / "docs" / "api.md").read_text()
-    from unified_memory.async_api import AsyncMethods
+    from unified_memory.coordinator.async_api import AsyncAPI
 
-    own = [klass for klass in UnifiedMemory.__mro__  # the class and its mixins, not the async twins
-           if klass.__module__.startswith("unified_memory") and klass is not AsyncMethods]
+    own = [klass for klass in UnifiedMemory.__mro__  # the class and its layers, not the async twins
+           if klass.__module__.startswith("unified_memory") and klass is not AsyncAPI]
     public = sorted({name for klass in own for name in vars(klass) if not name.startswith("_")})
     assert {"recall", "context", "facts", "add_turn", "summary"} <= set(public)
     missing = [name for name in public if f"{name}(" not in reference and f"`{name}`" not in reference]

@@ -126,7 +126,7 @@ class EntityGraph:
             parts.append(f"{predicate} {named}".strip() if is_subject else f"{named} {predicate}".strip())
         return " ".join(dict.fromkeys(parts))
 
-    def _refresh(self, user_id: str, entity_ids: Iterable[str]) -> None:
+    def refresh(self, user_id: str, entity_ids: Iterable[str]) -> None:
         """After a write: store each entity's description and index text (both derived
         from the graph, so recall and reopening need no joins) and re-index it."""
         ids = sorted(set(entity_ids))
@@ -236,7 +236,7 @@ class EntityGraph:
                      dumps(entity.attributes), now, now, dumps(metadata or {})])
                 ids[key] = entity_id
         if reindex:
-            self._refresh(scope.user_id, ids.values())
+            self.refresh(scope.user_id, ids.values())
         return ids
 
     def add_triples(self, scope: Scope, triples: Sequence[ExtractedTriple], *, now: float,
@@ -276,7 +276,7 @@ class EntityGraph:
             touched.update((subject_id, object_id))
             if predicate in FUNCTIONAL_PREDICATES:
                 touched.update(self._end_others(scope, subject_id, predicate, triple_id, now))
-        self._refresh(scope.user_id, touched)
+        self.refresh(scope.user_id, touched)
         return ids
 
     def _end_others(self, scope: Scope, subject_id: str, predicate: str, current: str, now: float) -> set[str]:

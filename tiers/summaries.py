@@ -34,6 +34,11 @@ class ConversationSummaries:
             "INSERT OR REPLACE INTO summaries (user_id, agent_id, session_id, text, messages, updated_at) "
             "VALUES (?, ?, ?, ?, ?, ?)", [scope.user_id, scope.agent_id, scope.session_id, text, messages, now])
 
+    def delete_conversation(self, scope: Scope) -> int:
+        """Forget the running summary of exactly this conversation (user, agent and session)."""
+        return self.storage.execute("DELETE FROM summaries WHERE user_id = ? AND agent_id = ? AND session_id = ?",
+                                    [scope.user_id, scope.agent_id, scope.session_id]).rowcount
+
     def delete_scope(self, scope: Scope) -> int:
         """Forget the user's summaries (only that agent's when the scope has one)."""
         agent_sql, params = ("agent_id = ?", [scope.agent_id]) if scope.agent_id else ("1", [])

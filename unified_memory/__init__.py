@@ -21,6 +21,7 @@ from __future__ import annotations
 from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
+from unified_memory._version import __version__
 from unified_memory.config import ContextConfig, EvictionConfig, MemoryConfig, RankingConfig, VectorConfig
 from unified_memory.errors import (
     ClosedError,
@@ -49,8 +50,6 @@ from unified_memory.types import (
     SectionUsage,
     Triple,
 )
-
-__version__ = "0.1.0"
 
 _LAZY = {
     "UnifiedMemory": "unified_memory.memory",

@@ -22,6 +22,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, TextIO
 
+from tiers.storage import Storage
 from unified_memory.memory import UnifiedMemory
 
 __all__ = ["load_sample", "open_demo", "ingest_sample", "run_demo", "main"]
@@ -109,11 +110,13 @@ def open_demo(path: str | Path, *, user_id: str | None = None, **settings: Any) 
     """
     path = Path(path)
     _reset_file(path)
-    mem = UnifiedMemory(path, user_id=user_id or load_sample()["user_id"], **{"short_term_limit": 6, **settings})
-    storage = mem._backend.storage
-    with storage.atomic():  # marked before anything is written: a demo cut short is still the demo's
-        storage.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", [DEMO_MARK, "1"])
-    return mem
+    storage = Storage(path)  # marked before anything is written: a demo cut short is still the demo's
+    try:
+        with storage.atomic():
+            storage.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", [DEMO_MARK, "1"])
+    finally:
+        storage.close()
+    return UnifiedMemory(path, user_id=user_id or load_sample()["user_id"], **{"short_term_limit": 6, **settings})
 
 
 def run_demo(path: str | Path = "unified_memory_demo.db", *, out: TextIO | None = None) -> None:

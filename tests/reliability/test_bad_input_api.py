@@ -65,7 +65,7 @@ from unified_memory import (
     UnifiedMemoryError,
     VectorConfig,
 )
-from unified_memory.async_api import ASYNC_TWINS
+from unified_memory.coordinator.async_api import ASYNC_TWINS
 
 SETTINGS = dict(deadline=None, derandomize=False, database=None,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much,

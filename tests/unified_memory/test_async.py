@@ -9,12 +9,12 @@ import time
 import pytest
 
 from unified_memory import UnifiedMemory
-from unified_memory.async_api import ASYNC_TWINS, AsyncMethods
+from unified_memory.coordinator.async_api import ASYNC_TWINS, AsyncAPI
 from unified_memory.errors import ClosedError, MemoryValueError
 
 # Public methods that deliberately have no async twin: cheap, in-memory, lifecycle or
 # registration (``on_event`` subscribes a hook; hooks of async calls run in the worker thread).
-SKIP = {"scoped", "close", "count_tokens", "window", "on_event", "report_failure"}
+SKIP = {"scoped", "close", "count_tokens", "window", "on_event", "report_failure", "atomic"}  # atomic: a with-block
 
 
 def _public_sync_methods() -> list[str]:
@@ -41,7 +41,7 @@ def test_every_public_sync_method_has_an_async_twin():
         assert twin.__doc__ == f"Async :meth:`{name}` (runs in a worker thread)."
         assert inspect.signature(twin) == inspect.signature(getattr(UnifiedMemory, name)), name
     assert set(ASYNC_TWINS) == set(names)  # and no twin of something that is gone
-    assert issubclass(UnifiedMemory, AsyncMethods)
+    assert issubclass(UnifiedMemory, AsyncAPI)
 
 
 def test_results_equal_the_sync_ones(clock):

@@ -211,7 +211,7 @@ class MemoryManager:
             kg = self.memory.memory
             known = {(f["subject"], f["predicate"], f["object"]) for f in self.memory.facts()}
             try:
-                with kg._write():  # all the triples or none
+                with kg.atomic():  # all the triples or none
                     for fact in triples:
                         if (fact["subject"], fact["predicate"], fact["object"]) not in known:
                             self.memory.add_fact(fact.get("role"), fact["subject"], fact["predicate"],

@@ -36,16 +36,22 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from tiers.ingested import IngestedKeys
+from unified_memory.coordinator.view import MemoryView
+from unified_memory.coordinator.writer import Writer
 from unified_memory.errors import MemoryValueError, check_path, invalid, wrong_type
 from unified_memory.io.chat_formats import FORMATS, ChatSession, ParsedChat, detect_format, parse_chat_text
 from unified_memory.types import Message
 from unified_memory.validation import check_scope_id
 
-if TYPE_CHECKING:
-    from unified_memory.memory import UnifiedMemory
+
+class SupportsIngest(Protocol):
+    """What :func:`ingest_file` ingests into: a :class:`~unified_memory.UnifiedMemory`."""
+
+    def ingest(self, path: str | os.PathLike[str], *, format: str = ..., user_id: str | None = ...,
+               progress: Callable[[int, int], Any] | None = ..., extract: bool | None = ...) -> IngestReport: ...
 
 __all__ = ["IngestReport", "ingest_file", "read_chat_file", "source_key"]
 
@@ -122,7 +128,7 @@ def read_chat_file(path: str | os.PathLike[str], format: str = "auto") -> Parsed
     return parse_chat_text(text, chosen, source=name)
 
 
-def ingest_file(memory: UnifiedMemory, path: str | os.PathLike[str], *, format: str = "auto",
+def ingest_file(memory: SupportsIngest, path: str | os.PathLike[str], *, format: str = "auto",
                 user_id: str | None = None, progress: Callable[[int, int], Any] | None = None,
                 extract: bool | None = None) -> IngestReport:
     """Ingest a chat-log file into ``memory``; returns an :class:`IngestReport`.
@@ -149,26 +155,34 @@ def ingest_file(memory: UnifiedMemory, path: str | os.PathLike[str], *, format: 
     ...     report.format, report.users, [e.content for e in mem.scoped(user_id="ada").episodes()]
     ('jsonl', ['ada'], ['hi'])
     """
-    if not callable(getattr(memory, "scoped", None)) or not hasattr(memory, "_backend"):
+    ingest = getattr(memory, "ingest", None)
+    if not callable(ingest):
         raise wrong_type("memory", "UnifiedMemory", memory)
+    return ingest(path, format=format, user_id=user_id, progress=progress, extract=extract)
+
+
+def ingest_chat(view: MemoryView, path: str | os.PathLike[str], *, format: str = "auto",
+                user_id: str | None = None, progress: Callable[[int, int], Any] | None = None,
+                extract: bool | None = None) -> IngestReport:
+    """What :func:`ingest_file` does, into ``view``'s file."""
     if user_id is not None:
         check_scope_id("user_id", user_id)
     if progress is not None and not callable(progress):
         raise wrong_type("progress", "callable", progress)
-    extract = memory._extract_now(extract)
+    extract = Writer(view).extract_now(extract)
     parsed = read_chat_file(path, format)
     # The memory's redactor runs on the whole file before anything is written; keys are of the originals.
-    scrub = memory._backend.scrub
+    scrub = view.backend.scrub
     clean = [scrub.messages(f"{session.conversation}.messages", session.messages) for session in parsed.sessions]
-    keys = IngestedKeys(memory._backend.storage)
+    keys = IngestedKeys(view.backend.storage)
     keys.ensure()
     added = skipped = 0
     users: list[str] = []
     for done, (session, messages) in enumerate(zip(parsed.sessions, clean, strict=True), start=1):
-        user = user_id or session.user_id or memory.user_id
+        user = user_id or session.user_id or view.user_id
         if user not in users:
             users.append(user)
-        new, old = _write_session(memory, keys, parsed.format, session, messages, user, extract)
+        new, old = _write_session(view, keys, parsed.format, session, messages, user, extract)
         added, skipped = added + new, skipped + old
         if progress is not None:
             progress(done, len(parsed.sessions))
@@ -176,11 +190,11 @@ def ingest_file(memory: UnifiedMemory, path: str | os.PathLike[str], *, format: 
                         skipped, users)
 
 
-def _write_session(memory: UnifiedMemory, keys: IngestedKeys, format: str, session: ChatSession,
+def _write_session(view: MemoryView, keys: IngestedKeys, format: str, session: ChatSession,
                    messages: list[Message], user: str, extract: bool) -> tuple[int, int]:
     """Write the messages of ``session`` not yet ingested for ``user``, and their keys,
     in one transaction; ``messages`` are the session's, redacted. Returns (added, skipped)."""
-    view = memory.scoped(user_id=user, session_id=session.session_id)
+    chosen = view.rescoped(user_id=user, session_id=session.session_id)
     message_keys: list[str] = []
     previous = ""
     for index, message in enumerate(session.messages):
@@ -190,11 +204,11 @@ def _write_session(memory: UnifiedMemory, keys: IngestedKeys, format: str, sessi
     # the keys, the messages, the window and promotion commit together or not at all.
     # Keys go first so add_messages is the last step: the events it delivers when its
     # savepoint ends are not followed by anything that could still roll them back.
-    with view._write():
+    with chosen.write():
         seen = keys.existing(user, message_keys)
         fresh = [(key, m) for key, m in zip(message_keys, messages, strict=True) if key not in seen]
         if fresh:
-            keys.record(user, [key for key, _ in fresh], now=memory._backend.clock())
-            with memory._backend.scrub.done():  # redacted above, with the rest of the file
-                view.add_messages([m for _, m in fresh], extract=extract)
+            keys.record(user, [key for key, _ in fresh], now=view.backend.clock())
+            with view.backend.scrub.done():  # redacted above, with the rest of the file
+                Writer(chosen).write_messages([m for _, m in fresh], extract=extract)
     return len(fresh), len(message_keys) - len(fresh)

@@ -18,11 +18,12 @@ from hypothesis import strategies as st
 
 from tiers.ingested import IngestedKeys
 from unified_memory import UnifiedMemory
+from unified_memory.coordinator.writer import Writer
 from unified_memory.errors import MemoryValueError
 from unified_memory.io.chat_formats import detect_format, parse_locomo_date
 from unified_memory.io.ingest import IngestReport, ingest_file, read_chat_file
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def write_json(path: Path, data) -> Path:
@@ -282,13 +283,13 @@ def test_resume_after_an_interruption(memory, tmp_path):
 def test_a_failed_write_leaves_neither_messages_nor_keys(memory, tmp_path, monkeypatch):
     path = write_json(tmp_path / "locomo.json", [locomo_sample("s-1", sessions=2)])
 
-    original = UnifiedMemory.add_messages
+    original = Writer.write_messages
 
     def broken(self, messages, **options):
         original(self, messages, **options)  # written (and its savepoint released), then the transaction fails
         raise RuntimeError("disk full")
 
-    monkeypatch.setattr(UnifiedMemory, "add_messages", broken)
+    monkeypatch.setattr(Writer, "write_messages", broken)
     with pytest.raises(RuntimeError):
         ingest_file(memory, path)
     assert count_messages(memory) == 0

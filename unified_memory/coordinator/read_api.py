@@ -1,6 +1,7 @@
-"""The reading side of :class:`~unified_memory.memory.UnifiedMemory`: recall, context,
+"""The reading layer of :class:`~unified_memory.memory.UnifiedMemory`: recall, context,
 the running summary, and the exploring methods (facts, entities, triples, episodes,
-window, stats). A mixin: it uses the memory's ``_backend``, ``_scope`` and ``_write``.
+window, stats), and who the memory is (user, agent, session, path, configuration); the
+first layer of the class, over a typed :class:`~unified_memory.coordinator.view.MemoryView`.
 
     >>> from unified_memory import UnifiedMemory
     >>> with UnifiedMemory() as mem:
@@ -16,6 +17,9 @@ from typing import Any, Literal
 
 from tiers.entities import USER_ENTITY, EntityGraph
 from tiers.storage import SCHEMA_VERSION
+from unified_memory.config import MemoryConfig
+from unified_memory.coordinator.backend import Backend
+from unified_memory.coordinator.view import MemoryView
 from unified_memory.errors import invalid, wrong_type
 from unified_memory.retrieval.context import assemble
 from unified_memory.retrieval.federation import federated_recall, first_person
@@ -39,14 +43,52 @@ from unified_memory.validation import (
     check_text,
 )
 
-__all__ = ["ReadingMethods"]
+__all__ = ["ReadingAPI"]
 
 
-class ReadingMethods:
-    """Recall, context and exploration (mixed into :class:`~unified_memory.memory.UnifiedMemory`)."""
+class ReadingAPI:
+    """Identity, recall, context and exploration: the reading layer of
+    :class:`~unified_memory.memory.UnifiedMemory`, over one :class:`MemoryView`."""
 
-    _backend: Any
-    _scope: Any
+    _view: MemoryView
+
+    @property
+    def _backend(self) -> Backend:  # for tests and benchmarks that inspect the tiers
+        return self._view.backend
+
+    @property
+    def config(self) -> MemoryConfig:
+        """The validated configuration (shared by every scoped view)."""
+        return self._view.backend.config
+
+    @property
+    def user_id(self) -> str:
+        return self._view.scope.user_id
+
+    @property
+    def agent_id(self) -> str | None:
+        return self._view.scope.agent_id or None
+
+    @property
+    def session_id(self) -> str | None:
+        return self._view.scope.session_id or None
+
+    @property
+    def path(self) -> str | None:
+        """The database file, or ``None`` in memory."""
+        path = self._view.backend.storage.path
+        return str(path) if path else None
+
+    def close(self) -> None:
+        """Close the file (idempotent). Scoped views share it and are closed too.
+        Large lexical indexes built or changed here are saved first, so the next
+        process restores them instead of rebuilding (:mod:`tiers.snapshots`)."""
+        self._view.backend.close()
+
+    @property
+    def retrieval(self) -> str:
+        """The retrieval method in force: ``lexical``, ``embedding`` or ``hybrid``."""
+        return self._view.backend.mode
 
     def summary(self) -> str:
         """The running summary of what left this conversation's window ("" before anything did).
@@ -59,7 +101,7 @@ class ReadingMethods:
         ...     mem.summary().splitlines()
         ["user: I'm allergic to peanuts", 'assistant: Noted']
         """
-        found = self._backend.summaries.get(self._scope)
+        found = self._view.backend.summaries.get(self._view.scope)
         return found[0] if found else ""
 
     # -- reading ----------------------------------------------------------------------------
@@ -85,12 +127,12 @@ class ReadingMethods:
         since = self._since(days)
         if where is not None and not isinstance(where, Mapping):
             raise wrong_type("where", "dict", where)
-        backend = self._backend
+        backend = self._view.backend
         now = backend.clock()
-        search_query = first_person(query, backend.graph, self._scope.user_id)
+        search_query = first_person(query, backend.graph, self._view.scope.user_id)
         vector = backend.dense.query_vector(search_query) if backend.dense is not None else None
         depth = backend.config.ranking.rerank_depth if backend.reranker is not None else 0
-        hits = federated_recall(query=search_query, scope=self._scope, limit=max(limit, depth), tiers=chosen,
+        hits = federated_recall(query=search_query, scope=self._view.scope, limit=max(limit, depth), tiers=chosen,
                                 since=since, where=dict(where) if where else None, now=now,
                                 ranking=backend.config.ranking, facts=backend.facts, graph=backend.graph,
                                 log=backend.log, window=backend.window, mode=backend.mode, vector=vector,
@@ -100,7 +142,7 @@ class ReadingMethods:
         hits = hits[:limit]
         touched = [h.id for h in hits if h.tier == "long_term"]
         if touched:
-            with self._write():
+            with self._view.write():
                 backend.facts.touch(touched, now=now)
         return hits
 
@@ -124,7 +166,7 @@ class ReadingMethods:
         if not days > 0:  # also NaN
             raise invalid("days", f"must be a positive number of days, got {days!r}")
         span = float(days) if days < 1e300 else float("inf")  # a huge int would overflow float()
-        return self._backend.clock() - span * 86400
+        return self._view.backend.clock() - span * 86400
 
     def context(self, query: str | None = None, *, max_tokens: int | None = None,
                 include_conversation: bool = True, limit: int | None = None) -> ContextBlock:
@@ -147,7 +189,7 @@ class ReadingMethods:
         check_bool("include_conversation", include_conversation)
         if query is not None:
             check_text("query", query, allow_empty=True)
-        backend = self._backend
+        backend = self._view.backend
         limit = check_limit("limit", limit) if limit is not None else self.config.context.recall_limit
         sections: dict[str, list[RecallHit]] = {"facts": [], "entities": [], "episodes": []}
         if query and query.strip():  # every tier: a relevant turn deep in the window is shown as an episode
@@ -159,11 +201,11 @@ class ReadingMethods:
                 RecallHit(id=f.id, tier="long_term", text=f.text, score=f.importance,
                           components={"importance": f.importance, "category": f.category},
                           metadata=f.metadata, created_at=f.updated_at)
-                for f in backend.facts.list(self._scope, limit=limit, order="importance", now=now)]
+                for f in backend.facts.list(self._view.scope, limit=limit, order="importance", now=now)]
             sections["entities"] = [
                 RecallHit(id=e.id, tier="entity", text=EntityGraph.describe(e, []), score=float(e.mention_count), components={"mentions": e.mention_count},
                           metadata=e.metadata, created_at=e.last_seen)
-                for e in backend.graph.entities(self._scope, limit=limit) if e.name != USER_ENTITY]
+                for e in backend.graph.entities(self._view.scope, limit=limit) if e.name != USER_ENTITY]
         conversation = self.window() if include_conversation else []
         summary = self.summary() if include_conversation else ""
         if summary:  # what left the window, condensed, before the window (oldest first)
@@ -187,7 +229,7 @@ class ReadingMethods:
 
     def window(self) -> list[Message]:
         """The short-term window of this conversation, oldest first."""
-        return self._backend.window.messages(self._scope)
+        return self._view.backend.window.messages(self._view.scope)
 
     def facts(self, *, include_inactive: bool = False, category: str | None = None, limit: int | None = None,
               order: Literal["time", "importance"] = "time") -> list[Fact]:
@@ -200,21 +242,21 @@ class ReadingMethods:
             raise wrong_type("order", "str", order)
         if order not in ("time", "importance"):
             raise invalid("order", f"must be 'time' or 'importance', got {order!r}")
-        return self._backend.facts.list(self._scope, include_inactive=include_inactive, category=category,
-                                        limit=limit, order=order, now=self._backend.clock())
+        return self._view.backend.facts.list(self._view.scope, include_inactive=include_inactive, category=category,
+                                        limit=limit, order=order, now=self._view.backend.clock())
 
     def entities(self, *, type: str | None = None, limit: int | None = None) -> list[Entity]:
         """This user's entities, most mentioned first."""
         if limit is not None:
             check_limit("limit", limit)
         check_optional_text("type", type)
-        return self._backend.graph.entities(self._scope, type=type, limit=limit)
+        return self._view.backend.graph.entities(self._view.scope, type=type, limit=limit)
 
     def triples(self, entity: str | None = None) -> list[Triple]:
         """This user's relations, optionally only those touching ``entity``."""
         if entity is not None:
             check_text("entity", entity)
-        return self._backend.graph.triples(self._scope, entity=entity)
+        return self._view.backend.graph.triples(self._view.scope, entity=entity)
 
     def neighbors(self, entity: str, *, depth: int = 1) -> list[Triple]:
         """Relations within ``depth`` hops of ``entity`` in the graph.
@@ -226,7 +268,7 @@ class ReadingMethods:
         ...     len(mem.neighbors("user", depth=1)), len(mem.neighbors("user", depth=2))
         (1, 2)
         """
-        return self._backend.graph.neighbors(self._scope, check_text("entity", entity),
+        return self._view.backend.graph.neighbors(self._view.scope, check_text("entity", entity),
                                              depth=check_limit("depth", depth))
 
     def episodes(self, *, days: float | None = None, session_id: str | None = None,
@@ -236,11 +278,11 @@ class ReadingMethods:
             check_limit("limit", limit)
         if session_id is not None:
             check_scope_id("session_id", session_id)
-        return self._backend.log.list(self._scope, since=self._since(days), session_id=session_id, limit=limit)
+        return self._view.backend.log.list(self._view.scope, since=self._since(days), session_id=session_id, limit=limit)
 
     def stats(self) -> MemoryStats:
         """Counts of what this user's memory holds."""
-        backend, user = self._backend, self._scope.user_id
+        backend, user = self._view.backend, self._view.scope.user_id
         storage = backend.storage
         messages = storage.execute("SELECT COUNT(*) FROM messages WHERE user_id = ?", [user]).fetchone()[0]
         pending = storage.execute(
@@ -248,7 +290,7 @@ class ReadingMethods:
             "(SELECT message_seq FROM window)", [user]).fetchone()[0]
         window = storage.execute(
             "SELECT COUNT(*), COALESCE(SUM(tokens), 0) FROM window WHERE user_id = ? AND agent_id = ? "
-            "AND session_id = ?", [user, self._scope.agent_id, self._scope.session_id]).fetchone()
+            "AND session_id = ?", [user, self._view.scope.agent_id, self._view.scope.session_id]).fetchone()
         facts = backend.facts.counts(user)
         entities, triples = backend.graph.counts(user)
         return MemoryStats(user_id=user, messages=messages, window_messages=window[0], window_tokens=window[1],
@@ -270,4 +312,4 @@ class ReadingMethods:
         # the rows export and import move: one definition of "has memories"
         from tiers.user_tables import users_in
 
-        return users_in(self._backend.storage)
+        return users_in(self._view.backend.storage)

@@ -1,0 +1,331 @@
+"""Async twins of :class:`~unified_memory.UnifiedMemory`'s methods (``aadd_turn``,
+``arecall``, ``acontext``, ...) that never block the event loop.
+
+Each twin runs its sync method in a worker thread and awaits it, so SQLite, the
+BM25 index and embedding never stall the loop. They are plain coroutines (no
+``asyncio.run`` inside), so they work in an already running loop such as Jupyter's::
+
+    >>> import asyncio
+    >>> from unified_memory import UnifiedMemory
+    >>> async def main():
+    ...     async with UnifiedMemory() as mem:
+    ...         await mem.aremember("I keep bees")
+    ...         return [hit.text for hit in await mem.arecall("bees")]
+    >>> asyncio.run(main())   # in Jupyter: await main()
+    ['I keep bees']
+
+Why a dedicated executor rather than ``asyncio.to_thread``: every memory file (one
+:class:`~tiers.storage.Storage`, shared by all ``scoped`` views)
+gets one worker thread, so the async calls on it run one at a time, in call order.
+SQLite and the storage lock serialise the work anyway, so nothing is lost; in return
+(1) concurrent calls never race on the in-memory BM25 postings, which are searched
+outside the storage lock, (2) twenty gathered ``aadd_turn`` calls hold one thread,
+not twenty of the loop's shared default executor, and (3) the executor belongs to
+the memory, not to a loop, so the memory can be used from successive loops
+(``asyncio.run`` twice, Jupyter kernels). The context variables of the caller are
+carried into the worker, as ``asyncio.to_thread`` does. Cancelling the awaiting task
+abandons a call that has not started; one already running completes in its thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import functools
+import os
+import threading
+import weakref
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Literal, TypeVar
+
+from tiers.storage import Storage
+from unified_memory.coordinator.write_api import WritingAPI
+from unified_memory.io.ingest import IngestReport
+from unified_memory.protocols import Extractor
+from unified_memory.types import (
+    ContextBlock,
+    Entity,
+    Episode,
+    ExtractedFact,
+    Fact,
+    MemoryStats,
+    Message,
+    RecallHit,
+    Triple,
+)
+
+__all__ = ["AsyncAPI", "ASYNC_TWINS"]
+
+T = TypeVar("T")
+
+# sync name -> async twin name; every twin below is listed here.
+ASYNC_TWINS: dict[str, str] = {
+    name: "a" + name
+    for name in (
+        "add_turn",
+        "add_message",
+        "add_messages",
+        "remember",
+        "remember_many",
+        "add_triple",
+        "recall",
+        "context",
+        "assemble_context",
+        "consolidate",
+        "end_session",
+        "clear",
+        "reindex",
+        "facts",
+        "entities",
+        "triples",
+        "neighbors",
+        "episodes",
+        "stats",
+        "summary",
+        "users",
+        "export_jsonl",
+        "import_jsonl",
+        "forget",
+        "ingest",
+    )
+}
+
+_executors: weakref.WeakKeyDictionary[Storage, ThreadPoolExecutor] = weakref.WeakKeyDictionary()
+_executors_lock = threading.Lock()
+
+
+def _executor_for(owner: Storage) -> ThreadPoolExecutor:
+    """The single worker of one memory file (created on first use, dropped with the file's storage;
+    its idle thread exits once the executor is garbage-collected)."""
+    with _executors_lock:
+        executor = _executors.get(owner)
+        if executor is None:
+            executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="unified-memory")
+            _executors[owner] = executor
+        return executor
+
+
+class AsyncAPI(WritingAPI):
+    """The async layer: ``await mem.arecall(...)`` is ``mem.recall(...)`` run in a worker thread,
+    with the same signature. Also ``async with UnifiedMemory() as mem:`` (closes the memory in
+    the worker on exit)."""
+
+    async def _run(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
+        """Run ``fn(*args, **kwargs)`` in this memory's worker thread and await its result."""
+        loop = asyncio.get_running_loop()
+        call = functools.partial(contextvars.copy_context().run, fn, *args, **kwargs)
+        return await loop.run_in_executor(_executor_for(self._view.backend.storage), call)
+
+    async def __aenter__(self) -> AsyncAPI:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self._run(self.close)
+
+    async def aadd_turn(
+        self,
+        user: str,
+        assistant: str | None = None,
+        *,
+        when: Any = None,
+        metadata: Mapping[str, Any] | None = None,
+        extract: bool | None = None,
+        extractor: Extractor | None = None,
+    ) -> list[str]:
+        """Async :meth:`add_turn` (runs in a worker thread)."""
+        return await self._run(
+            self.add_turn, user, assistant, when=when, metadata=metadata, extract=extract, extractor=extractor
+        )
+
+    async def aadd_message(
+        self,
+        role: str,
+        content: str | None,
+        *,
+        name: str | None = None,
+        when: Any = None,
+        metadata: Mapping[str, Any] | None = None,
+        tool_calls: list[dict[str, Any]] | None = None,
+        tool_call_id: str | None = None,
+        extract: bool | None = None,
+    ) -> str:
+        """Async :meth:`add_message` (runs in a worker thread)."""
+        return await self._run(
+            self.add_message,
+            role,
+            content,
+            name=name,
+            when=when,
+            metadata=metadata,
+            tool_calls=tool_calls,
+            tool_call_id=tool_call_id,
+            extract=extract,
+        )
+
+    async def aadd_messages(
+        self, messages: Iterable[Message | Mapping[str, Any]], *, extract: bool | None = None
+    ) -> list[str]:
+        """Async :meth:`add_messages` (runs in a worker thread)."""
+        return await self._run(self.add_messages, messages, extract=extract)
+
+    async def aremember(
+        self,
+        text: str,
+        *,
+        importance: float | None = None,
+        category: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        ttl_days: float | None = None,
+    ) -> str:
+        """Async :meth:`remember` (runs in a worker thread)."""
+        return await self._run(
+            self.remember,
+            text,
+            importance=importance,
+            category=category,
+            metadata=metadata,
+            ttl_days=ttl_days,
+        )
+
+    async def aremember_many(
+        self, texts_or_facts: Iterable[str | Mapping[str, Any] | ExtractedFact]
+    ) -> list[str]:
+        """Async :meth:`remember_many` (runs in a worker thread)."""
+        return await self._run(self.remember_many, texts_or_facts)
+
+    async def aadd_triple(
+        self,
+        subject: str,
+        predicate: str,
+        obj: str,
+        *,
+        confidence: float = 1.0,
+        metadata: Mapping[str, Any] | None = None,
+    ) -> str:
+        """Async :meth:`add_triple` (runs in a worker thread)."""
+        return await self._run(
+            self.add_triple, subject, predicate, obj, confidence=confidence, metadata=metadata
+        )
+
+    async def arecall(
+        self,
+        query: str,
+        *,
+        limit: int = 10,
+        tiers: Sequence[str] | str | None = None,
+        days: float | None = None,
+        where: Mapping[str, Any] | None = None,
+    ) -> list[RecallHit]:
+        """Async :meth:`recall` (runs in a worker thread)."""
+        return await self._run(self.recall, query, limit=limit, tiers=tiers, days=days, where=where)
+
+    async def acontext(
+        self,
+        query: str | None = None,
+        *,
+        max_tokens: int | None = None,
+        include_conversation: bool = True,
+        limit: int | None = None,
+    ) -> ContextBlock:
+        """Async :meth:`context` (runs in a worker thread)."""
+        return await self._run(
+            self.context, query, max_tokens=max_tokens, include_conversation=include_conversation, limit=limit
+        )
+
+    async def aassemble_context(
+        self, max_tokens: int = 4000, *, query: str | None = None, include_conversation: bool = True
+    ) -> str:
+        """Async :meth:`assemble_context` (runs in a worker thread)."""
+        return await self._run(
+            self.assemble_context, max_tokens, query=query, include_conversation=include_conversation
+        )
+
+    async def aconsolidate(self) -> int:
+        """Async :meth:`consolidate` (runs in a worker thread)."""
+        return await self._run(self.consolidate)
+
+    async def aend_session(self) -> int:
+        """Async :meth:`end_session` (runs in a worker thread)."""
+        return await self._run(self.end_session)
+
+    async def aclear(self, include_long_term: bool = False) -> None:
+        """Async :meth:`clear` (runs in a worker thread)."""
+        return await self._run(self.clear, include_long_term)
+
+    async def areindex(self, *, all_users: bool = False) -> int:
+        """Async :meth:`reindex` (runs in a worker thread)."""
+        return await self._run(self.reindex, all_users=all_users)
+
+    async def afacts(
+        self,
+        *,
+        include_inactive: bool = False,
+        category: str | None = None,
+        limit: int | None = None,
+        order: Literal["time", "importance"] = "time",
+    ) -> list[Fact]:
+        """Async :meth:`facts` (runs in a worker thread)."""
+        return await self._run(
+            self.facts, include_inactive=include_inactive, category=category, limit=limit, order=order
+        )
+
+    async def aentities(self, *, type: str | None = None, limit: int | None = None) -> list[Entity]:
+        """Async :meth:`entities` (runs in a worker thread)."""
+        return await self._run(self.entities, type=type, limit=limit)
+
+    async def atriples(self, entity: str | None = None) -> list[Triple]:
+        """Async :meth:`triples` (runs in a worker thread)."""
+        return await self._run(self.triples, entity)
+
+    async def aneighbors(self, entity: str, *, depth: int = 1) -> list[Triple]:
+        """Async :meth:`neighbors` (runs in a worker thread)."""
+        return await self._run(self.neighbors, entity, depth=depth)
+
+    async def aepisodes(
+        self, *, days: float | None = None, session_id: str | None = None, limit: int | None = None
+    ) -> list[Episode]:
+        """Async :meth:`episodes` (runs in a worker thread)."""
+        return await self._run(self.episodes, days=days, session_id=session_id, limit=limit)
+
+    async def astats(self) -> MemoryStats:
+        """Async :meth:`stats` (runs in a worker thread)."""
+        return await self._run(self.stats)
+
+    async def asummary(self) -> str:
+        """Async :meth:`summary` (runs in a worker thread)."""
+        return await self._run(self.summary)
+
+    async def ausers(self) -> list[str]:
+        """Async :meth:`users` (runs in a worker thread)."""
+        return await self._run(self.users)
+
+    async def aexport_jsonl(
+        self, destination: str | os.PathLike[str] | Any, *, all_users: bool = False
+    ) -> int:
+        """Async :meth:`export_jsonl` (runs in a worker thread)."""
+        return await self._run(self.export_jsonl, destination, all_users=all_users)
+
+    async def aimport_jsonl(self, source: str | os.PathLike[str] | Any, *, user_id: str | None = None) -> int:
+        """Async :meth:`import_jsonl` (runs in a worker thread)."""
+        return await self._run(self.import_jsonl, source, user_id=user_id)
+
+    async def aforget(
+        self, *, user_id: str | None = None, ids: Sequence[str] | None = None
+    ) -> dict[str, int]:
+        """Async :meth:`forget` (runs in a worker thread)."""
+        return await self._run(self.forget, user_id=user_id, ids=ids)
+
+    async def aingest(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        format: str = "auto",
+        user_id: str | None = None,
+        progress: Callable[[int, int], Any] | None = None,
+        extract: bool | None = None,
+    ) -> IngestReport:
+        """Async :meth:`ingest` (runs in a worker thread)."""
+        return await self._run(
+            self.ingest, path, format=format, user_id=user_id, progress=progress, extract=extract
+        )

@@ -1,0 +1,164 @@
+"""What every scoped view of one memory file shares: the storage, the tiers and the plug-ins.
+
+:func:`open_backend` checks the plug-ins, opens the file and builds the tiers; a
+file refused while they open is closed again (with its ``-wal`` / ``-shm``).
+
+    >>> from unified_memory.config import MemoryConfig
+    >>> backend = open_backend(None, MemoryConfig())
+    >>> backend.mode, backend.storage.path
+    ('lexical', None)
+    >>> backend.close()
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sqlite3
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from scoring.importance import HeuristicImportanceScorer
+from tiers.documents import DocumentIndex
+from tiers.entities import ENTITY_LENGTH_NORMALISATION, EntityGraph
+from tiers.episodic import EpisodicLog
+from tiers.long_term import LongTermFacts
+from tiers.short_term import ShortTermWindow
+from tiers.storage import Storage
+from tiers.summaries import ConversationSummaries
+from unified_memory.config import MemoryConfig
+from unified_memory.errors import StorageError, wrong_type
+from unified_memory.events import EventBus
+from unified_memory.extraction.promotion import Promoter
+from unified_memory.extraction.rules import RuleExtractor
+from unified_memory.extraction.summarizers import ExtractiveSummarizer
+from unified_memory.privacy.redaction import Scrubber, make_scrubber
+from unified_memory.protocols import Embedder, Extractor, Reranker, Summarizer, VectorIndex
+from unified_memory.retrieval.method import Dense, setup_dense
+from unified_memory.retrieval.tokens import make_token_counter
+
+__all__ = ["Backend", "Plugins", "open_backend"]
+
+_LOG = logging.getLogger(__name__)
+
+
+@dataclass(slots=True)
+class Plugins:
+    """What a caller may plug in; ``None`` takes the default."""
+
+    importance_scorer: Callable[[str], float] | None = None
+    extractor: Extractor | None = None
+    token_counter: Callable[[str], int] | None = None
+    clock: Callable[[], float] | None = None
+    embedder: Embedder | None = None
+    vector_index: VectorIndex | None = None
+    reranker: Reranker | None = None
+    summarizer: Summarizer | None = None
+    redactor: Callable[[str], str] | None = None
+
+    def check(self) -> None:
+        """Each plug-in has the shape it needs; the error names the keyword."""
+        for name, value in (("importance_scorer", self.importance_scorer), ("token_counter", self.token_counter),
+                            ("clock", self.clock)):
+            if value is not None and not callable(value):
+                raise wrong_type(name, "callable", value)
+        for name, value, method, shape in (
+                ("extractor", self.extractor, "extract", "object with an extract(message, context=...) method"),
+                ("embedder", self.embedder, "embed", "Embedder (name, dim, embed(texts))"),
+                ("vector_index", self.vector_index, "search", "VectorIndex"),
+                ("reranker", self.reranker, "rerank", "object with a rerank(query, texts) method"),
+                ("summarizer", self.summarizer, "summarize", "object with a summarize(previous, messages) method")):
+            if value is not None and not callable(getattr(value, method, None)):
+                raise wrong_type(name, shape, value)
+
+
+@dataclass(slots=True)
+class Backend:
+    """The storage, the tiers and the plug-ins of one memory file."""
+
+    storage: Storage
+    config: MemoryConfig
+    log: EpisodicLog
+    window: ShortTermWindow
+    facts: LongTermFacts
+    graph: EntityGraph
+    promoter: Promoter
+    extractor: Extractor
+    scorer: Callable[[str], float]
+    count_tokens: Callable[[str], int]
+    clock: Callable[[], float]
+    mode: str
+    dense: Dense | None
+    reranker: Reranker | None
+    events: EventBus
+    summaries: ConversationSummaries
+    summarizer: Summarizer
+    scrub: Scrubber
+
+    @property
+    def indexes(self) -> tuple[DocumentIndex, DocumentIndex, DocumentIndex]:
+        """The searchable documents of the episodic log, the facts and the graph."""
+        return self.log.index, self.facts.index, self.graph.index
+
+    def check_drift(self, user_id: str) -> None:
+        """Compare a persistent vector index with the store for ``user_id``; rebuild what drifted."""
+        if self.dense is not None:
+            for partitions in self.dense.partitions.values():
+                partitions.ensure(user_id)
+
+    def reindex(self, users: list[str]) -> None:
+        """Rebuild the lexical indexes (and the vectors, when dense retrieval is on) of ``users``."""
+        for documents in self.indexes:
+            for user in users:
+                documents.lexical.invalidate(user)
+        if self.dense is not None:
+            with self.storage.atomic():
+                self.dense.rebuild(users)
+
+    def close(self) -> None:
+        """Save large lexical indexes (so the next process restores them), then close (idempotent)."""
+        if not self.storage.closed:
+            try:
+                for documents in (self.facts.index, self.graph.index, self.log.index):
+                    documents.save_snapshots()
+            except (StorageError, sqlite3.Error) as exc:  # e.g. locked by a writer: the next open rebuilds
+                _LOG.warning("close: index snapshots not saved: %s", exc)
+            if self.dense is not None:
+                self.dense.close()
+        self.storage.close()
+
+
+def open_backend(path: str | os.PathLike[str] | None, config: MemoryConfig,
+                 plugins: Plugins | None = None) -> Backend:
+    """Open ``path`` (``None``: in memory) and build every tier over it."""
+    plugins = plugins or Plugins()
+    plugins.check()
+    scrub = make_scrubber(plugins.redactor, redact_secrets=config.redact_secrets)
+    scorer = plugins.importance_scorer or HeuristicImportanceScorer()
+    count_tokens = plugins.token_counter or make_token_counter(config.token_counter, config.tiktoken_encoding)
+    storage = Storage(path)
+    try:  # a file refused while the tiers open must not stay open (nor keep its -wal / -shm)
+        k1, b = config.ranking.bm25_k1, config.ranking.bm25_b
+        log = EpisodicLog(storage, k1=k1, b=b, neighbor_turns=config.ranking.neighbor_turns,
+                          neighbor_gap_seconds=60.0 * config.ranking.neighbor_gap_minutes)
+        facts = LongTermFacts(storage, k1=k1, b=b)
+        graph = EntityGraph(storage, k1=k1, b=min(b, ENTITY_LENGTH_NORMALISATION))
+        extractor = plugins.extractor or RuleExtractor(scorer)
+        mode, dense = setup_dense(config, storage, [log.index, facts.index, graph.index], path=path,
+                                  embedder=plugins.embedder, vector_index=plugins.vector_index)
+        return Backend(
+            storage=storage, config=config, log=log,
+            window=ShortTermWindow(log, max_messages=config.short_term_limit,
+                                   max_tokens=config.short_term_max_tokens),
+            facts=facts, graph=graph,
+            promoter=Promoter(log, facts, graph, extractor=extractor, scorer=scorer,
+                              threshold=config.importance_threshold, roles=config.promote_roles),
+            extractor=extractor, scorer=scorer, count_tokens=count_tokens, clock=plugins.clock or time.time,
+            mode=mode, dense=dense, reranker=plugins.reranker, events=EventBus(),
+            summaries=ConversationSummaries(storage), summarizer=plugins.summarizer or ExtractiveSummarizer(),
+            scrub=scrub,
+        )
+    except BaseException:
+        storage.close()
+        raise

@@ -1,0 +1,83 @@
+"""One scope (user, agent, session) over a :class:`~unified_memory.coordinator.backend.Backend`:
+its write transaction and the events it reports.
+
+Every writing path goes through :meth:`MemoryView.write`: one transaction (vectors
+embedded in one batch at its end); on failure the user's indexes are rebuilt from
+the store and the held events are dropped, on success they are delivered.
+
+    >>> from unified_memory.config import MemoryConfig
+    >>> from unified_memory.coordinator.backend import open_backend
+    >>> from tiers.scope import Scope
+    >>> view = MemoryView(open_backend(None, MemoryConfig()), Scope("ada", "", ""))
+    >>> seen = []
+    >>> _ = view.backend.events.subscribe(seen.append)
+    >>> with view.write():
+    ...     view.event("reset", "completed", messages=0)
+    >>> [(e.kind, e.user_id) for e in seen]
+    [('reset', 'ada')]
+    >>> view.backend.close()
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from tiers.scope import Scope
+from unified_memory.coordinator.backend import Backend
+from unified_memory.events import MemoryEvent, Stage
+from unified_memory.types import utc_from_timestamp
+from unified_memory.validation import check_scope_id
+
+__all__ = ["MemoryView"]
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryView:
+    """A backend seen as one user (and optionally one agent and session)."""
+
+    backend: Backend
+    scope: Scope
+
+    @property
+    def user_id(self) -> str:
+        return self.scope.user_id
+
+    def rescoped(self, *, user_id: str | None = None, agent_id: str | None = None,
+                 session_id: str | None = None) -> MemoryView:
+        """The same backend for another user / agent / session (each checked, named in errors)."""
+        scope = self.scope
+        return MemoryView(self.backend, Scope(
+            check_scope_id("user_id", user_id if user_id is not None else scope.user_id),
+            (check_scope_id("agent_id", agent_id, optional=True) or "") if agent_id is not None
+            else scope.agent_id,
+            (check_scope_id("session_id", session_id, optional=True) or "") if session_id is not None
+            else scope.session_id,
+        ))
+
+    @contextlib.contextmanager
+    def write(self) -> Iterator[None]:
+        """One transaction; on failure the user's indexes are rebuilt from the store."""
+        backend = self.backend
+        try:
+            # Vectors are embedded at the end of the transaction, in one batch per tier
+            # (inside it: an embedder failure rolls the write back like any other).
+            with backend.storage.atomic(), \
+                    backend.dense.defer() if backend.dense is not None else contextlib.nullcontext():
+                yield
+        except BaseException as exc:
+            for index in backend.indexes:
+                index.invalidate(self.scope.user_id)
+            backend.events.fail(exc)
+            raise
+        backend.events.deliver()
+
+    def event(self, kind: str, stage: Stage, **counts: int) -> None:
+        """Report what this write did (delivered when it commits, see :mod:`unified_memory.events`)."""
+        self.backend.events.hold(self.new_event(kind, stage, counts))
+
+    def new_event(self, kind: str, stage: Stage, counts: dict[str, int], error: str | None = None) -> MemoryEvent:
+        scope = self.scope
+        return MemoryEvent(kind, stage, scope.user_id, scope.agent_id or None,
+                           scope.session_id or None, counts, utc_from_timestamp(self.backend.clock()), error)

@@ -1,0 +1,236 @@
+"""The write paths of one :class:`~unified_memory.coordinator.view.MemoryView`: messages into the
+log and the window, what follows from them (trim, summary, compaction, promotion,
+expiry, eviction, retention), and facts and relations stored directly.
+
+Arguments arrive validated (the public layer checks them and names the field); each
+method here runs inside the view's write transaction, so a failure writes nothing.
+
+    >>> from unified_memory.config import MemoryConfig
+    >>> from unified_memory.coordinator.backend import open_backend
+    >>> from unified_memory.types import Message
+    >>> from tiers.scope import Scope
+    >>> writer = Writer(MemoryView(open_backend(None, MemoryConfig()), Scope("ada", "", "")))
+    >>> ids = writer.write_messages([Message(role="user", content="I live in Lisbon")], extract=True)
+    >>> [f.text for f in writer.view.backend.facts.list(writer.view.scope, now=0.0)]
+    ['I live in Lisbon']
+    >>> writer.view.backend.close()
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from tiers.episodic import LoggedMessage
+from tiers.long_term import EvictionWeights
+from tiers.trimming import message_token_counts
+from unified_memory.coordinator.view import MemoryView
+from unified_memory.errors import invalid, wrong_type
+from unified_memory.extraction.promotion import CONTEXT_MESSAGES, PromotionReport, Proposal
+from unified_memory.protocols import Extractor
+from unified_memory.types import ExtractedFact, ExtractedTriple, Message
+from unified_memory.validation import check_metadata, check_text, check_ttl_days, check_unit
+
+__all__ = ["Writer"]
+
+
+@dataclass(frozen=True, slots=True)
+class Writer:
+    """Writes for one view; stateless beyond it."""
+
+    view: MemoryView
+
+    def extract_now(self, extract: bool | None) -> bool:
+        """Whether a write extracts at once: ``extract``, else ``config.extract_on_write`` (with
+        ``auto_promote=False`` extraction waits for ``consolidate()``, as that setting asks)."""
+        if extract is None:
+            config = self.view.backend.config
+            return config.extract_on_write and config.auto_promote
+        if not isinstance(extract, bool):
+            raise wrong_type("extract", "bool or None", extract)
+        return extract
+
+    # -- messages -----------------------------------------------------------------------------
+
+    def write_messages(self, messages: Sequence[Message], *, extract: bool = False,
+                       extractor: Extractor | None = None) -> list[str]:
+        """Log ``messages``, add them to the window, and do what follows; returns their ids."""
+        view, backend = self.view, self.view.backend
+        messages = backend.scrub.messages("messages", messages)  # the redactor runs before anything is written
+        now = backend.clock()
+        importances = [backend.scorer(m.content) if m.role == "user" and m.content else 0.0 for m in messages]
+        tokens = message_token_counts(messages, backend.count_tokens)
+        with view.write():
+            # the extractor's context: only when a message of a promoted role is there to extract from
+            before = (backend.window.messages(view.scope, last=CONTEXT_MESSAGES)
+                      if extract and any(m.role in backend.promoter.roles and m.content for m in messages) else [])
+            logged = backend.log.append(view.scope, messages, now=now, importances=importances)
+            protect: list[str] = []
+            if extract:
+                report = self.promote(logged, now=now, source="turn", extractor=extractor, context=before)
+                protect = [*report.facts_created, *report.facts_reinforced]
+            trimmed = backend.window.extend(view.scope, logged, token_counts=tokens)
+            if trimmed:
+                view.event("trim", "completed", messages=len(trimmed))
+                self.summarize(trimmed, now)
+            self.compact(now)
+            self.maintain(now, promote=backend.config.auto_promote, protect=protect)
+        return [m.id for m in logged]
+
+    def compact(self, now: float) -> None:
+        """Compaction at ``compaction_ratio`` x ``context_max_tokens``: the oldest whole
+        interactions leave the window (at a turn boundary only), are summarised, and are
+        promoted by :meth:`maintain` like any message that left the window."""
+        view, backend = self.view, self.view.backend
+        cfg = backend.config
+        if cfg.compaction_ratio is None:
+            return
+        threshold = max(1, int(cfg.context_max_tokens * cfg.compaction_ratio))
+        target = max(1, int(threshold * (1 - cfg.compaction_min_reduction)))
+        before = backend.window.tokens(view.scope)
+        if before <= threshold:
+            return
+        view.event("compact", "started")
+        compacted = backend.window.compact(view.scope, threshold=threshold, target=target)
+        if compacted:
+            self.summarize(compacted, now)
+        view.event("compact", "completed", messages_compacted=len(compacted), tokens_before=before,
+                   tokens_after=backend.window.tokens(view.scope), threshold=threshold, target=target)
+
+    def summarize(self, trimmed: Sequence[LoggedMessage], now: float) -> None:
+        """Summarize-on-trim: fold what left the window into the running summary."""
+        view, backend = self.view, self.view.backend
+        if not backend.config.summarize_on_trim:
+            return
+        view.event("summarise", "started")
+        previous = backend.summaries.get(view.scope)
+        text, count = previous if previous is not None else ("", 0)
+        summary = backend.summarizer.summarize(text, [m.message for m in trimmed])
+        if not isinstance(summary, str):
+            raise wrong_type("summarizer", "a summarize() that returns str", summary)
+        backend.summaries.put(view.scope, summary, messages=count + len(trimmed), now=now)
+        view.event("summarise", "completed", messages=len(trimmed), chars=len(summary))
+
+    def promote(self, logged: Sequence[LoggedMessage], *, now: float, source: str,
+                extractor: Extractor | None = None, context: Sequence[Message] = ()) -> PromotionReport:
+        """Extract from logged messages into facts, entities and triples, reported as
+        ``promote`` events (at write time ``source="turn"``, on leaving the window ``"promotion"``)."""
+        view = self.view
+        view.event("promote", "started")
+        report = view.backend.promoter.promote(view.scope, logged, now=now, source=source, extractor=extractor,
+                                               context=context)
+        view.event("promote", "completed", messages=report.messages, facts_created=len(report.facts_created),
+                   facts_reinforced=len(report.facts_reinforced), facts_superseded=len(report.facts_superseded),
+                   entities=report.entities, triples=report.triples)
+        return report
+
+    def maintain(self, now: float, *, promote: bool, protect: Iterable[str] = ()) -> PromotionReport:
+        """Promotion (when asked), then TTL expiry, the long-term limit and episodic
+        retention, which apply after every write (call inside a transaction)."""
+        view, backend = self.view, self.view.backend
+        cfg = backend.config
+        due = backend.log.due_for_promotion(view.scope) if promote else []
+        report = self.promote(due, now=now, source="promotion") if due else PromotionReport()
+        backend.facts.expire(view.scope, now=now)
+        if cfg.long_term_limit is not None:
+            e = cfg.eviction
+            evicted = backend.facts.evict(view.scope, limit=cfg.long_term_limit, now=now,
+                                          protect={*protect, *report.facts_created, *report.facts_reinforced},
+                                          weights=EvictionWeights(e.importance_weight, e.recency_weight,
+                                                                  e.use_weight, e.recency_half_life_days,
+                                                                  e.use_saturation))
+            if evicted:
+                view.event("evict", "completed", facts=len(evicted))
+        if cfg.episodic_retention_days is not None:
+            backend.log.prune(view.scope.user_id, older_than=now - cfg.episodic_retention_days * 86400)
+        return report
+
+    def consolidate(self) -> int:
+        """Promote what is due, expire, evict, prune; returns the messages promoted."""
+        with self.view.write():
+            return self.maintain(self.view.backend.clock(), promote=True).messages
+
+    def end_session(self) -> int:
+        """Every message leaves the window (and is promoted); returns how many."""
+        view, backend = self.view, self.view.backend
+        with view.write():
+            held = backend.window.clear(view.scope)
+            if held:
+                view.event("trim", "completed", messages=len(held))
+                self.summarize(held, backend.clock())
+            self.maintain(backend.clock(), promote=backend.config.auto_promote)
+        return len(held)
+
+    def clear(self, include_long_term: bool) -> None:
+        """Forget the window, the log and the summary (and with ``include_long_term`` the facts and graph)."""
+        view, backend = self.view, self.view.backend
+        with view.write():
+            backend.window.clear(view.scope)
+            messages = backend.log.delete_scope(view.scope)
+            backend.summaries.delete_scope(view.scope)
+            facts = entities = 0
+            if include_long_term:
+                facts = backend.facts.delete_scope(view.scope)
+                entities = backend.graph.delete_scope(view.scope)
+            view.event("reset", "completed", messages=messages, facts=facts, entities=entities)
+
+    # -- facts and relations ------------------------------------------------------------------
+
+    def store_facts(self, proposals: list[Proposal]) -> list[str]:
+        """Store validated proposals (one fact each) as facts; returns their ids."""
+        view, backend = self.view, self.view.backend
+        now = backend.clock()
+        with view.write():
+            per_item = backend.promoter.store(view.scope, proposals, now=now, report=PromotionReport(),
+                                              source="remember", threshold=0.0)
+            ids = [fact_ids[0] for fact_ids in per_item]
+            self.maintain(now, promote=False, protect=ids)
+        return ids
+
+    def fact_item(self, field: str, item: Any) -> Proposal:
+        """Validate one item of ``remember_many`` into a proposal holding exactly one fact
+        (``field=""``: the keywords of ``remember``, named as they are)."""
+        def name(key: str) -> str:
+            return f"{field}.{key}" if field else key
+
+        backend = self.view.backend
+        if isinstance(item, ExtractedFact):
+            spec: dict[str, Any] = item.model_dump()
+        elif isinstance(item, str):
+            spec = {"text": item}
+        elif isinstance(item, Mapping):
+            spec = dict(item)
+            unknown = set(spec) - {"text", "importance", "category", "metadata", "ttl_days"}
+            if unknown:
+                raise invalid(field, f"unknown keys {sorted(unknown)}")
+        else:
+            raise wrong_type(field, "str, dict or ExtractedFact", item)
+        spec = backend.scrub.data(field or "fact", spec)  # text, slots, category and metadata
+        text = check_text(name("text") if not isinstance(item, str) else field, spec.get("text")).strip()
+        importance = check_unit(name("importance"), spec.get("importance"))
+        category = spec.get("category")
+        if category is not None and not isinstance(category, str):
+            raise wrong_type(name("category"), "str", category)
+        metadata = check_metadata(name("metadata"), spec.get("metadata"))
+        ttl = check_ttl_days(name("ttl_days"), spec.get("ttl_days"), now=backend.clock())
+        extraction = backend.extractor.extract(Message(role="user", content=text))
+        # The text is stored whole, as one fact; the extractor lends it a slot and a category.
+        found = next((f for f in extraction.facts if f.attribute), extraction.facts[0] if extraction.facts else None)
+        if importance is None:
+            importance = (found.importance if found is not None and found.importance is not None
+                          and len(extraction.facts) == 1 else float(backend.scorer(text)))
+        fact = ExtractedFact(
+            text=text, importance=importance, category=category or (found.category if found else None),
+            subject=spec.get("subject") or (found.subject if found else None),
+            attribute=spec.get("attribute") or (found.attribute if found else None),
+            value=spec.get("value") or (found.value if found else None),
+        )
+        return Proposal(extraction.model_copy(update={"facts": [fact]}), metadata=metadata, ttl_days=ttl)
+
+    def add_triple(self, triple: ExtractedTriple, metadata: dict[str, Any] | None) -> str:
+        """Add one relation (endpoints created as needed); returns its id."""
+        view = self.view
+        with view.write():
+            return view.backend.graph.add_triples(view.scope, [triple], now=view.backend.clock(),
+                                                  metadata=metadata)[0]
