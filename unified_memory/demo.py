@@ -34,7 +34,8 @@ CONTEXT_QUERY, CONTEXT_TOKENS = "plan a dinner for Maria's visit", 250
 def load_sample() -> dict[str, Any]:
     """The sample conversation shipped in ``unified_memory/data``."""
     text = resources.files("unified_memory").joinpath("data/sample_conversation.json").read_text("utf-8")
-    return json.loads(text)
+    sample: dict[str, Any] = json.loads(text)
+    return sample
 
 
 def ingest_sample(mem: UnifiedMemory, sample: dict[str, Any] | None = None) -> int:

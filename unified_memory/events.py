@@ -69,7 +69,7 @@ class EventBus:
 
     def __init__(self) -> None:
         self._hooks: list[tuple[Callable[[MemoryEvent], None], frozenset[str] | None]] = []
-        self._held: list[MemoryEvent] = []
+        self._held: list[list[MemoryEvent]] = []  # one list per open write, innermost last
         self._lock = threading.RLock()
 
     def subscribe(self, hook: Callable[[MemoryEvent], None], *, kinds: Iterable[str] | None = None,
@@ -111,26 +111,38 @@ class EventBus:
             except Exception:  # noqa: BLE001 - a hook never breaks the memory
                 _LOG.exception("event hook %r failed on %s/%s", hook, event.kind, event.stage)
 
+    def begin(self) -> None:
+        """A write (or a write nested in one) starts: what it holds is its own until it ends."""
+        with self._lock:
+            self._held.append([])
+
     def hold(self, event: MemoryEvent) -> None:
         """Keep an event of the current write until it commits (a ``started`` one is
         delivered now and only remembered, so a failure can be reported)."""
         if event.stage == "started":
             self.emit(event)
         with self._lock:
-            self._held.append(event)
+            if not self._held:
+                self._held.append([])
+            self._held[-1].append(event)
 
     def deliver(self) -> None:
-        """The write committed: deliver what it held."""
+        """The write committed: a nested write hands what it held to the write around it
+        (which may still roll back); the outermost delivers it."""
         with self._lock:
-            held, self._held = self._held, []
+            held = self._held.pop() if self._held else []
+            if self._held:
+                self._held[-1].extend(held)
+                return
         for event in held:
             if event.stage != "started":
                 self.emit(event)
 
     def fail(self, error: BaseException) -> None:
-        """The write rolled back: each kind it started or completed is reported ``failed``."""
+        """The write rolled back: each kind it started or completed is reported ``failed``
+        (a nested write's only: the write around it may still commit)."""
         with self._lock:
-            held, self._held = self._held, []
+            held = self._held.pop() if self._held else []
         seen: dict[str, MemoryEvent] = {}
         for event in held:
             seen.setdefault(event.kind, event)

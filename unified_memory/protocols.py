@@ -24,14 +24,14 @@ __all__ = ["TokenCounter", "ImportanceScorer", "Redactor", "Extractor", "Embedde
 class TokenCounter(Protocol):
     """Counts the tokens of a text: any callable ``str -> int``."""
 
-    def __call__(self, text: str) -> int: ...
+    def __call__(self, text: str, /) -> int: ...
 
 
 @runtime_checkable
 class ImportanceScorer(Protocol):
     """Scores how worth remembering a text is: any callable ``str -> float`` in [0, 1]."""
 
-    def __call__(self, text: str) -> float: ...
+    def __call__(self, text: str, /) -> float: ...
 
 
 @runtime_checkable

@@ -16,7 +16,7 @@ import math
 import re
 from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Literal, overload
 
 from pydantic import ValidationError
 
@@ -76,6 +76,10 @@ def check_bool(field: str, value: Any) -> bool:
     return value
 
 
+@overload
+def check_scope_id(field: str, value: Any, *, optional: Literal[False] = False) -> str: ...
+@overload
+def check_scope_id(field: str, value: Any, *, optional: bool) -> str | None: ...
 def check_scope_id(field: str, value: Any, *, optional: bool = False) -> str | None:
     """A user / agent / session id: a short printable string (``None`` when optional).
 
@@ -128,6 +132,10 @@ def check_limit(field: str, value: Any, *, minimum: int = 1) -> int:
     return value
 
 
+@overload
+def check_unit(field: str, value: Any, *, optional: Literal[False]) -> float: ...
+@overload
+def check_unit(field: str, value: Any, *, optional: bool = True) -> float | None: ...
 def check_unit(field: str, value: Any, *, optional: bool = True) -> float | None:
     """A number in [0, 1] (``None`` allowed when optional).
 

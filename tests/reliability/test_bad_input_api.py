@@ -323,6 +323,7 @@ def _memory_specs(ids_hint: dict[str, str] | None = None) -> dict[str, Spec]:
 # Public methods of UnifiedMemory deliberately not fuzzed here, with the reason.
 MEMORY_NOT_FUZZED = {
     "close": "no arguments; closing is idempotent and ClosedError is covered by the storage tests",
+    "atomic": "no arguments; a with-block around other (fuzzed) writes, tested in test_memory",
 }
 
 # What may legitimately be a StorageError even for a memory method (paths given by the caller).

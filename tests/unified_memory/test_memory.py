@@ -384,3 +384,27 @@ def test_episodic_retention_prunes_old_promoted_messages(clock):
         assert "I adopted a cat named Miso" not in episodes  # pruned from the log...
         assert any("Miso" in f.text for f in mem.facts())     # ...after it was promoted
         assert [e.content for e in mem.episodes(days=1)] == ["hello again", "Got it.", "and again", "Got it."]
+
+
+def test_atomic_groups_writes_all_or_nothing():
+    with UnifiedMemory() as mem:
+        seen = []
+        mem.on_event(seen.append)
+        with pytest.raises(RuntimeError):
+            with mem.atomic():
+                mem.add_turn("I live in Lisbon", "Nice")
+                mem.remember("I keep bees")
+                mem.add_triple("Maria", "lives_in", "Porto")
+                raise RuntimeError("changed my mind")
+        assert (mem.facts(), mem.triples(), mem.episodes(), mem.window()) == ([], [], [], [])
+        assert "completed" not in [e.stage for e in seen]  # started, then failed: never completed
+        assert {e.kind for e in seen if e.stage == "failed"} == {e.kind for e in seen if e.stage == "started"}
+        assert mem.recall("Lisbon") == [] and mem.recall("bees") == []  # the indexes followed the rollback
+        seen.clear()
+        with mem.atomic():
+            mem.remember("I keep bees")
+            mem.add_triple("Maria", "lives_in", "Porto")
+            assert "completed" not in [e.stage for e in seen]  # delivered when the outer block commits
+        assert "completed" in [e.stage for e in seen]
+        assert [f.text for f in mem.facts()] == ["I keep bees"]
+        assert [t.as_text() for t in mem.triples()] == ["Maria lives in Porto"]

@@ -34,7 +34,15 @@ from unified_memory.extraction.promotion import Promoter
 from unified_memory.extraction.rules import RuleExtractor
 from unified_memory.extraction.summarizers import ExtractiveSummarizer
 from unified_memory.privacy.redaction import Scrubber, make_scrubber
-from unified_memory.protocols import Embedder, Extractor, Reranker, Summarizer, VectorIndex
+from unified_memory.protocols import (
+    Embedder,
+    Extractor,
+    ImportanceScorer,
+    Reranker,
+    Summarizer,
+    TokenCounter,
+    VectorIndex,
+)
 from unified_memory.retrieval.method import Dense, setup_dense
 from unified_memory.retrieval.tokens import make_token_counter
 
@@ -59,16 +67,18 @@ class Plugins:
 
     def check(self) -> None:
         """Each plug-in has the shape it needs; the error names the keyword."""
-        for name, value in (("importance_scorer", self.importance_scorer), ("token_counter", self.token_counter),
-                            ("clock", self.clock)):
+        callables: tuple[tuple[str, object], ...] = (
+            ("importance_scorer", self.importance_scorer), ("token_counter", self.token_counter), ("clock", self.clock))
+        for name, value in callables:
             if value is not None and not callable(value):
                 raise wrong_type(name, "callable", value)
-        for name, value, method, shape in (
+        plugins: tuple[tuple[str, object, str, str], ...] = (
                 ("extractor", self.extractor, "extract", "object with an extract(message, context=...) method"),
                 ("embedder", self.embedder, "embed", "Embedder (name, dim, embed(texts))"),
                 ("vector_index", self.vector_index, "search", "VectorIndex"),
                 ("reranker", self.reranker, "rerank", "object with a rerank(query, texts) method"),
-                ("summarizer", self.summarizer, "summarize", "object with a summarize(previous, messages) method")):
+                ("summarizer", self.summarizer, "summarize", "object with a summarize(previous, messages) method"))
+        for name, value, method, shape in plugins:
             if value is not None and not callable(getattr(value, method, None)):
                 raise wrong_type(name, shape, value)
 
@@ -85,8 +95,8 @@ class Backend:
     graph: EntityGraph
     promoter: Promoter
     extractor: Extractor
-    scorer: Callable[[str], float]
-    count_tokens: Callable[[str], int]
+    scorer: ImportanceScorer
+    count_tokens: TokenCounter
     clock: Callable[[], float]
     mode: str
     dense: Dense | None

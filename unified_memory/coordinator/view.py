@@ -60,6 +60,7 @@ class MemoryView:
     def write(self) -> Iterator[None]:
         """One transaction; on failure the user's indexes are rebuilt from the store."""
         backend = self.backend
+        backend.events.begin()
         try:
             # Vectors are embedded at the end of the transaction, in one batch per tier
             # (inside it: an embedder failure rolls the write back like any other).

@@ -368,7 +368,7 @@ def _parse_locomo(data: Any) -> ParsedChat:
         if not isinstance(conv, Mapping):
             raise _Bad(f"{where}.conversation", "expected an object")
         where = f"{where}.conversation"
-        roles = {}
+        roles: dict[str, str] = {}
         for key, role in (("speaker_a", "user"), ("speaker_b", "assistant")):
             if not isinstance(conv.get(key), str) or not conv[key].strip():
                 raise _Bad(f"{where}.{key}", "expected the speaker's name")

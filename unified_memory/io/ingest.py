@@ -155,10 +155,9 @@ def ingest_file(memory: SupportsIngest, path: str | os.PathLike[str], *, format:
     ...     report.format, report.users, [e.content for e in mem.scoped(user_id="ada").episodes()]
     ('jsonl', ['ada'], ['hi'])
     """
-    ingest = getattr(memory, "ingest", None)
-    if not callable(ingest):
+    if not callable(getattr(memory, "ingest", None)):
         raise wrong_type("memory", "UnifiedMemory", memory)
-    return ingest(path, format=format, user_id=user_id, progress=progress, extract=extract)
+    return memory.ingest(path, format=format, user_id=user_id, progress=progress, extract=extract)
 
 
 def ingest_chat(view: MemoryView, path: str | os.PathLike[str], *, format: str = "auto",
@@ -200,10 +199,9 @@ def _write_session(view: MemoryView, keys: IngestedKeys, format: str, session: C
     for index, message in enumerate(session.messages):
         previous = source_key(format, session.conversation, session.session_id, index, message, previous)
         message_keys.append(previous)
-    # The memory's own write transaction, around add_messages' (a savepoint inside it):
-    # the keys, the messages, the window and promotion commit together or not at all.
-    # Keys go first so add_messages is the last step: the events it delivers when its
-    # savepoint ends are not followed by anything that could still roll them back.
+    # One write transaction around the writer's own (a savepoint inside it): the keys, the
+    # messages, the window and promotion commit together or not at all, and the events are
+    # delivered when the outer transaction commits.
     with chosen.write():
         seen = keys.existing(user, message_keys)
         fresh = [(key, m) for key, m in zip(message_keys, messages, strict=True) if key not in seen]

@@ -20,6 +20,7 @@ import json
 import logging
 import os
 import tempfile
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +30,6 @@ from tiers.user_tables import user_tables
 from unified_memory._version import __version__
 from unified_memory.coordinator.view import MemoryView
 from unified_memory.errors import MemoryValueError, StorageError, check_path, invalid, wrong_type
-from unified_memory.types import utc_from_timestamp
 from unified_memory.validation import check_scope_id
 
 __all__ = ["export_jsonl", "import_jsonl"]
@@ -58,7 +58,7 @@ def export_jsonl(view: MemoryView, destination: Any, *, all_users: bool = False)
 
     header = {"kind": "header", "format": FORMAT, "version": FORMAT_VERSION, "schema_version": SCHEMA_VERSION,
               "library_version": __version__,
-              "exported_at": utc_from_timestamp(backend.clock()).isoformat()}
+              "exported_at": datetime.fromtimestamp(backend.clock(), tz=UTC).isoformat()}
     users = None if all_users else [view.user_id]
     if not _is_path(destination):
         if not callable(getattr(destination, "write", None)):
