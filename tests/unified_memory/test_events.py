@@ -85,3 +85,76 @@ def test_unsubscribe_scopes_and_bad_kinds():
         assert [(e.kind, e.user_id) for e in seen] == [("trim", "bob")]
         with pytest.raises(MemoryValueError, match="kinds"):
             mem.on_event(print, kinds=["explode"])
+
+
+# -- nested writes: what commits is delivered once, at the outermost commit ---------------------
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from unified_memory.events import EventBus, MemoryEvent  # noqa: E402
+
+# A write: the events it holds and the writes nested in it (in order), and whether it fails at its end.
+writes = st.recursive(
+    st.tuples(st.lists(st.sampled_from(["trim", "promote", "evict"]), max_size=2), st.just([]), st.booleans()),
+    lambda inner: st.tuples(st.lists(st.sampled_from(["trim", "promote", "evict"]), max_size=2),
+                            st.lists(inner, max_size=3), st.booleans()),
+    max_leaves=12)
+
+
+@given(writes)
+def test_an_event_is_delivered_iff_every_write_around_it_committed(write):
+    bus, got = EventBus(), []
+    bus.subscribe(got.append)
+    expected_failed = []
+
+    def run(node, label):
+        """Returns what the write hands to the one around it (nothing when it failed)."""
+        kinds, children, fails = node
+        bus.begin()
+        held = []
+        for i, kind in enumerate(kinds):
+            event = MemoryEvent(kind, "completed", f"{label}.{i}", None, None)
+            bus.hold(event)
+            held.append(event)
+        for j, child in enumerate(children):
+            held += run(child, f"{label}/{j}")
+        if fails:  # the caller catches it and goes on: this write rolls back with what it held
+            bus.fail(RuntimeError("boom"))
+            expected_failed.extend(dict.fromkeys(e.kind for e in held))
+            return []
+        bus.deliver()
+        return held
+
+    expected_completed = [e.user_id for e in run(write, "w")]
+    delivered = [e.user_id for e in got if e.stage == "completed"]
+    assert sorted(delivered) == sorted(expected_completed)
+    assert len(delivered) == len(set(delivered))  # never twice
+    assert sorted(e.kind for e in got if e.stage == "failed") == sorted(expected_failed)
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.lists(st.tuples(st.booleans(), st.booleans()), min_size=1, max_size=6))
+def test_atomic_blocks_keep_exactly_the_committed_facts(blocks):
+    """Each block remembers a fact inside an outer atomic block and an inner one; either may fail."""
+    with UnifiedMemory() as mem:
+        expected = []
+        for i, (inner_fails, outer_fails) in enumerate(blocks):
+            try:
+                with mem.atomic():
+                    mem.remember(f"outer fact number {i}")
+                    try:
+                        with mem.atomic():
+                            mem.remember(f"inner fact number {i}")
+                            if inner_fails:
+                                raise KeyError(i)
+                    except KeyError:
+                        pass
+                    if outer_fails:
+                        raise ValueError(i)
+            except ValueError:
+                continue
+            expected += [f"outer fact number {i}"] + ([] if inner_fails else [f"inner fact number {i}"])
+        assert sorted(f.text for f in mem.facts()) == sorted(expected)
+        for text in expected:  # the lexical index agrees with the store
+            assert text in [h.text for h in mem.recall(text, tiers="long_term")]
