@@ -1,4 +1,4 @@
-"""The short-term window: which leading messages of a conversation must leave it.
+"""Trimming rules of a short-term window: which leading messages of a conversation must leave it.
 
 Pure logic over ``Sequence[Message]`` (oldest first); storage is the caller's job.
 
