@@ -122,7 +122,7 @@ class BaseMemory(ABC):
     @property
     def _messages(self) -> list[Message]:
         # Motus subclasses edit ``self._messages`` in place: hand them the engine's live list.
-        return self._conversation._messages
+        return self._conversation.live_messages()
 
     @property
     def system_prompt(self) -> str | None:

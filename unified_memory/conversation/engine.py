@@ -20,38 +20,44 @@ arriving, compaction waits. Everything can be logged to JSONL and replayed
 
 from __future__ import annotations
 
-import itertools
-import threading
 import uuid
 from collections.abc import Callable, Iterable, Mapping
-from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Self
 
-from pydantic import ValidationError
-
-from tiers.trimming import track_open_calls
 from unified_memory.config import coerce_config
+from unified_memory.conversation.buffer import ConversationBuffer
 from unified_memory.conversation.compaction import (
     CompactionConfig,
+    CompactionStats,
     select_window,
     summary_message,
 )
+from unified_memory.conversation.intake import MessageIntake
 from unified_memory.conversation.log import ConversationLog
-from unified_memory.conversation.persistence import PersistenceMethods, dump_message
-from unified_memory.conversation.reduction import ReductionMethods
+from unified_memory.conversation.persistence import (
+    STATE_FIELDS,
+    check_log_options,
+    check_options,
+    check_store,
+    dump_message,
+    load_saved,
+    replay,
+    restore,
+    saved_state,
+)
+from unified_memory.conversation.reduction import Reducer
 from unified_memory.conversation.state import ConversationState
-from unified_memory.conversation.strategies import load_strategies
-from unified_memory.errors import NotFoundError, UnifiedMemoryError, invalid, wrong_type
-from unified_memory.events import EventBus, MemoryEvent
+from unified_memory.conversation.strategies import MemoryStrategies, load_strategies
+from unified_memory.errors import UnifiedMemoryError, invalid, wrong_type
+from unified_memory.events import MemoryEvent
 from unified_memory.extraction.summarizers import ExtractiveSummarizer
 from unified_memory.privacy.redaction import make_scrubber
 from unified_memory.protocols import Redactor, Summarizer
 from unified_memory.retrieval.tokens import chars_per_token_counter, message_tokens
 from unified_memory.types import Message
-from unified_memory.validation import check_limit, check_text, pydantic_error
+from unified_memory.validation import check_limit, check_text
 
 __all__ = ["Conversation"]
-
 
 
 def _within(field: str, build: Callable[[Any], Any], value: Any) -> Any:
@@ -66,7 +72,7 @@ def _within(field: str, build: Callable[[Any], Any], value: Any) -> Any:
         raise type(exc)(message if message.startswith(name) else f"{name}: {message}", field=name) from None
 
 
-class Conversation(ReductionMethods, PersistenceMethods):
+class Conversation:
     """A conversation buffer with trimming, compaction, a JSONL log and round-trippable state.
 
     - ``max_messages`` / ``max_tokens``: a sliding window; whole interactions leave it,
@@ -111,19 +117,19 @@ class Conversation(ReductionMethods, PersistenceMethods):
         self.max_messages = None if max_messages is None else check_limit("max_messages", max_messages)
         self.max_tokens = None if max_tokens is None else check_limit("max_tokens", max_tokens)
         self.compaction = None if compaction is None else coerce_config(CompactionConfig, compaction, "compaction")
-        self.strategies = None if strategies is None else _within("strategies", load_strategies, strategies)
+        self.strategies: MemoryStrategies | None = (None if strategies is None
+                                                    else _within("strategies", load_strategies, strategies))
         self.strategy_memory = strategy_memory
         if self.compaction is not None:  # an unknown model or no threshold at all fails here, not on add()
-            _within("compaction", lambda _: self.compaction.threshold(), None)
-        for field, value in (("compact_fn", compact_fn), ("on_compact", on_compact), ("count_tokens", count_tokens)):
-            if value is not None and not callable(value):
-                raise wrong_type(field, "callable", value)
+            _within("compaction", lambda config: config.threshold(), self.compaction)
+        for field, hook in (("compact_fn", compact_fn), ("on_compact", on_compact), ("count_tokens", count_tokens)):
+            if hook is not None and not callable(hook):
+                raise wrong_type(field, "callable", hook)
         if summarizer is not None and not callable(getattr(summarizer, "summarize", None)):
             raise wrong_type("summarizer", "object with summarize(previous, messages)", summarizer)
-        self._scrub = make_scrubber(redactor)
+        self._intake = MessageIntake(make_scrubber(redactor), id_prefix=uuid.uuid4().hex[:12])
         if system_prompt is not None:
-            system_prompt = self._scrub.text("system_prompt", system_prompt)
-        self.system_prompt = system_prompt
+            system_prompt = self._intake.scrub.text("system_prompt", system_prompt)
         self.session_id = session_id or uuid.uuid4().hex
         self.user_id = user_id or "default"
         self.compact_fn = compact_fn
@@ -132,103 +138,117 @@ class Conversation(ReductionMethods, PersistenceMethods):
         self.summarizer: Summarizer = summarizer or ExtractiveSummarizer()
         self.count_tokens = count_tokens or chars_per_token_counter
         self.on_compact = on_compact
-        self.summary: str | None = None
-        self.last_trimmed: list[Any] = []
-        self.compactions = 0
-        self._messages: list[Any] = []
-        self._trace: list[dict[str, Any]] = []
-        self._events = EventBus()
-        self._lock = threading.RLock()
-        self._compaction_due = False
-        self._calls_state: tuple[int, list[str | None], Any] = (0, [], None)
-        self._token_cache: dict[str, tuple[Any, int]] = {}
-        self._id_prefix = uuid.uuid4().hex[:12]
-        self._id_counter = itertools.count(1)
-        self._log = ConversationLog(log_base_path, self.session_id) if log_base_path is not None else None
+        self._buffer = ConversationBuffer(
+            system_prompt=system_prompt,
+            log=ConversationLog(log_base_path, self.session_id) if log_base_path is not None else None)
+        self._reducer = Reducer(self._buffer, self)
         if system_prompt is not None:
-            self._record({"type": "system_prompt", "system_prompt": system_prompt})
+            self._buffer.record({"type": "system_prompt", "system_prompt": system_prompt})
+
+    # ---- what it holds (kept in the buffer) -----------------------------------------------------
+    @property
+    def system_prompt(self) -> str | None:
+        """The system prompt (kept by :meth:`reset`); change it with :meth:`set_system_prompt`."""
+        return self._buffer.system_prompt
+
+    @system_prompt.setter
+    def system_prompt(self, value: str | None) -> None:
+        self._buffer.system_prompt = value
+
+    @property
+    def summary(self) -> str | None:
+        """The running summary of what was compacted or trimmed away (``None``: none)."""
+        return self._buffer.summary
+
+    @summary.setter
+    def summary(self, value: str | None) -> None:
+        self._buffer.summary = value
+
+    @property
+    def compactions(self) -> int:
+        """How many compactions rewrote the messages."""
+        return self._buffer.compactions
+
+    @compactions.setter
+    def compactions(self, value: int) -> None:
+        self._buffer.compactions = value
+
+    @property
+    def last_trimmed(self) -> list[Message]:
+        """The messages the last trim dropped."""
+        return self._buffer.last_trimmed
+
+    @last_trimmed.setter
+    def last_trimmed(self, value: list[Message]) -> None:
+        self._buffer.last_trimmed = value
 
     # ---- reading -------------------------------------------------------------------------------
     @property
     def redactor(self) -> Redactor | None:
         """The redactor every held text goes through (``None``: none)."""
-        return self._scrub.redactor
+        return self._intake.scrub.redactor
 
     @property
     def log_base_path(self) -> str | None:
         """Where the JSONL log is written (``None``: not logged)."""
-        return None if self._log is None else str(self._log.base_path)
+        log = self._buffer.log
+        return None if log is None else str(log.base_path)
 
     @property
     def pending_tool_calls(self) -> int:
         """Tool calls issued and not yet answered; compaction waits while this is not 0."""
-        with self._lock:
-            return self._pending()
+        with self._buffer.lock:
+            return self._buffer.pending()
 
-    def _pending(self) -> int:
-        """Open calls, following appends incrementally; any other change of the list
-        (its last scanned message is no longer where it was) means a rescan."""
-        seen, open_calls, last = self._calls_state
-        msgs = self._messages
-        if seen > len(msgs) or (seen and msgs[seen - 1] is not last):
-            seen, open_calls = 0, []
-        for m in msgs[seen:]:
-            track_open_calls(open_calls, m)
-        self._calls_state = (len(msgs), open_calls, msgs[-1] if msgs else None)
-        return len(open_calls)
-
-    def messages(self) -> list[Any]:
+    def messages(self) -> list[Message]:
         """Every held message, oldest first (a copy: changing it changes nothing here)."""
-        with self._lock:
-            return list(self._messages)
+        with self._buffer.lock:
+            return list(self._buffer.messages)
+
+    def live_messages(self) -> list[Message]:
+        """The held messages themselves, not a copy: editing this list edits the conversation,
+        with nothing logged, trimmed or compacted (for facades whose subclasses edit messages
+        in place, as Motus' do). A trim or compaction replaces the list: ask again after one."""
+        return self._buffer.messages
 
     def __len__(self) -> int:
-        return len(self._messages)
+        return len(self._buffer.messages)
 
-    def get(self, message_id: str) -> Any | None:
+    def get(self, message_id: str) -> Message | None:
         """The message with this id, or ``None``."""
-        with self._lock:
-            return next((m for m in self._messages if m.id == message_id), None)
+        with self._buffer.lock:
+            return next((m for m in self._buffer.messages if m.id == message_id), None)
 
-    def recent(self, n: int) -> list[Any]:
+    def recent(self, n: int) -> list[Message]:
         """The last ``n`` messages (``n`` >= 1)."""
         n = check_limit("n", n)
-        with self._lock:
-            return self._messages[-n:]
+        with self._buffer.lock:
+            return self._buffer.messages[-n:]
 
-    def by_role(self, role: str, n: int | None = None) -> list[Any]:
+    def by_role(self, role: str, n: int | None = None) -> list[Message]:
         """Messages of ``role``, oldest first; the last ``n`` of them when ``n`` is given."""
         if role not in ("user", "assistant", "system", "tool"):
             raise invalid("role", f"expected user, assistant, system or tool, got {role!r}")
-        with self._lock:
-            found = [m for m in self._messages if m.role == role]
+        with self._buffer.lock:
+            found = [m for m in self._buffer.messages if m.role == role]
         return found if n is None else found[-check_limit("n", n):]
-
-    def _image_estimate(self) -> int:
-        return self.compaction.image_token_estimate if self.compaction is not None else 800
 
     def message_tokens(self, message: Any) -> int:
         """Tokens of one message, images and tool calls included (counted once per message)."""
         if not isinstance(message, Message):
             raise wrong_type("message", "Message", message)
-        cached = self._token_cache.get(message.id)
-        if cached is not None and cached[0] is message:
-            return cached[1]
-        tokens = message_tokens(message, self.count_tokens, image_token_estimate=self._image_estimate())
-        if message.id is not None:
-            if len(self._token_cache) > 2 * len(self._messages) + 64:
-                self._token_cache.clear()
-            self._token_cache[message.id] = (message, tokens)
-        return tokens
+        return self._buffer.tokens(message, self._count)
 
-    def context(self) -> list[Any]:
+    def _count(self, message: Message) -> int:
+        estimate = self.compaction.image_token_estimate if self.compaction is not None else 800
+        return message_tokens(message, self.count_tokens, image_token_estimate=estimate)
+
+    def context(self) -> list[Message]:
         """What to send to the model: the system prompt, the summary as a continuation
         message, then the conversation (in ``sliding_window`` mode only its recent window)."""
-        from unified_memory.types import Message
-
-        with self._lock:
+        with self._buffer.lock:
             head = [Message(role="system", content=self.system_prompt)] if self.system_prompt else []
-            body = list(self._messages)
+            body = list(self._buffer.messages)
             if self.compaction is not None and self.compaction.mode == "sliding_window":
                 body = select_window(body, config=self.compaction, count_tokens=self.count_tokens,
                                      system_prompt=self.system_prompt)
@@ -244,54 +264,16 @@ class Conversation(ReductionMethods, PersistenceMethods):
 
     def get_memory_trace(self) -> list[dict[str, Any]]:
         """What happened to this conversation: trims, compactions (with their stats), resets."""
-        with self._lock:
-            return [dict(entry) for entry in self._trace]
+        with self._buffer.lock:
+            return [dict(entry) for entry in self._buffer.trace]
 
     def on_event(self, hook: Callable[[MemoryEvent], None], *, kinds: Iterable[str] | None = None,
                  ) -> Callable[[], None]:
         """Call ``hook(event)`` on ``trim``, ``summarise``, ``compact`` and ``reset`` events;
         returns an unsubscribe function. Compaction reports ``started`` then ``completed`` or ``failed``."""
-        return self._events.subscribe(hook, kinds=kinds)
-
-    def _emit(self, kind: str, stage: str, error: str | None = None, **counts: int) -> None:
-        self._events.emit(MemoryEvent(kind, stage, self.user_id, None, self.session_id, counts,
-                                      datetime.now(UTC), error))  # type: ignore[arg-type]
-
-    def _record(self, entry: Mapping[str, Any]) -> None:
-        if self._log is not None:
-            self._log.append(entry)
-
-    def _note(self, kind: str, **details: Any) -> None:
-        self._trace.append({"event": kind, "at": datetime.now(UTC).isoformat(), **details})
+        return self._buffer.events.subscribe(hook, kinds=kinds)
 
     # ---- writing -------------------------------------------------------------------------------
-    def _coerce(self, field: str, message: Any, fields: Mapping[str, Any]) -> tuple[Any, bool]:
-        from unified_memory.types import Message
-
-        if message is not None and fields:
-            raise invalid(field, "give a message or its fields, not both")
-        if message is None:
-            message = dict(fields)
-        if isinstance(message, Message):
-            msg = message  # valid already: Message validates on construction and assignment
-        elif isinstance(message, Mapping):
-            try:
-                msg = Message.model_validate(dict(message))
-            except ValidationError as exc:
-                raise pydantic_error(field, exc) from None
-        else:
-            raise wrong_type(field, "Message or dict", message)
-        if msg.content is None and not (msg.tool_calls or msg.images):
-            raise invalid(f"{field}.content", f"required for a {msg.role} message without tool calls or images")
-        chosen = msg.id is not None
-        updates: dict[str, Any] = {}
-        if not chosen:
-            updates["id"] = f"{self._id_prefix}-{next(self._id_counter)}"
-        if msg.created_at is None:
-            updates["created_at"] = datetime.now(UTC)
-        # a copy either way: the caller's object never becomes part of this conversation
-        return self._scrub.message(field, msg.model_copy(update=updates, deep=isinstance(message, Message))), chosen
-
     def add(self, message: Any = None, /, **fields: Any) -> str:
         """Append a message (a :class:`~unified_memory.Message`, a dict, or its fields as
         keywords) and return its id; then trim and compact as configured.
@@ -302,7 +284,7 @@ class Conversation(ReductionMethods, PersistenceMethods):
         >>> conv.pending_tool_calls
         1
         """
-        return self._append([self._coerce("message", message, fields)], ["message"])[0]
+        return self._append([self._intake.coerce("message", message, fields)], ["message"])[0]
 
     def add_many(self, messages: Iterable[Any]) -> list[str]:
         """Append several messages at once (all validated first: one bad item adds nothing)."""
@@ -311,76 +293,62 @@ class Conversation(ReductionMethods, PersistenceMethods):
         names, items = [], []
         for i, m in enumerate(messages):
             names.append(f"messages[{i}]")
-            items.append(self._coerce(names[-1], m, {}))
+            items.append(self._intake.coerce(names[-1], m, {}))
         return self._append(items, names)
 
-    def _append(self, items: list[tuple[Any, bool]], names: list[str]) -> list[str]:
+    def _append(self, items: list[tuple[Message, bool]], names: list[str]) -> list[str]:
         """Append coerced ``(message, id chosen by the caller)`` pairs, then trim and compact."""
-        with self._lock:
+        buf = self._buffer
+        with buf.lock:
             if any(chosen for _, chosen in items):  # generated ids are unique; chosen ones are checked
-                known = {m.id for m in self._messages}
+                known = {m.id for m in buf.messages}
                 for name, (m, _) in zip(names, items, strict=True):
                     if m.id in known:
                         raise invalid(f"{name}.id", f"{m.id!r} is already in the conversation")
                     known.add(m.id)
             for m, _ in items:
-                self._messages.append(m)
-                self._record({"type": "message", "message": dump_message(m)})
-            self._after_change()
-        return [m.id for m, _ in items]
+                buf.messages.append(m)
+                buf.record({"type": "message", "message": dump_message(m)})
+            self._reducer.after_change()
+        return [str(m.id) for m, _ in items]
 
-    def _after_change(self) -> None:
-        self._enforce_limits()
-        if self._pending():
-            return  # not at a turn boundary: strategies and compaction wait for the batch
-        if self.strategies is not None and self.strategies.long_term is not None:
-            self._run_strategy(self.strategies.long_term)
-        if self.compaction is None or self.compaction.mode != "compaction":
-            return
-        if self._compaction_due or self.tokens() > self.compaction.threshold():
-            self._compact(self.compaction, auto=True)
-
-    def update(self, message_id: str, **fields: Any) -> Any:
+    def update(self, message_id: str, **fields: Any) -> Message:
         """Change fields of a held message (validated); returns the new message."""
-        with self._lock:
-            index = self._index(message_id)
-            data = {**self._messages[index].model_dump(), **fields, "id": message_id}
-            new, _ = self._coerce("fields", data, {})
-            self._messages[index] = new
-            self._calls_state = (0, [], None)  # an earlier message changed: rescan the calls
-            self._record({"type": "update", "message": dump_message(new)})
+        buf = self._buffer
+        with buf.lock:
+            index = buf.index(message_id)
+            data = {**buf.messages[index].model_dump(), **fields, "id": message_id}
+            new, _ = self._intake.coerce("fields", data, {})
+            buf.messages[index] = new
+            buf.rescan_calls()  # an earlier message changed: rescan the calls
+            buf.record({"type": "update", "message": dump_message(new)})
             return new
 
-    def remove(self, message_id: str) -> Any:
+    def remove(self, message_id: str) -> Message:
         """Remove one message by id and return it."""
-        with self._lock:
-            removed = self._messages.pop(self._index(message_id))
-            self._record({"type": "remove", "id": message_id})
+        buf = self._buffer
+        with buf.lock:
+            removed = buf.messages.pop(buf.index(message_id))
+            buf.record({"type": "remove", "id": message_id})
             return removed
-
-    def _index(self, message_id: str) -> int:
-        for i, m in enumerate(self._messages):
-            if m.id == message_id:
-                return i
-        raise NotFoundError(f"message_id: no message {message_id!r} in this conversation", field="message_id")
 
     def set_summary(self, text: str | None) -> None:
         """Replace the running summary (``None`` or ``''`` clears it)."""
         if text is not None and not isinstance(text, str):
             raise wrong_type("text", "str", text)
-        text = self._scrub.text("text", text) if text else text
-        with self._lock:
+        text = self._intake.scrub.text("text", text) if text else text
+        with self._buffer.lock:
             self.summary = text or None
-            self._record({"type": "summary", "summary": self.summary})
+            self._buffer.record({"type": "summary", "summary": self.summary})
 
     def set_system_prompt(self, text: str | None) -> None:
         """Replace the system prompt (kept by :meth:`reset`)."""
         if text is not None and not isinstance(text, str):
             raise wrong_type("text", "str", text)
-        text = self._scrub.text("text", text) if text else text
-        with self._lock:
+        text = self._intake.scrub.text("text", text) if text else text
+        with self._buffer.lock:
             self.system_prompt = text
-            self._record({"type": "system_prompt", "system_prompt": text})
+            self._buffer.record({"type": "system_prompt", "system_prompt": text})
 
     def set_model(self, llm: Any) -> None:
         """Use ``llm`` (an :class:`~unified_memory.protocols.LLM` or callable) for compaction summaries."""
@@ -396,28 +364,71 @@ class Conversation(ReductionMethods, PersistenceMethods):
         >>> conv.reset(), conv.system_prompt
         ({'messages': 1, 'summary': 0}, 'Be brief.')
         """
-        with self._lock:
-            counts = {"messages": len(self._messages), "summary": int(bool(self.summary))}
-            self._apply_reset(keep_system_prompt)
-            self._record({"type": "reset", "keep_system_prompt": keep_system_prompt})
-            self._note("reset", **counts)
-        self._emit("reset", "completed", **counts)
+        buf = self._buffer
+        with buf.lock:
+            counts = {"messages": len(buf.messages), "summary": int(bool(buf.summary))}
+            buf.reset(keep_system_prompt)
+            buf.record({"type": "reset", "keep_system_prompt": keep_system_prompt})
+            buf.note("reset", **counts)
+        buf.emit(self, "reset", "completed", **counts)
         return counts
 
-    def _apply_reset(self, keep_system_prompt: bool) -> None:
-        self._messages.clear()
-        self.summary = None
-        self.last_trimmed = []
-        self._compaction_due = False
-        if not keep_system_prompt:
-            self.system_prompt = None
+    # ---- getting smaller (the reducer) -----------------------------------------------------------
+    def fit(self, max_tokens: int) -> list[Message]:
+        """The messages :meth:`trim_to_fit` would keep, without changing the conversation.
 
-    # ---- restoring through the redactor -----------------------------------------------------
+        >>> conv = Conversation()
+        >>> _ = conv.add(role="user", content="an old question " * 5); _ = conv.add(role="user", content="new")
+        >>> [m.content for m in conv.fit(10)], len(conv)
+        (['new'], 2)
+        """
+        return self._reducer.fit(max_tokens)
+
+    def trim_to_fit(self, max_tokens: int) -> list[Message]:
+        """Drop the oldest whole interactions until the messages fit ``max_tokens``
+        (system messages stay); returns what was dropped. Waits while calls are pending."""
+        return self._reducer.trim_to_fit(max_tokens)
+
+    def messages_to_summarize(self, keep_recent: int = 6) -> list[Message]:
+        """The older non-system messages that :meth:`trim_to_recent` would drop."""
+        return self._reducer.messages_to_summarize(keep_recent)
+
+    def trim_to_recent(self, keep_recent: int = 6) -> list[Message]:
+        """Keep only the last ``keep_recent`` non-system messages (never starting on an
+        orphaned tool result); returns what was dropped."""
+        return self._reducer.trim_to_recent(keep_recent)
+
+    def compact(self) -> CompactionStats | None:
+        """Compact now (thresholds aside); returns the stats, or ``None`` when tool results
+        are still pending — then it runs as soon as the batch is complete."""
+        return self._reducer.compact_now()
+
+    # ---- saving and restoring (the persistence functions) ----------------------------------------
+    def get_session_state(self) -> ConversationState:
+        """The whole state as a :class:`~unified_memory.ConversationState` record."""
+        buf = self._buffer
+        with buf.lock:
+            return ConversationState(
+                session_id=self.session_id, user_id=self.user_id, system_prompt=buf.system_prompt,
+                summary=buf.summary, messages=list(buf.messages), max_messages=self.max_messages,
+                max_tokens=self.max_tokens, compaction=self.compaction, log_base_path=self.log_base_path)
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-compatible dict of the state; :meth:`from_dict` restores it exactly.
+
+        >>> conv = Conversation(session_id="s1", system_prompt="Be brief.")
+        >>> _ = conv.add(role="user", content="hi")
+        >>> Conversation.from_dict(conv.to_dict()).context() == conv.context()
+        True
+        """
+        return self.get_session_state().to_dict()
+
     @classmethod
-    def from_dict(cls, data: Any, **options: Any) -> Any:
-        """Rebuild a conversation from :meth:`to_dict` output (see
-        :meth:`PersistenceMethods.from_dict`); with a ``redactor`` option the saved
-        messages and summary go through it before they are held or logged.
+    def from_dict(cls, data: Mapping[str, Any] | ConversationState, **options: Any) -> Self:
+        """Rebuild a conversation from :meth:`to_dict` output, as it was: nothing is
+        re-trimmed or re-compacted. ``options`` (e.g. ``compact_fn``) go to the constructor;
+        with a ``redactor`` the saved messages and summary go through it before they are held
+        or logged. With a ``log_base_path`` the restored conversation appends to the same log.
 
         >>> from unified_memory import SecretRedactor
         >>> conv = Conversation.from_dict({"session_id": "s1", "messages": [{"role": "user", "content": "ada@x.org"}]},
@@ -425,33 +436,53 @@ class Conversation(ReductionMethods, PersistenceMethods):
         >>> conv.messages()[0].content
         '[REDACTED:email]'
         """
-        scrub = make_scrubber(options.get("redactor"))
-        if scrub:
-            state = data if isinstance(data, ConversationState) else ConversationState.from_dict(data)
-            data = state.model_copy(update={"messages": scrub.messages("messages", state.messages),
-                                            "summary": scrub.text("summary", state.summary) if state.summary
-                                            else state.summary})
-        return super().from_dict(data, **options)
-
-    @classmethod
-    def restore_from_log(cls, session_id: str, log_base_path: str, **options: Any) -> Any:
-        """Replay a JSONL log (see :meth:`PersistenceMethods.restore_from_log`); with a
-        ``redactor`` option what it held goes through it (the log itself is not rewritten)."""
-        conv = super().restore_from_log(session_id, log_base_path, **options)
-        scrub = conv._scrub
-        if scrub:
-            conv._messages = scrub.messages("messages", conv._messages)
-            conv.summary = scrub.text("summary", conv.summary) if conv.summary else conv.summary
-            if conv.system_prompt:
-                conv.system_prompt = scrub.text("system_prompt", conv.system_prompt)
+        state = saved_state(data, options.get("redactor"))
+        check_options(cls, options, STATE_FIELDS)
+        conv = cls(**{name: getattr(state, name) for name in STATE_FIELDS}, **options)
+        restore(conv._buffer, state)
         return conv
 
-    def branch(self, *, session_id: str | None = None) -> Any:
-        """An independent copy under a new session id (not logged), with the same redactor."""
-        copy = super().branch(session_id=session_id)
-        copy._scrub = self._scrub
+    def branch(self, *, session_id: str | None = None) -> Self:
+        """An independent copy under a new session id (not logged), with the same redactor:
+        explore a what-if."""
+        if session_id is not None:
+            check_text("session_id", session_id)  # a str, not blank, no NUL or lone surrogate
+        data = self.to_dict()
+        data.update(session_id=session_id or uuid.uuid4().hex, log_base_path=None)
+        copy = type(self).from_dict(data, count_tokens=self.count_tokens, compact_fn=self.compact_fn,
+                                    compaction_llm=self.compaction_llm, summarizer=self.summarizer,
+                                    summarize_on_trim=self.summarize_on_trim, on_compact=self.on_compact)
+        copy._intake.scrub = self._intake.scrub
         return copy
 
+    def save(self, store: Any, *, namespace: str = "default", ttl: float | None = None) -> None:
+        """Save the state in a :class:`~unified_memory.protocols.ConversationStore` under the session id."""
+        check_store(store, "save")
+        store.save(self.session_id, self.to_dict(), namespace=namespace, ttl=ttl)
+
+    @classmethod
+    def load(cls, store: Any, session_id: str, *, namespace: str = "default", **options: Any) -> Self:
+        """Load a conversation saved with :meth:`save`; a missing one is a :class:`NotFoundError`."""
+        return cls.from_dict(load_saved(cls, store, session_id, namespace, options), **options)
+
+    @classmethod
+    def restore_from_log(cls, session_id: str, log_base_path: str, **options: Any) -> Self:
+        """Replay ``<log_base_path>/<session_id>.jsonl`` (messages, trims, compactions, resets)
+        into a new conversation that keeps appending to the same log; no model is called. With
+        a ``redactor`` option what it held goes through it (the log itself is not rewritten).
+
+        >>> import tempfile
+        >>> logs = tempfile.mkdtemp()
+        >>> conv = Conversation(session_id="user-123", log_base_path=logs)
+        >>> _ = conv.add(role="user", content="I live in Lisbon")
+        >>> Conversation.restore_from_log("user-123", logs).context() == conv.context()
+        True
+        """
+        check_log_options(cls, session_id, log_base_path, options)
+        conv = cls(session_id=session_id, log_base_path=log_base_path, **options)
+        replay(conv._buffer, conv._intake.scrub)
+        return conv
+
     def __repr__(self) -> str:
-        return (f"Conversation(session_id={self.session_id!r}, messages={len(self._messages)}, "
+        return (f"Conversation(session_id={self.session_id!r}, messages={len(self._buffer.messages)}, "
                 f"summary={'yes' if self.summary else 'no'})")

@@ -27,7 +27,7 @@ from unified_memory import (
     UnifiedMemoryError,
 )
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def call(cid: str, name: str = "lookup") -> dict:
