@@ -122,8 +122,15 @@ class ConversationMemory:
 
     @property
     def conversation(self) -> Conversation:
-        """The engine underneath."""
+        """The engine underneath; assigning another one (``MemoryManager.load_from_file`` does)
+        makes the memory continue from it, its events sent to the same event bus."""
         return self._conversation
+
+    @conversation.setter
+    def conversation(self, conversation: Conversation) -> None:
+        if not isinstance(conversation, Conversation):
+            raise wrong_type("conversation", "Conversation", conversation)
+        self._attach(conversation)
 
     def add(self, role: str | None = None, content: Any = None, *, message: Any = None, name: str | None = None,
             tool_calls: list[dict[str, Any]] | None = None, tool_call_id: str | None = None,

@@ -218,5 +218,5 @@ class MemoryManager:
                                                  fact["object"])
             except (MemoryValueError, MemoryTypeError) as exc:
                 raise StorageError(f"{name}: triples: {exc}", field="path") from None
-        self.memory._attach(restored)
+        self.memory.conversation = restored
         return dict(additional or {})
