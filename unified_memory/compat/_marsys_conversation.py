@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -227,12 +227,16 @@ class ConversationMemory:
         result = emit(out)
         if inspect.isawaitable(result):  # MARSYS' EventBus.emit is a coroutine
             try:
-                asyncio.get_running_loop().create_task(result)
+                asyncio.get_running_loop().create_task(_awaited(result))
             except RuntimeError:
-                asyncio.run(result)
+                asyncio.run(_awaited(result))
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self._conversation!r})"
+
+
+async def _awaited(awaitable: Awaitable[Any]) -> Any:
+    return await awaitable
 
 
 def _fields_of(message: Any) -> dict[str, Any]:

@@ -80,7 +80,8 @@ class KGMemory(ConversationMemory):
 
     def add_fact(self, role: str, subject: str, predicate: str, obj: str) -> str:
         """Store one fact as a triple; returns its id."""
-        return self.memory.add_triple(subject, predicate, obj, metadata={"role": role})
+        triple_id: str = self.memory.add_triple(subject, predicate, obj, metadata={"role": role})
+        return triple_id
 
     def facts(self) -> list[dict[str, Any]]:
         """The known facts: dicts of subject, predicate, object, role and id."""

@@ -138,7 +138,8 @@ def call_names(message: Message) -> list[str]:
 def _parse(expression: str) -> ast.AST:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        return SimpleEval.parse(expression)
+        tree: ast.AST = SimpleEval.parse(expression)
+        return tree
 
 
 def check_condition(expression: str, *, allowed: frozenset[str]) -> str:
@@ -242,7 +243,8 @@ def _pairs(messages: Sequence[Message]) -> dict[int, tuple[int, int]]:
 
 def _paired(messages: Sequence[Message], keep: Sequence[bool]) -> list[Message]:
     """The kept messages with tool pairing restored (the rule in :mod:`unified_memory.conversation.strategies`)."""
-    pairs, answered, keep = _pairs(messages), {}, list(keep)
+    pairs, keep = _pairs(messages), list(keep)
+    answered: dict[int, set[int]] = {}
     for i, m in enumerate(messages):
         if m.role == "tool":
             pair = pairs.get(i)

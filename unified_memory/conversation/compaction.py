@@ -72,6 +72,7 @@ __all__ = [
 ]
 
 ProcessorName = Literal["tool_truncation", "summarization", "backward_packing"]
+_DEFAULT_ORDER: tuple[ProcessorName, ...] = ("tool_truncation", "summarization", "backward_packing")
 
 
 class ToolTruncationConfig(_Config):
@@ -109,8 +110,7 @@ class CompactionPolicy(_Config):
     """
 
     mode: Literal["compaction", "sliding_window"] = "compaction"
-    processor_order: list[ProcessorName] = Field(
-        default_factory=lambda: ["tool_truncation", "summarization", "backward_packing"])
+    processor_order: list[ProcessorName] = Field(default_factory=lambda: list(_DEFAULT_ORDER))
     excluded_processors: list[ProcessorName] = Field(default_factory=list)
     min_reduction_ratio: float = Field(default=0.4, ge=0.0, lt=1.0)
     tool_truncation: ToolTruncationConfig = Field(default_factory=ToolTruncationConfig)

@@ -96,7 +96,10 @@ def _truncated(message: Message, max_tokens: int, original: int,
             return "\n…[tool result truncated]" if style == "short" else ""
         if count_tokens(marker("")) > max_tokens:
             continue
-        head = _fit_prefix(text, lambda h, marker=marker: count_tokens(h + marker(h)) <= max_tokens)
+        def fits(h: str, marker: Callable[[str], str] = marker) -> bool:
+            return count_tokens(h + marker(h)) <= max_tokens
+
+        head = _fit_prefix(text, fits)
         content = head + marker(head)
         break
     metadata = {**message.metadata, "truncated_from_tokens": original}

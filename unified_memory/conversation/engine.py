@@ -324,8 +324,9 @@ class Conversation:
             buf.record({"type": "update", "message": dump_message(new)})
             return new
 
-    def remove(self, message_id: str) -> Message:
-        """Remove one message by id and return it."""
+    def remove(self, message_id: str | None) -> Message:
+        """Remove one message by id and return it (``None``: the first without one, as a
+        saved state without ids restores them)."""
         buf = self._buffer
         with buf.lock:
             removed = buf.messages.pop(buf.index(message_id))
@@ -370,7 +371,7 @@ class Conversation:
             buf.reset(keep_system_prompt)
             buf.record({"type": "reset", "keep_system_prompt": keep_system_prompt})
             buf.note("reset", **counts)
-        buf.emit(self, "reset", "completed", **counts)
+        buf.emit(self, "reset", "completed", messages=counts["messages"], summary=counts["summary"])
         return counts
 
     # ---- getting smaller (the reducer) -----------------------------------------------------------

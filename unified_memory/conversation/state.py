@@ -12,7 +12,7 @@ and names the field at fault (``messages.3.role``, ``compaction.safety_ratio``).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -23,7 +23,7 @@ from unified_memory.types import Message
 
 __all__ = ["ConversationState", "STATE_FORMAT"]
 
-STATE_FORMAT = "unified-memory.conversation"
+STATE_FORMAT: Final = "unified-memory.conversation"
 
 
 class ConversationState(BaseModel):

@@ -43,7 +43,7 @@ import contextvars
 import re
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import (
     BaseModel,
@@ -83,6 +83,7 @@ __all__ = ["MemoryMaxTokensStrategy", "MemoryMaxMessagesStrategy", "ShortTermStr
            "load_long_term_strategy", "interactions"]
 
 TokenCounter = Callable[[str], int]
+_T = TypeVar("_T")
 _SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
 
 
@@ -276,7 +277,8 @@ class LongTermMemoryStrategyBase(_Strategy):
 
     def _tool_outcomes(self, msgs: list[Message]) -> tuple[set[str], set[str]]:
         names: dict[str, str] = {}
-        ok, failed = set(), set()
+        ok: set[str] = set()
+        failed: set[str] = set()
         for m in msgs:
             if m.role == "assistant":
                 for call in m.tool_calls or ():
@@ -435,7 +437,7 @@ class MemoryStrategies(_Strategy):
 # ---------------------------------------------------------------- loading
 
 
-def _validate(adapter: TypeAdapter[Any], source: Any) -> Any:
+def _validate(adapter: TypeAdapter[_T], source: Any) -> _T:
     data, label = read_source(source)
     token = _NESTED.set(True)
     try:
@@ -447,8 +449,8 @@ def _validate(adapter: TypeAdapter[Any], source: Any) -> Any:
 
 
 _STRATEGIES = TypeAdapter(MemoryStrategies)
-_SHORT = TypeAdapter(ShortTermStrategy)
-_LONG = TypeAdapter(LongTermStrategy)
+_SHORT: TypeAdapter[MemoryMaxTokensStrategy | MemoryMaxMessagesStrategy] = TypeAdapter(ShortTermStrategy)
+_LONG: TypeAdapter[SummarizerStrategy | NeuralyzerStrategy] = TypeAdapter(LongTermStrategy)
 
 
 def load_strategies(source: Mapping[str, Any] | str | Path) -> MemoryStrategies:
