@@ -26,7 +26,6 @@ from tiers.user_tables import user_tables
 from unified_memory.coordinator.backend import Backend
 from unified_memory.coordinator.view import MemoryView
 from unified_memory.errors import invalid, wrong_type
-from unified_memory.validation import check_scope_id
 
 __all__ = ["forget"]
 
@@ -64,9 +63,9 @@ def forget(view: MemoryView, *, user_id: str | None = None, ids: Sequence[str] |
     ...     mem.forget()["facts"], mem.facts()
     (1, [])
     """
-    target = check_scope_id("user_id", user_id) if user_id is not None else view.user_id
+    chosen = view.rescoped(user_id=user_id) if user_id is not None else view  # the id checked, named in errors
+    target = chosen.user_id
     checked = _check_ids(ids) if ids is not None else None
-    chosen = view if target == view.user_id else view.rescoped(user_id=target)
     backend = view.backend
     storage = backend.storage
     indexes = backend.indexes
