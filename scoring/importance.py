@@ -264,6 +264,7 @@ class HeuristicImportanceScorer:
             question_at = max((m.end() for m in _ASK_CUT.finditer(low)), default=0)
         cues, implicit = self._cues(s, low, question_at, mem.start() if mem else len(s) + 1, toks, texts)
         reasons: list[str] = []
+        category: str | None
         cue_at = 0
         if cues:
             cues.sort(key=lambda c: c[:3], reverse=True)

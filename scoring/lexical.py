@@ -21,14 +21,12 @@ of the query a document answers: a document matching only a query's common word
 tf = 1 in a document of average length gets 1/(k1+1).
 
 Layout: documents get append-only integer *slots* (a re-added key gets a new
-one). Postings live in a *sealed* segment (per-term slices of slot and tf
-arrays, CSC style) plus a small *pending* segment (per-term ``array('i')``
-lists) that takes single writes. Pending is merged into sealed when it outgrows
-``max(20_000, sealed/4)`` postings, so a write never triggers a full refit and
-merges cost amortised O(1) per posting. Removal only clears the slot's ``alive``
-flag; document frequencies count live postings at query time and dead postings
-are dropped at the next merge (which also renumbers slots, keeping their order,
-once most of them are dead). Ties rank the older slot first.
+one); their postings are kept by :class:`scoring.postings.Postings`, sealed plus
+pending, merged on a schedule that keeps writes amortised O(1) per posting.
+Removal only clears the slot's ``alive`` flag; document frequencies count live
+postings at query time and dead postings are dropped at the next merge (which
+also renumbers slots, keeping their order, once most of them are dead). Ties
+rank the older slot first.
 
 Not thread-safe: callers serialise access.
 """
@@ -36,7 +34,6 @@ Not thread-safe: callers serialise access.
 from __future__ import annotations
 
 import math
-from array import array
 from collections import Counter
 from collections.abc import Callable, Iterable
 from itertools import chain
@@ -45,12 +42,12 @@ from typing import NamedTuple
 
 import numpy as np
 
+from scoring.postings import Postings, SortedPostings
 from scoring.text import DOC_BREAK, analyze, raw_token_stream, raw_tokens, token_terms
 from unified_memory.errors import invalid, wrong_type
 
 __all__ = ["LexicalIndex", "LexicalMatch", "LexicalState"]
 
-_MIN_MERGE = 20_000  # pending (or dead) postings before a merge, at the least
 _MIN_RENUMBER = 1024  # dead slots before a merge renumbers, at the least
 _TOKEN_CACHE_MAX = 1 << 20
 
@@ -170,12 +167,7 @@ class LexicalIndex:
         self._total_len = 0
         self._vocab: dict[str, int] = {}
         self._token_ids = _TokenIds(self._vocab)
-        self._indptr = np.zeros(1, np.int64)
-        self._post_slot = np.zeros(0, np.int32)
-        self._post_tf = np.zeros(0, np.float32)
-        self._pending: dict[int, tuple[array, array]] = {}
-        self._n_pending = 0
-        self._n_dead = 0  # postings of removed slots not yet merged away
+        self._postings = Postings()
 
     def __len__(self) -> int:
         return len(self._key_slot)
@@ -204,15 +196,7 @@ class LexicalIndex:
         self._key_slot[key] = slot
         self._doc_len[slot], self._alive[slot], self._uniq[slot] = len(ids), True, len(counts)
         self._total_len += len(ids)
-        pending = self._pending
-        for tid, tf in counts.items():
-            lists = pending.get(tid)
-            if lists is None:
-                pending[tid] = (array("i", (slot,)), array("i", (tf,)))
-            else:
-                lists[0].append(slot)
-                lists[1].append(tf)
-        self._n_pending += len(counts)
+        self._postings.add_document(slot, counts)
         self._maybe_merge()
 
     def add_many(self, items: Iterable[tuple[str, str]]) -> None:
@@ -256,16 +240,10 @@ class LexicalIndex:
         self._uniq[base:base + n] = uniq
         self._total_len += int(lengths.sum())
         slots, tf = (docs + base).astype(np.int32), tf.astype(np.int32)
-        if self._n_pending + len(terms) > self._merge_limit():
+        if self._postings.overflows(len(terms)):
             self._merge((terms, slots, tf))
             return
-        starts = np.flatnonzero(np.r_[True, terms[1:] != terms[:-1]]).tolist() if len(terms) else []
-        ends = [*starts[1:], len(terms)][: len(starts)]
-        for tid, lo, hi in zip(terms[starts].tolist(), starts, ends, strict=True):
-            lists = self._pending.setdefault(tid, (array("i"), array("i")))
-            lists[0].frombytes(slots[lo:hi].tobytes())
-            lists[1].frombytes(tf[lo:hi].tobytes())
-        self._n_pending += len(terms)
+        self._postings.add_sorted(terms, slots, tf)
         self._maybe_merge()
 
     def remove(self, key: str) -> bool:
@@ -325,7 +303,7 @@ class LexicalIndex:
             if tid is None:
                 bound += absent_bound
                 continue
-            slots, tfs = self._postings(tid)
+            slots, tfs = self._postings.of(tid)
             alive = self._alive[slots]
             if not alive.all():
                 slots, tfs = slots[alive], tfs[alive]
@@ -363,7 +341,7 @@ class LexicalIndex:
         for r, t in zip(rank[hit].tolist(), term_of[hit].tolist(), strict=True):
             matched[r].append(names[t])
         slot_key = self._slot_key
-        return [LexicalMatch(slot_key[slot], s, min(1.0, s / bound), tuple(m))  # type: ignore[arg-type]
+        return [LexicalMatch(slot_key[slot], s, min(1.0, s / bound), tuple(m))  # a live slot: its key is a str
                 for slot, s, m in zip(cand[chosen].tolist(), scores[chosen].tolist(), matched, strict=True)]
 
     # -- snapshots -------------------------------------------------------------------------
@@ -384,8 +362,9 @@ class LexicalIndex:
         vocab = [""] * len(self._vocab)
         for term, tid in self._vocab.items():
             vocab[tid] = term
+        sealed = self._postings.arrays()
         arrays = {"doc_len": self._doc_len[:n], "alive": self._alive[:n], "uniq": self._uniq[:n],
-                  "indptr": self._indptr, "post_slot": self._post_slot, "post_tf": self._post_tf}
+                  "indptr": sealed["indptr"], "post_slot": sealed["slots"], "post_tf": sealed["tfs"]}
         return LexicalState(list(self._slot_key), vocab, {k: v.copy() for k, v in arrays.items()},
                             self._total_len, self._k1, self._b)
 
@@ -414,7 +393,7 @@ class LexicalIndex:
         index._vocab = {term: tid for tid, term in enumerate(state.vocab)}
         index._token_ids = _TokenIds(index._vocab)
         index._doc_len, index._alive, index._uniq = a["doc_len"], a["alive"], a["uniq"]
-        index._indptr, index._post_slot, index._post_tf = a["indptr"], a["post_slot"], a["post_tf"]
+        index._postings = Postings.from_arrays(a["indptr"], a["post_slot"], a["post_tf"])
         index._total_len = int(state.total_len)
         return index
 
@@ -428,7 +407,8 @@ class LexicalIndex:
         while done < len(scores) and len(chosen) < want:
             ranked = _top(scores, k)[done:].tolist()
             for i in ranked:
-                if keys_allowed(self._slot_key[int(cand[i])]):  # type: ignore[arg-type]
+                key = self._slot_key[int(cand[i])]
+                if key is not None and keys_allowed(key):  # candidates are live slots: never None
                     chosen.append(i)
                     if len(chosen) == want:
                         break
@@ -451,18 +431,6 @@ class LexicalIndex:
         lengths = np.fromiter(map(len, token_lists), np.int64, len(token_lists))
         return np.array(list(map(vocab.__getitem__, terms)), np.int64), lengths
 
-    def _postings(self, tid: int) -> tuple[np.ndarray, np.ndarray]:
-        if tid + 1 < len(self._indptr):
-            lo, hi = self._indptr[tid], self._indptr[tid + 1]
-            slots, tfs = self._post_slot[lo:hi], self._post_tf[lo:hi]
-        else:
-            slots, tfs = self._post_slot[:0], self._post_tf[:0]
-        lists = self._pending.get(tid)
-        if lists is not None:
-            slots = np.concatenate((slots, np.array(lists[0], np.int32)))
-            tfs = np.concatenate((tfs, np.array(lists[1], np.float32)))
-        return slots, tfs
-
     def _drop(self, key: str) -> bool:
         slot = self._key_slot.pop(key, None)
         if slot is None:
@@ -470,7 +438,7 @@ class LexicalIndex:
         self._alive[slot] = False
         self._slot_key[slot] = None
         self._total_len -= int(self._doc_len[slot])
-        self._n_dead += int(self._uniq[slot])
+        self._postings.mark_dead(int(self._uniq[slot]))
         return True
 
     def _grow(self, extra: int) -> None:
@@ -484,53 +452,23 @@ class LexicalIndex:
             setattr(self, name, np.zeros(cap, old.dtype))
             getattr(self, name)[: len(old)] = old
 
-    def _merge_limit(self) -> int:
-        return max(_MIN_MERGE, len(self._post_slot) // 4)
-
     def _maybe_merge(self) -> None:
-        if self._n_pending > self._merge_limit() or self._n_dead > self._merge_limit():
+        if self._postings.needs_merge():
             self._merge(None)
 
-    def _merge(self, extra: tuple[np.ndarray, np.ndarray, np.ndarray] | None) -> None:
-        """Rebuild the sealed segment from sealed + pending (+ extra, term-sorted) postings."""
-        counts = np.diff(self._indptr)
-        parts_t = [np.repeat(np.arange(len(counts), dtype=np.int32), counts)]
-        parts_s, parts_f = [self._post_slot], [self._post_tf]
-        if self._pending:
-            tids = sorted(self._pending)
-            flat_s, flat_f = array("i"), array("i")
-            for tid in tids:
-                flat_s.extend(self._pending[tid][0])
-                flat_f.extend(self._pending[tid][1])
-            parts_t.append(np.repeat(np.array(tids, np.int32), [len(self._pending[t][0]) for t in tids]))
-            parts_s.append(np.array(flat_s, np.int32))
-            parts_f.append(np.array(flat_f, np.float32))
-        for part, value in zip((parts_t, parts_s, parts_f), extra or (), strict=False):
-            part.append(value)
-        terms, slots = np.concatenate(parts_t), np.concatenate(parts_s)
-        tfs = np.concatenate(parts_f, dtype=np.float32, casting="unsafe")
-        n_slots = len(self._slot_key)
+    def _merge(self, extra: SortedPostings | None) -> None:
+        """Merge the postings (with ``extra``, term-sorted ones) and, once most slots are
+        dead, renumber the live ones and the terms they hold, keeping their order."""
+        n_slots, n_live = len(self._slot_key), len(self._key_slot)
         alive = self._alive[:n_slots]
-        keep = alive[slots]
-        if not keep.all():
-            terms, slots, tfs = terms[keep], slots[keep], tfs[keep]
-        order = np.argsort(terms, kind="stable")  # concatenated sorted runs: near-linear timsort
-        terms, slots, tfs = terms[order], slots[order], tfs[order]
-        n_live, vocab = len(self._key_slot), self._vocab
         renumber = n_slots - n_live > max(_MIN_RENUMBER, n_live)  # mostly dead: renumber, shrink vocab
-        if renumber:
-            slots = (np.cumsum(alive) - 1)[slots]
-            per_term = np.bincount(terms, minlength=len(vocab))
-            new_tid = np.cumsum(per_term > 0) - 1
-            vocab = {t: int(new_tid[i]) for t, i in vocab.items() if per_term[i]}
-            terms = new_tid[terms]
-        indptr = np.zeros(len(vocab) + 1, np.int64)
-        np.cumsum(np.bincount(terms, minlength=len(vocab)), out=indptr[1:])
-        if renumber:
+        new_tid = self._postings.merge(alive, len(self._vocab), renumber=renumber, extra=extra)
+        if new_tid is not None:
             live = np.flatnonzero(alive)
-            self._slot_key = [self._slot_key[i] for i in live.tolist()]
-            self._key_slot = {key: i for i, key in enumerate(self._slot_key)}  # type: ignore[misc]
+            keys = [self._slot_key[i] for i in live.tolist()]
+            self._slot_key = keys
+            self._key_slot = {key: i for i, key in enumerate(keys) if key is not None}  # all live
             self._resize(max(1024, 2 * len(live)), live)
+            ids = new_tid.tolist()
+            vocab = {term: ids[tid] for term, tid in self._vocab.items() if ids[tid] >= 0}
             self._vocab, self._token_ids = vocab, _TokenIds(vocab)
-        self._indptr, self._post_slot, self._post_tf = indptr, slots.astype(np.int32), tfs
-        self._pending, self._n_pending, self._n_dead = {}, 0, 0

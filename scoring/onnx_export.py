@@ -88,7 +88,8 @@ def _export(model: Any, path: Path) -> None:
     torch = importlib.import_module("torch")
     bert = model[0].auto_model
 
-    class Pooled(torch.nn.Module):
+    # torch comes from importlib (untyped Any): its Module is no static type to subclass
+    class Pooled(torch.nn.Module):  # type: ignore[name-defined,misc]
         def __init__(self) -> None:
             super().__init__()
             self.bert = bert

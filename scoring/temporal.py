@@ -92,7 +92,8 @@ def _days(start: datetime, count: float = 1) -> Span:
 def _months(year: int, month: int, count: int = 1) -> Span:
     """``count`` calendar months from ``month`` (which may be out of 1..12: it carries into the year)."""
     index = year * 12 + month - 1
-    return tuple(datetime(i // 12, i % 12 + 1, 1, tzinfo=UTC) for i in (index, index + count))
+    start, end = (datetime(i // 12, i % 12 + 1, 1, tzinfo=UTC) for i in (index, index + count))
+    return start, end
 
 
 def _year(year: int) -> Span:

@@ -7,6 +7,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import scoring.lexical
+import scoring.postings
 from scoring.lexical import LexicalIndex, LexicalMatch
 from scoring.text import analyze
 from unified_memory.errors import MemoryTypeError, MemoryValueError
@@ -38,7 +39,7 @@ def bm25_reference(docs, query, k1=1.2, b=0.75, analyzer=analyze):
 
 @pytest.fixture
 def small_merges(monkeypatch):
-    monkeypatch.setattr(scoring.lexical, "_MIN_MERGE", 8)
+    monkeypatch.setattr(scoring.postings, "_MIN_MERGE", 8)
     monkeypatch.setattr(scoring.lexical, "_MIN_RENUMBER", 4)
 
 
@@ -200,11 +201,11 @@ def test_merge_into_sealed_segment_preserves_results():
         index.add(f"single{i}", f"topic{i % 9} memo shared")
     for i in range(0, 200, 3):
         index.remove(f"bulk{i}")
-    assert index._n_pending > 0
+    assert index._postings.n_pending > 0
     queries = ["shared", "topic3 note2", "memo topic4", "topic12"]
     before = {q: index.search(q, limit=None) for q in queries}
     index.compact()
-    assert index._n_pending == 0
+    assert index._postings.n_pending == 0
     assert {q: index.search(q, limit=None) for q in queries} == before
 
 
