@@ -527,6 +527,7 @@ CONVERSATION_SPECS: dict[str, Spec] = {
                                          "max_tokens", "compaction", "log_base_path"})),
     "get": Spec(dict(message_id=MESSAGE_IDS), lambda c, **k: c.get(**k)),
     "get_memory_trace": Spec({}, lambda c: c.get_memory_trace()),
+    "live_messages": Spec({}, lambda c: c.live_messages()),
     "get_session_state": Spec({}, lambda c: c.get_session_state()),
     "load": Spec(dict(store=st.just(_STORE), session_id=st.just("saved"), namespace=st.just("default")),
                  lambda c, **k: Conversation.load(**k), extra_kw=True, storage_ok=True),
