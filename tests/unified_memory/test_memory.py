@@ -404,6 +404,7 @@ def test_atomic_groups_writes_all_or_nothing():
         with mem.atomic():
             mem.remember("I keep bees")
             mem.add_triple("Maria", "lives_in", "Porto")
+            mem.add_turn("Hello there", "Hi")  # a promote event, held until the block commits
             assert "completed" not in [e.stage for e in seen]  # delivered when the outer block commits
         assert "completed" in [e.stage for e in seen]
         assert [f.text for f in mem.facts()] == ["I keep bees"]

@@ -118,6 +118,8 @@ class WritingAPI(ReadingAPI):
                     tool_call_id: str | None = None, extract: bool | None = None) -> str:
         """Log one message and add it to the window; returns its id. ``extract``: see :meth:`add_turn`.
 
+        >>> from unified_memory import UnifiedMemory
+
         >>> with UnifiedMemory() as mem:
         ...     mem.add_message("user", "hello").startswith("msg_")
         True
@@ -138,6 +140,8 @@ class WritingAPI(ReadingAPI):
         ``auto_promote=False`` defers all extraction to :meth:`consolidate`), with
         ``extractor`` if given, else the memory's; ``extract=False`` leaves that to
         promotion, when the turn leaves the short-term window.
+
+        >>> from unified_memory import UnifiedMemory
 
         >>> with UnifiedMemory() as mem:
         ...     _ = mem.add_turn("Hi, I'm Ada", "Hello Ada!")
@@ -161,6 +165,8 @@ class WritingAPI(ReadingAPI):
         """Log many messages (Message objects or OpenAI-style dicts) in one transaction.
         ``extract``: see :meth:`add_turn`.
 
+        >>> from unified_memory import UnifiedMemory
+
         >>> with UnifiedMemory() as mem:
         ...     len(mem.add_messages([{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hey"}]))
         2
@@ -175,6 +181,8 @@ class WritingAPI(ReadingAPI):
         """Promote what is due now (for ``auto_promote=False``), expire TTLs, apply the
         long-term limit and retention. Returns how many messages went through promotion.
 
+        >>> from unified_memory import UnifiedMemory
+
         >>> with UnifiedMemory(short_term_limit=1, auto_promote=False) as mem:
         ...     _ = mem.add_turn("I live in Lisbon")
         ...     _ = mem.add_turn("I work at Acme")
@@ -188,6 +196,8 @@ class WritingAPI(ReadingAPI):
         (or waits for :meth:`consolidate` with ``auto_promote=False``). Returns how many
         messages left the window.
 
+        >>> from unified_memory import UnifiedMemory
+
         >>> with UnifiedMemory() as mem:
         ...     _ = mem.add_turn("I live in Lisbon", "Nice")
         ...     mem.end_session(), [f.text for f in mem.facts()]
@@ -198,6 +208,8 @@ class WritingAPI(ReadingAPI):
     def clear(self, include_long_term: bool = False) -> None:
         """Forget this conversation's window and this user's episodic log; with
         ``include_long_term`` also the user's facts, entities and triples.
+
+        >>> from unified_memory import UnifiedMemory
 
         >>> with UnifiedMemory() as mem:
         ...     _ = mem.add_turn("hello")
@@ -218,6 +230,8 @@ class WritingAPI(ReadingAPI):
         with a ``user_id`` column, values exactly as stored. Embeddings and indexes are
         derived, not exported. Returns the number of row lines.
 
+        >>> from unified_memory import UnifiedMemory
+
         >>> import io
         >>> with UnifiedMemory(user_id="ada") as mem:
         ...     _ = mem.add_turn("I keep bees", "Nice")
@@ -237,6 +251,8 @@ class WritingAPI(ReadingAPI):
         ``config.extract_on_write``; ``False`` leaves the log as history only). Returns an
         :class:`~unified_memory.io.ingest.IngestReport` (see :func:`~unified_memory.io.ingest.ingest_file`
         for users and sessions).
+
+        >>> from unified_memory import UnifiedMemory
 
         >>> import json, os, tempfile
         >>> path = os.path.join(tempfile.mkdtemp(), "chat.json")
@@ -261,6 +277,8 @@ class WritingAPI(ReadingAPI):
         fresh ids (derived from the new user and the old id, so importing again still adds
         nothing) and every reference follows. The indexes of the users touched are rebuilt
         from the store. Returns the rows imported.
+
+        >>> from unified_memory import UnifiedMemory
 
         >>> import io
         >>> buffer = io.StringIO()
@@ -290,6 +308,8 @@ class WritingAPI(ReadingAPI):
         checkpointed and truncated, so the text cannot be read back from the files (with
         embedded Chroma, see docs/deployment.md). Emits a ``reset`` event with the counts.
 
+        >>> from unified_memory import UnifiedMemory
+
         >>> with UnifiedMemory() as mem:
         ...     keep, drop = mem.remember("I keep bees"), mem.remember("My PIN is 4711")
         ...     mem.forget(ids=[drop])["facts"], [f.text for f in mem.facts()]
@@ -301,6 +321,8 @@ class WritingAPI(ReadingAPI):
         """Rebuild the indexes derived from SQLite (lexical, and vectors when dense
         retrieval is on) for this user, or for every user in the file. Returns how
         many users were reindexed.
+
+        >>> from unified_memory import UnifiedMemory
 
         >>> with UnifiedMemory() as mem:
         ...     _ = mem.remember("I keep bees")
@@ -316,6 +338,8 @@ class WritingAPI(ReadingAPI):
     def report_failure(self, kind: str, error: str) -> None:
         """Tell the event hooks that work of ``kind`` failed outside a write (used by ``@remember``).
 
+        >>> from unified_memory import UnifiedMemory
+
         >>> with UnifiedMemory() as mem:
         ...     seen = []
         ...     _ = mem.on_event(seen.append)
@@ -329,6 +353,8 @@ class WritingAPI(ReadingAPI):
         """Call ``hook(event)`` for what the memory does — trim, promote, evict, reset
         (see :mod:`unified_memory.events`); returns a function that unsubscribes.
 
+        >>> from unified_memory import UnifiedMemory
+
         >>> with UnifiedMemory() as mem:
         ...     seen = []
         ...     stop = mem.on_event(seen.append, kinds=["reset"])
@@ -339,6 +365,8 @@ class WritingAPI(ReadingAPI):
 
     def count_tokens(self, text: str) -> int:
         """Tokens in ``text`` by the configured counter (chars/4 unless tiktoken is usable offline).
+
+        >>> from unified_memory import UnifiedMemory
 
         >>> UnifiedMemory().count_tokens("abcdefgh")
         2
