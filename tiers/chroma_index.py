@@ -26,6 +26,7 @@ import hashlib
 import re
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from operator import methodcaller
 from pathlib import Path
 from typing import Any
 
@@ -187,7 +188,7 @@ class ChromaVectorIndex:
             ids, matrix = list(rows), matrix[list(rows.values())]
         step = self._batch_size()
         for s in range(0, len(ids), step):
-            self._call(partition, True, lambda col, s=s: col.upsert(ids=ids[s : s + step], embeddings=matrix[s : s + step]))
+            self._call(partition, True, methodcaller("upsert", ids=ids[s : s + step], embeddings=matrix[s : s + step]))
 
     def delete(self, partition: str, ids: Sequence[str]) -> None:
         """Remove ids (unknown ids and a missing partition are ignored)."""
@@ -195,7 +196,7 @@ class ChromaVectorIndex:
         ids = list(dict.fromkeys(self._check_ids(ids)))  # chroma refuses duplicates
         step = self._batch_size()
         for s in range(0, len(ids), step):
-            self._call(partition, False, lambda col, s=s: col.delete(ids=ids[s : s + step]))
+            self._call(partition, False, methodcaller("delete", ids=ids[s : s + step]))
 
     def search(self, partition: str, vector: Any, limit: int) -> list[tuple[str, float]]:
         """Up to ``limit`` ``(id, cosine similarity)`` pairs, best first, ties by id
@@ -236,7 +237,7 @@ class ChromaVectorIndex:
         """Every id in the partition (empty for a missing partition)."""
         found: set[str] = set()
         for offset in range(0, 1 << 62, _PAGE):
-            page = self._call(partition, False, lambda col, o=offset: col.get(include=[], limit=_PAGE, offset=o))
+            page = self._call(partition, False, methodcaller("get", include=[], limit=_PAGE, offset=offset))
             keys = page["ids"] if page is not None else []
             found.update(keys)
             if len(keys) < _PAGE:

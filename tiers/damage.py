@@ -6,7 +6,7 @@ are fetched after the statement ran (:class:`CheckedRows`).
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from os import PathLike
 from typing import Any
 
@@ -55,8 +55,23 @@ class CheckedRows:
 
     __slots__ = ("_cursor", "_refuse_damage")
 
-    def __init__(self, cursor: sqlite3.Cursor, refuse_damage: Any) -> None:
+    def __init__(self, cursor: sqlite3.Cursor, refuse_damage: Callable[[sqlite3.DatabaseError], None]) -> None:
         self._cursor, self._refuse_damage = cursor, refuse_damage
+
+    @property
+    def rowcount(self) -> int:
+        """Rows the statement changed (see :attr:`sqlite3.Cursor.rowcount`)."""
+        return self._cursor.rowcount
+
+    @property
+    def lastrowid(self) -> int | None:
+        """The rowid of the last row inserted (see :attr:`sqlite3.Cursor.lastrowid`)."""
+        return self._cursor.lastrowid
+
+    @property
+    def description(self) -> Any:
+        """The result's columns (see :attr:`sqlite3.Cursor.description`)."""
+        return self._cursor.description
 
     def fetchone(self) -> Any:
         try:
@@ -89,7 +104,7 @@ class CheckedRows:
             raise StopIteration
         return row
 
-    def __getattr__(self, name: str) -> Any:  # rowcount, lastrowid, description, close ...
+    def __getattr__(self, name: str) -> Any:  # close, arraysize ...
         return getattr(self._cursor, name)
 
 

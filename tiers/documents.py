@@ -44,7 +44,8 @@ class DensePartitions(Protocol):
 @dataclass(frozen=True, slots=True)
 class Candidate:
     """One document found for a query: its stored row, and how each index scored it
-    (``None`` when that index did not return it)."""
+    (``None`` when that index did not return it). The row stays inside the tier: each
+    tier turns it into a typed :class:`tiers.candidates.RecallCandidate` for recall."""
 
     id: str
     row: dict[str, Any]
@@ -126,11 +127,11 @@ class DocumentIndex:
         so the lookup never degrades to a scan of the user's rows).
         """
         use_lexical = mode in ("lexical", "hybrid")
-        use_dense = mode in ("embedding", "hybrid") and self.dense is not None and vector is not None
+        dense_index = self.dense if mode in ("embedding", "hybrid") and vector is not None else None
         size = want + max(4, want // 4)  # a little slack for rows the filter drops; more if short
         while True:
             lexical = self.lexical.search(user_id, query, size) if use_lexical else []
-            dense = self.dense.search(user_id, vector, size) if use_dense else []  # type: ignore[union-attr]
+            dense = dense_index.search(user_id, vector, size) if dense_index is not None else []
             rows = self._rows([m.key for m in lexical] + [i for i, _ in dense], table, columns, filter_sql,
                               filter_params)
             kept_lexical = [m for m in lexical if m.key in rows][:want]
@@ -141,15 +142,15 @@ class DocumentIndex:
                 break
             size *= 4
         dense_of = dict(kept_dense)
-        if use_dense and kept_lexical:  # lexical hits beyond the nearest neighbours: score them too
+        if dense_index is not None and kept_lexical:  # lexical hits beyond the nearest neighbours: score them too
             missing = [m.key for m in kept_lexical if m.key not in dense_of]
             if missing:
-                dense_of.update(self.dense.similarity(user_id, vector, missing))  # type: ignore[union-attr]
+                dense_of.update(dense_index.similarity(user_id, vector, missing))
         lexical_of = {m.key: m for m in kept_lexical}
         if use_lexical and kept_dense:  # nearest neighbours beyond the lexical top: their BM25 too
-            missing = {item_id for item_id, _ in kept_dense if item_id not in lexical_of}
-            if missing and len(lexical) == size:  # else every lexical match was already returned
-                for match in self.lexical.search(user_id, query, len(missing), keys_allowed=missing.__contains__):
+            unscored = {item_id for item_id, _ in kept_dense if item_id not in lexical_of}
+            if unscored and len(lexical) == size:  # else every lexical match was already returned
+                for match in self.lexical.search(user_id, query, len(unscored), keys_allowed=unscored.__contains__):
                     lexical_of[match.key] = match
         by_id: dict[str, Candidate] = {}
         for match in kept_lexical:

@@ -26,8 +26,9 @@ import contextlib
 import math
 import os
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from typing import cast
 
 import numpy as np
 
@@ -77,7 +78,7 @@ def _one_blas_thread() -> Iterator[None]:
     """Training and assignment are many mid-sized products: on a busy 2-core machine one BLAS
     thread is 2-4x faster than OpenBLAS handing each to a second thread."""
     try:
-        from threadpoolctl import threadpool_limits  # installed with scikit-learn
+        from threadpoolctl import threadpool_limits  # type: ignore[import-untyped]  # installed with scikit-learn
     except ImportError:  # pragma: no cover - optional speed-up
         yield
         return
@@ -122,7 +123,13 @@ class IvfPartition:
 
     # -- storage ------------------------------------------------------------------------------------
 
-    def _set_rows(self, data: np.ndarray, labels: np.ndarray, ids: list, orders: np.ndarray) -> None:
+    @property
+    def _quantizer(self) -> Quantizer:
+        quantizer = self.quantizer
+        assert quantizer is not None  # trained by build(), before any other use
+        return quantizer
+
+    def _set_rows(self, data: np.ndarray, labels: np.ndarray, ids: list[str], orders: np.ndarray) -> None:
         """Hold ``len(ids)`` packed rows (sorted by list); ``data`` may be longer (room to append)."""
         size = len(ids)
         capacity = max(len(data), size + size // 4 + 1024)
@@ -137,14 +144,14 @@ class IvfPartition:
         self.order[:size] = orders
         self.alive = np.zeros(capacity, dtype=bool)
         self.alive[:size] = True
-        self.keys: list[str | None] = ids
+        self.keys = cast(list[str | None], ids)  # the list becomes ours: a removed row's key turns None
         self.rows = {key: row for row, key in enumerate(ids)}
         self.size = self.packed = size
         lists = self.quantizer.lists if self.quantizer is not None else 0
         self.offsets = np.searchsorted(labels, np.arange(lists + 1)).astype(np.int64)
         self.dead = 0
 
-    def _train(self, fetch, ids: list[str], orders: np.ndarray) -> None:
+    def _train(self, fetch: Callable[[np.ndarray], np.ndarray], ids: Sequence[str], orders: np.ndarray) -> None:
         """(Re)train the quantizer on rows ``fetch(indices) -> float32`` and pack them by list."""
         n = len(ids)
         self.routes = max(2, min(8, _ROUTE_BUDGET // max(n, 1)))
@@ -152,14 +159,15 @@ class IvfPartition:
             rng = np.random.default_rng(self.seed)
             sample = np.sort(rng.choice(n, min(n, _SAMPLE), replace=False))
             lists = max(1, min(n, round(self.lists_per_sqrt * math.sqrt(n))))
-            self.quantizer = Quantizer.train(fetch(sample), lists, seed=self.seed)
+            quantizer = self.quantizer = Quantizer.train(fetch(sample), lists, seed=self.seed)
             with ThreadPoolExecutor(max_workers=min(2, os.cpu_count() or 1)) as pool:  # products drop the GIL
-                blocks = pool.map(lambda start: self.quantizer.assign(
+                blocks = pool.map(lambda start: quantizer.assign(
                     fetch(np.arange(start, min(n, start + _BLOCK))), routes=self.routes), range(0, n, _BLOCK))
                 labels = np.concatenate([*blocks, np.empty(0, np.int32)])
         self._pack(fetch, labels, ids, orders)
 
-    def _pack(self, fetch, labels: np.ndarray, ids: list, orders: np.ndarray) -> None:
+    def _pack(self, fetch: Callable[[np.ndarray], np.ndarray], labels: np.ndarray, ids: Sequence[str],
+              orders: np.ndarray) -> None:
         by_list = np.argsort(labels, kind="stable")
         position = np.empty(len(ids), dtype=np.int64)
         position[by_list] = np.arange(len(ids))
@@ -173,7 +181,7 @@ class IvfPartition:
     def _repack(self, retrain: bool) -> None:
         """Drop dead rows and sort the tail into the lists (retraining the quantizer if asked)."""
         keep = np.flatnonzero(self.alive[:self.size])
-        data, ids = self.data, [self.keys[row] for row in keep]
+        data, ids = self.data, self._live_keys(keep)
 
         def fetch(rows: np.ndarray) -> np.ndarray:
             return from_bfloat16(data[keep[rows]])
@@ -184,6 +192,11 @@ class IvfPartition:
             trained = self.trained
             self._pack(fetch, self.labels[keep], ids, self.order[keep])
             self.trained = trained
+
+    def _live_keys(self, rows: np.ndarray) -> list[str]:
+        """The ids of live ``rows`` (a dead row's key is ``None``; a live row's never is)."""
+        keys = self.keys
+        return [cast(str, keys[row]) for row in rows]
 
     def __len__(self) -> int:
         return len(self.rows)
@@ -198,7 +211,7 @@ class IvfPartition:
         [('a', 2.0)]
         """
         count = len(ids)
-        labels = self.quantizer.assign(vectors, routes=self.routes)
+        labels = self._quantizer.assign(vectors, routes=self.routes)
         if self.size + count > len(self.data):
             self._grow(self.size + count)
         start = self.size
@@ -254,7 +267,7 @@ class IvfPartition:
             np.matmul(from_bfloat16(block, scratch[:stop - start]), vector, out=out[start:stop])
 
     def _candidates(self, vector: np.ndarray, nprobe: int) -> tuple[np.ndarray, np.ndarray]:
-        centroids = self.quantizer.centroids
+        centroids = self._quantizer.centroids
         closeness = np.empty(len(centroids), dtype=np.float32)
         step = max(1, _CHUNK_ELEMENTS // self.dim)
         for start in range(0, len(centroids), step):
@@ -289,7 +302,7 @@ class IvfPartition:
         nprobe = nprobe or self.nprobe
         while True:
             rows, scores = self._candidates(vector, nprobe)
-            if len(rows) >= limit or nprobe >= self.quantizer.lists:
+            if len(rows) >= limit or nprobe >= self._quantizer.lists:
                 break
             nprobe *= 2
         if limit < len(rows):  # keep everything tied with the limit-th score, then sort
@@ -297,7 +310,8 @@ class IvfPartition:
             chosen = np.flatnonzero(scores >= kth)
             rows, scores = rows[chosen], scores[chosen]
         best = np.lexsort((self.order[rows], -scores))[:limit]
-        return [(self.keys[rows[i]], float(scores[i])) for i in best]
+        keys = self.keys
+        return [(cast(str, keys[rows[i]]), float(scores[i])) for i in best]  # live rows: never None
 
     def similarity(self, vector: np.ndarray, ids: Sequence[str]) -> dict[str, float]:
         """Dot product of ``vector`` with each held id's stored vector (others are left out)."""
@@ -315,4 +329,4 @@ class IvfPartition:
         """``(ids, float32 vectors, orders)`` of the live rows, in insertion rank order."""
         live = np.flatnonzero(self.alive[:self.size])
         live = live[np.argsort(self.order[live], kind="stable")]
-        return [self.keys[row] for row in live], from_bfloat16(self.data[live]), self.order[live]
+        return self._live_keys(live), from_bfloat16(self.data[live]), self.order[live]

@@ -158,7 +158,7 @@ class NumpyVectorIndex:
                 return
             if isinstance(part, IvfPartition):
                 part.delete(ids)
-                if len(part) < self.approximate_above // 2:  # small again: exact
+                if self.approximate_above is not None and len(part) < self.approximate_above // 2:  # small again: exact
                     self._parts[partition] = _exact(part)
                 return
             for key in ids:

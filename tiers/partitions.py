@@ -151,7 +151,10 @@ class PartitionedIndex:
 
 def _apply(index: LexicalIndex, change: Change) -> None:
     """One journalled put or delete (resets are the caller's)."""
-    if change.text is None:
-        index.remove(change.key)  # type: ignore[arg-type]
+    key, text = change.key, change.text
+    if key is None:  # a reset: never handed here (see tiers.journal.replay and IndexJournal.since)
+        return
+    if text is None:
+        index.remove(key)
     else:
-        index.add(change.key, change.text)  # type: ignore[arg-type]
+        index.add(key, text)

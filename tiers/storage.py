@@ -163,7 +163,7 @@ class Storage:
         return StorageError(f"path: {where} stayed locked by another writer beyond the busy timeout "
                             f"({self._busy_timeout_ms} ms), nothing was written: {exc}", field="path")
 
-    def execute(self, sql: str, params: Sequence[Any] | dict[str, Any] = ()) -> sqlite3.Cursor:
+    def execute(self, sql: str, params: Sequence[Any] | dict[str, Any] = ()) -> CheckedRows:
         """Run one parameterised statement under the lock (reads, or writes inside :meth:`atomic`)."""
         with self.lock:
             self._check_open()
@@ -172,7 +172,7 @@ class Storage:
             except sqlite3.DatabaseError as exc:
                 self._refuse_damage(exc)
                 raise
-            return CheckedRows(cursor, self._refuse_damage)  # type: ignore[return-value]
+            return CheckedRows(cursor, self._refuse_damage)
 
     def query(self, sql: str, params: Sequence[Any] | dict[str, Any] = ()) -> list[dict[str, Any]]:
         """Run a parameterised SELECT and return its rows as dicts."""

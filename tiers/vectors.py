@@ -145,7 +145,7 @@ class EmbeddingCache:
             if hit is not None:
                 self._queries.move_to_end(text)
                 return hit
-        vector = self._embed([text], self.embedder.dim)[0]
+        vector: np.ndarray = self._embed([text], self.embedder.dim)[0]
         vector.setflags(write=False)
         with self._lock:
             self._queries[text] = vector
@@ -232,16 +232,19 @@ class PartitionedVectors:
         replay(self._journal.changes(), self._keys, self._replayed)
 
     def _replayed(self, user_id: str, keys: dict[str, str], change: Change) -> None:
+        key, text = change.key, change.text
+        if key is None:  # a reset: tiers.journal.replay handles those itself
+            return
         if self.index.persistent:  # a shared index (chroma) already holds the writer's change
-            if change.text is None:
-                keys.pop(change.key, None)  # type: ignore[arg-type]
+            if text is None:
+                keys.pop(key, None)
             else:
-                keys[change.key] = self._key(change.key, change.text)  # type: ignore[index,arg-type]
-        elif change.text is None:
-            if change.key in keys:
-                self.index.delete(self.partition(user_id), [keys.pop(change.key)])  # type: ignore[arg-type]
+                keys[key] = self._key(key, text)
+        elif text is None:
+            if key in keys:
+                self.index.delete(self.partition(user_id), [keys.pop(key)])
         else:
-            self._put(user_id, keys, {change.key: change.text})  # type: ignore[dict-item]
+            self._put(user_id, keys, {key: text})
 
     def _put(self, user_id: str, keys: dict[str, str], items: dict[str, str]) -> None:
         """Upsert ``items`` (id -> text) not already held under the same key."""

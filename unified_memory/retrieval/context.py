@@ -96,6 +96,11 @@ class _Item:
     key: str | None = None  # the hit's id, or the conversation message's id
 
 
+def _score(item: _Item) -> float:
+    """A recalled item's recall score (every item of a recalled section has its hit)."""
+    return item.hit.score if item.hit is not None else 0.0
+
+
 def _item(prefix: str, text: str, hit: RecallHit | None, count: Callable[[str], int], cap: int,
           key: str | None = None) -> _Item:
     plain = prefix + text
@@ -239,7 +244,7 @@ def _allocate_by_score(candidates: dict[str, list[_Item]], headers: dict[str, in
     for n in ranked:
         candidates[n] = _not_shown(candidates[n], shown)
     merged = sorted(((item, n, rank) for n in ranked for rank, item in enumerate(candidates[n])),
-                    key=lambda entry: (-entry[0].hit.score, ranked.index(entry[1]), entry[2]))  # type: ignore[union-attr]
+                    key=lambda entry: (-_score(entry[0]), ranked.index(entry[1]), entry[2]))
     spent = 0
     for item, n, _ in merged:
         cost = item.cost + (0 if chosen[n] else headers[n])
