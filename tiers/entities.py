@@ -27,6 +27,7 @@ import re
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from tiers.candidates import CandidateQuery, EntityDetail, LinkedCandidate, RecallCandidate
 from tiers.documents import Candidate, DocumentIndex, SearchMode
 from tiers.storage import Scope, Storage, dumps, loads, new_id, recall_filter
 from unified_memory.types import Entity, ExtractedEntity, ExtractedTriple, Triple, utc_from_timestamp
@@ -66,6 +67,8 @@ def _to_entity(row: dict[str, Any]) -> Entity:
 
 class EntityGraph:
     """The ``entities`` and ``triples`` tables and the per-user entity index."""
+
+    recall_tiers: frozenset[str] = frozenset({"entity"})  # what recall_candidates returns
 
     def __init__(self, storage: Storage, *, k1: float = 1.2, b: float = ENTITY_LENGTH_NORMALISATION) -> None:
         self.storage = storage
@@ -309,13 +312,26 @@ class EntityGraph:
         sql, params = recall_filter(scope, where=where, since=since, time_column="last_seen")
         found = self.index.search(scope.user_id, query, want, table="entities", columns=_ENTITY_COLUMNS,
                                   filter_sql=sql, filter_params=params, vector=vector, mode=mode)
-        return [(c, c.row["description"] or self.describe(_to_entity(c.row), [])) for c in found]
+        return [(c, self._description(c.row)) for c in found]
+
+    def _description(self, row: dict[str, Any]) -> str:
+        description: str | None = row["description"]
+        return description or self.describe(_to_entity(row), [])
+
+    def recall_candidates(self, query: CandidateQuery) -> list[RecallCandidate]:
+        """:meth:`search` as recall's typed candidates (see :mod:`tiers.candidates`): an
+        entity reads as its description, dates from when it was last mentioned, and is
+        history when every relation it had has ended (:meth:`ended_only`)."""
+        found = self.search(query.scope, query.text, query.want, since=query.since, where=query.where,
+                            vector=query.vector, mode=query.mode)
+        former = self.ended_only([c.id for c, _ in found])
+        return [_entity_candidate(c.row, description, c, superseded=c.id in former) for c, description in found]
 
     def entities(self, scope: Scope, *, type: str | None = None, limit: int | None = None) -> list[Entity]:
         """The user's entities, most mentioned first."""
-        agent_sql, params = scope.agent_clause()
+        agent_sql, agent_params = scope.agent_clause()
         sql = f"SELECT {_ENTITY_COLUMNS} FROM entities WHERE user_id = ? AND {agent_sql}"
-        params = [scope.user_id, *params]
+        params: list[Any] = [scope.user_id, *agent_params]
         if type is not None:
             sql += " AND type = ?"
             params.append(type)
@@ -421,11 +437,66 @@ class EntityGraph:
                     break
         return out
 
+    def linked_candidates(self, query: CandidateQuery, ids: Sequence[str], *, limit: int = 20,
+                          ) -> list[LinkedCandidate]:
+        """Entities one current relation away from the entities ``ids`` (not the user or a
+        speaker) that pass the query's filters, newest relations first, as candidates
+        with no search scores (and not looked up for :meth:`ended_only`).
+
+        A graph hop for multi-hop questions: "where does the owner of Biscuit work?"
+        reaches Biscuit's owner, whose description holds the employer.
+        """
+        scope, entity_ids, since, where = query.scope, ids, query.since, query.where
+        if not entity_ids:
+            return []
+        marks = ",".join("?" * len(entity_ids))
+        # Two indexed lookups (an OR across the two columns would scan every triple).
+        rows = self.storage.execute(
+            f"SELECT id, subject_id, predicate, object_id, seq FROM triples INDEXED BY triples_subject "
+            f"WHERE subject_id IN ({marks}) "
+            f"AND user_id = ? AND valid_to IS NULL UNION SELECT id, subject_id, predicate, object_id, seq "
+            f"FROM triples INDEXED BY triples_object WHERE object_id IN ({marks}) AND user_id = ? AND valid_to IS NULL "
+            "ORDER BY seq DESC LIMIT ?",
+            [*entity_ids, scope.user_id, *entity_ids, scope.user_id, 4 * limit]).fetchall()
+        start = set(entity_ids)
+        via: dict[str, tuple[str, str]] = {}
+        for _, subject_id, predicate, object_id, _ in rows:
+            other, origin = (object_id, subject_id) if subject_id in start else (subject_id, object_id)
+            if other not in start:
+                via.setdefault(other, (origin, predicate))
+        if not via:
+            return []
+        sql, params = recall_filter(scope, where=where, since=since, time_column="last_seen")
+        marks = ",".join("?" * len(via))
+        found = self.storage.query(
+            f"SELECT {_ENTITY_COLUMNS} FROM entities INDEXED BY entities_id WHERE id IN ({marks}) AND {sql} "
+            "AND doc IS NOT NULL", [*via, *params])  # doc is NULL for the user and speakers
+        by_id = {row["id"]: row for row in found}
+        out = []
+        for other, (origin, predicate) in via.items():
+            row = by_id.get(other)
+            if row is not None:
+                out.append(LinkedCandidate(origin, predicate, _entity_candidate(row, self._description(row))))
+                if len(out) == limit:
+                    break
+        return out
+
     def counts(self, user_id: str) -> tuple[int, int]:
         """``(entities, triples)`` held for the user."""
         entities = self.storage.execute("SELECT COUNT(*) FROM entities WHERE user_id = ?", [user_id]).fetchone()[0]
         triples = self.storage.execute("SELECT COUNT(*) FROM triples WHERE user_id = ?", [user_id]).fetchone()[0]
         return int(entities), int(triples)
+
+
+def _entity_candidate(row: dict[str, Any], description: str, found: Candidate | None = None, *,
+                      superseded: bool = False) -> RecallCandidate:
+    """An entity row as recall's candidate (``found``: how the search scored it, if it did)."""
+    mentions: int = row["mention_count"]
+    return RecallCandidate(
+        id=row["id"], tier="entity", text=description, lexical=found.lexical if found else None,
+        dense=found.dense if found else None, importance=entity_importance(mentions), created_at=row["last_seen"],
+        source=row["id"], superseded=superseded, metadata_json=row["metadata"],
+        detail=EntityDetail(name=row["name"], type=row["type"], mentions=mentions))
 
 
 def entity_importance(mention_count: int) -> float:

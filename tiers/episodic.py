@@ -15,10 +15,11 @@ has left the window and been promoted, so nothing is lost before it is used.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from tiers.candidates import CandidateQuery, MessageDetail, RecallCandidate
 from tiers.documents import Candidate, DocumentIndex, SearchMode
 from tiers.neighbors import ConversationTurn, neighbor_documents, split_parts
 from tiers.storage import NO_SCOPE, Scope, Storage, dumps, loads, new_id, recall_filter
@@ -81,6 +82,26 @@ def _to_episode(row: dict[str, Any], in_window: bool) -> Episode:
     )
 
 
+def _message_candidate(found: Candidate, in_window: set[int]) -> RecallCandidate:
+    row = found.row
+    # The time a Message record holds (microseconds): what recall has always scored by.
+    created = utc_from_timestamp(row["created_at"])
+    content: str | None = row["content"]
+    return RecallCandidate(
+        id=row["id"], tier="short_term" if row["seq"] in in_window else "episodic", text=content or "",
+        lexical=found.lexical, dense=found.dense, importance=float(row["importance"]),
+        created_at=created.timestamp() if created else None, source=row["id"], superseded=False,
+        metadata_json=row["metadata"],
+        detail=MessageDetail(role=row["role"], speaker=row["name"], session_id=row["session_id"] or None,
+                             own_text=index_text(row["name"], content)))
+
+
+def _logged_time(message: Message) -> float:
+    created = message.created_at
+    assert created is not None  # the log gives every message its time
+    return created.timestamp()
+
+
 _TURN_COLUMNS = "id, agent_id, session_id, created_at, name, content"
 
 
@@ -122,7 +143,7 @@ class EpisodicLog:
                 [scope.user_id, scope.agent_id, scope.session_id, logged[0].seq, 2 * width]).fetchall()
             earlier = [_turn(row) for row in reversed(rows)]
         conversation = (scope.agent_id, scope.session_id)
-        turns = earlier + [ConversationTurn(m.id, conversation, m.message.created_at.timestamp(),
+        turns = earlier + [ConversationTurn(m.id, conversation, _logged_time(m.message),
                                             index_text(m.message.name, m.message.content)) for m in new]
         targets = {t.id for t in earlier[-width:]} | {m.id for m in new} if width else {m.id for m in new}
         return neighbor_documents(turns, width=width, max_gap=self.neighbor_gap, targets=targets)
@@ -148,7 +169,9 @@ class EpisodicLog:
                 "id": message_id, "created_at": utc_from_timestamp(created), "user_id": scope.user_id,
                 "agent_id": scope.agent_id or None, "session_id": scope.session_id or None,
             })
-            logged.append(LoggedMessage(int(cursor.lastrowid), message_id, stored))
+            seq = cursor.lastrowid
+            assert seq is not None  # an INSERT sets it
+            logged.append(LoggedMessage(int(seq), message_id, stored))
         self.index.add(scope.user_id, self._documents_after_append(scope, logged))
         return logged
 
@@ -160,6 +183,17 @@ class EpisodicLog:
         found = self.index.search(scope.user_id, query, want, table="messages", columns=_COLUMNS, filter_sql=sql,
                                   filter_params=params, vector=vector, mode=mode)
         return [(c, LoggedMessage(c.row["seq"], c.row["id"], _to_message(c.row))) for c in found]
+
+    def recall_candidates(self, query: CandidateQuery, *,
+                          window: Callable[[Scope, Sequence[int]], set[int]]) -> list[RecallCandidate]:
+        """Messages found for recall as typed candidates (see :mod:`tiers.candidates`):
+        those at the log positions ``window`` reports are ``short_term``, the others
+        ``episodic`` (see :meth:`tiers.short_term.ShortTermWindow.recall_candidates`)."""
+        sql, params = recall_filter(query.scope, where=query.where, since=query.since, time_column="created_at")
+        found = self.index.search(query.scope.user_id, query.text, query.want, table="messages", columns=_COLUMNS,
+                                  filter_sql=sql, filter_params=params, vector=query.vector, mode=query.mode)
+        in_window = window(query.scope, [c.row["seq"] for c in found])
+        return [_message_candidate(c, in_window) for c in found]
 
     def messages_by_seq(self, seqs: Sequence[int]) -> list[LoggedMessage]:
         """Logged messages by position, in log order."""

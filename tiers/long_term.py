@@ -30,6 +30,7 @@ import numpy as np
 
 from scoring.decay import recency_array
 from scoring.text import normalize_key
+from tiers.candidates import CandidateQuery, FactDetail, RecallCandidate
 from tiers.documents import Candidate, DocumentIndex, SearchMode
 from tiers.storage import Scope, Storage, dumps, loads, new_id, recall_filter
 from unified_memory.types import Fact, utc_from_timestamp
@@ -113,12 +114,25 @@ def _row_to_fact(row: dict[str, Any]) -> Fact:
     )
 
 
+def _fact_candidate(found: Candidate) -> RecallCandidate:
+    row = found.row
+    sources = loads(row["source_message_ids"], [])
+    return RecallCandidate(
+        id=row["id"], tier="long_term", text=row["text"], lexical=found.lexical, dense=found.dense,
+        importance=row["importance"], created_at=row["updated_at"], source=sources[0] if sources else row["id"],
+        superseded=row["status"] == "superseded", metadata_json=row["metadata"],
+        detail=FactDetail(status=row["status"], category=row["category"], confidence=row["confidence"],
+                          valid_to=row["valid_to"]))
+
+
 def _same_value(a: str | None, b: str | None) -> bool:
     return (a or "").strip().casefold() == (b or "").strip().casefold()
 
 
 class LongTermFacts:
     """The ``facts`` table and its per-user lexical index (active and superseded facts)."""
+
+    recall_tiers: frozenset[str] = frozenset({"long_term"})  # what recall_candidates returns
 
     def __init__(self, storage: Storage, *, k1: float = 1.2, b: float = 0.75) -> None:
         self.storage = storage
@@ -277,22 +291,30 @@ class LongTermFacts:
         """Candidates among the user's live facts (active or superseded, not expired)
         that pass the filters. ``since`` applies to the last time the fact was stated.
 
-        Each candidate's ``row`` holds the columns recall reads (JSON ones still encoded):
-        recall scores many more candidates than it keeps, so records are built by the
-        caller, for the kept ones."""
+        Each candidate's ``row`` holds the columns recall needs (JSON ones still encoded);
+        :meth:`recall_candidates` turns them into typed candidates, so no column name
+        leaves this tier."""
         sql, params = recall_filter(scope, where=where, since=since, time_column="updated_at")
         sql += " AND status IN ('active', 'superseded') AND (expires_at IS NULL OR expires_at > ?)"
         found = self.index.search(scope.user_id, query, want, table="facts", columns=_SEARCH_COLUMNS, filter_sql=sql,
                                   filter_params=[*params, now], vector=vector, mode=mode)
         return found
 
+    def recall_candidates(self, query: CandidateQuery) -> list[RecallCandidate]:
+        """:meth:`search` as recall's typed candidates (see :mod:`tiers.candidates`): a fact
+        dates from when it was last stated, comes from the first message it was promoted
+        from, and is history once superseded."""
+        found = self.search(query.scope, query.text, query.want, since=query.since, where=query.where,
+                            now=query.now, vector=query.vector, mode=query.mode)
+        return [_fact_candidate(c) for c in found]
+
     def list(self, scope: Scope, *, include_inactive: bool = False, category: str | None = None,
              limit: int | None = None, order: Literal["time", "importance"] = "time",
              now: float | None = None) -> list[Fact]:
         """The user's facts (active only unless ``include_inactive``), by time or importance."""
-        agent_sql, params = scope.agent_clause()
+        agent_sql, agent_params = scope.agent_clause()
         sql = f"SELECT {_COLUMNS} FROM facts WHERE user_id = ? AND {agent_sql}"
-        params = [scope.user_id, *params]
+        params: list[Any] = [scope.user_id, *agent_params]
         if not include_inactive:
             sql += " AND status = 'active'"
             if now is not None:

@@ -26,6 +26,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import NamedTuple
 
+from tiers.candidates import CandidateQuery, RecallCandidate
 from tiers.episodic import EpisodicLog, LoggedMessage
 from tiers.storage import Scope, Storage, loads
 from tiers.trimming import plan_trim
@@ -46,6 +47,8 @@ class _Slot(NamedTuple):
 
 class ShortTermWindow:
     """Persisted conversation windows bounded by messages and optionally tokens."""
+
+    recall_tiers: frozenset[str] = frozenset({"short_term", "episodic"})  # what recall_candidates returns
 
     def __init__(self, log: EpisodicLog, *, max_messages: int, max_tokens: int | None = None) -> None:
         self.storage: Storage = log.storage
@@ -140,6 +143,12 @@ class ShortTermWindow:
         return {int(r[0]) for r in self.storage.execute(
             f"SELECT message_seq FROM window WHERE user_id = ? AND agent_id = ? AND session_id = ? "
             f"AND message_seq IN ({marks})", [scope.user_id, scope.agent_id, scope.session_id, *seqs]).fetchall()}
+
+    def recall_candidates(self, query: CandidateQuery) -> list[RecallCandidate]:
+        """The logged messages found for recall: those in the asking conversation's window
+        are ``short_term`` candidates, the others ``episodic`` (so a message is never
+        reported twice); one search, so their scores are normalised together."""
+        return self.log.recall_candidates(query, window=self.contains)
 
     def clear(self, scope: Scope) -> list[LoggedMessage]:
         """Empty this conversation's window; returns what it held."""
