@@ -393,50 +393,6 @@ class EntityGraph:
         marks = ",".join("?" * len(seen_triples))
         return self._triple_rows(f"t.id IN ({marks})", sorted(seen_triples))
 
-    def linked(self, scope: Scope, entity_ids: Sequence[str], *, limit: int = 20,
-               since: float | None = None, where: dict[str, Any] | None = None,
-               ) -> list[tuple[str, str, Entity, str]]:
-        """Entities one current relation away from ``entity_ids`` (not the user or a
-        speaker): ``(from_id, predicate, entity, description)``, newest relations first.
-
-        A graph hop for multi-hop questions: "where does the owner of Biscuit work?"
-        reaches Biscuit's owner, whose description holds the employer.
-        """
-        if not entity_ids:
-            return []
-        marks = ",".join("?" * len(entity_ids))
-        # Two indexed lookups (an OR across the two columns would scan every triple).
-        rows = self.storage.execute(
-            f"SELECT id, subject_id, predicate, object_id, seq FROM triples INDEXED BY triples_subject "
-            f"WHERE subject_id IN ({marks}) "
-            f"AND user_id = ? AND valid_to IS NULL UNION SELECT id, subject_id, predicate, object_id, seq "
-            f"FROM triples INDEXED BY triples_object WHERE object_id IN ({marks}) AND user_id = ? AND valid_to IS NULL "
-            "ORDER BY seq DESC LIMIT ?",
-            [*entity_ids, scope.user_id, *entity_ids, scope.user_id, 4 * limit]).fetchall()
-        start = set(entity_ids)
-        via: dict[str, tuple[str, str]] = {}
-        for _, subject_id, predicate, object_id, _ in rows:
-            other, origin = (object_id, subject_id) if subject_id in start else (subject_id, object_id)
-            if other not in start:
-                via.setdefault(other, (origin, predicate))
-        if not via:
-            return []
-        sql, params = recall_filter(scope, where=where, since=since, time_column="last_seen")
-        marks = ",".join("?" * len(via))
-        found = self.storage.query(
-            f"SELECT {_ENTITY_COLUMNS} FROM entities INDEXED BY entities_id WHERE id IN ({marks}) AND {sql} "
-            "AND doc IS NOT NULL", [*via, *params])  # doc is NULL for the user and speakers
-        by_id = {row["id"]: row for row in found}
-        out = []
-        for other, (origin, predicate) in via.items():
-            row = by_id.get(other)
-            if row is not None:
-                entity = _to_entity(row)
-                out.append((origin, predicate, entity, row["description"] or self.describe(entity, [])))
-                if len(out) == limit:
-                    break
-        return out
-
     def linked_candidates(self, query: CandidateQuery, ids: Sequence[str], *, limit: int = 20,
                           ) -> list[LinkedCandidate]:
         """Entities one current relation away from the entities ``ids`` (not the user or a

@@ -22,7 +22,7 @@ from unified_memory.coordinator.backend import Backend
 from unified_memory.coordinator.view import MemoryView
 from unified_memory.errors import invalid, wrong_type
 from unified_memory.retrieval.context import assemble
-from unified_memory.retrieval.federation import federated_recall, first_person
+from unified_memory.retrieval.federation import RecallRequest, federated_recall, first_person
 from unified_memory.retrieval.rerank import rerank
 from unified_memory.types import (
     TIERS,
@@ -132,11 +132,11 @@ class ReadingAPI:
         search_query = first_person(query, backend.graph, self._view.scope.user_id)
         vector = backend.dense.query_vector(search_query) if backend.dense is not None else None
         depth = backend.config.ranking.rerank_depth if backend.reranker is not None else 0
-        hits = federated_recall(query=search_query, scope=self._view.scope, limit=max(limit, depth), tiers=chosen,
-                                since=since, where=dict(where) if where else None, now=now,
-                                ranking=backend.config.ranking, facts=backend.facts, graph=backend.graph,
-                                log=backend.log, window=backend.window, mode=backend.mode, vector=vector,
-                                asked=query)
+        hits = federated_recall(
+            RecallRequest(query=search_query, scope=self._view.scope, limit=max(limit, depth), now=now, tiers=chosen,
+                          since=since, where=dict(where) if where else None, mode=backend.mode, vector=vector,
+                          asked=query),
+            (backend.facts, backend.graph, backend.window), ranking=backend.config.ranking)
         if backend.reranker is not None:
             hits = rerank(backend.reranker, query, hits, depth=depth)
         hits = hits[:limit]
