@@ -325,9 +325,20 @@ class IsolationMachine(RuleBasedStateMachine):
             return
         for k in {int(m.group(4)) for m in MARKER.finditer(text)}:
             self.owners[k] |= {(target_user, a, s) for _, a, s in self.owners[k]}
+        copied = self.ids_by_marker(target_user)  # a copy into the file its source is in has fresh ids
         for item in items:
+            new_id = copied.get((item.kind, item.k)) if item.id else None
+            assert new_id is not None or not item.id, f"{item} was not imported for {target_user}"
             self.alive[(target_user, item.k)] = Item(item.kind, target_user, item.agent, item.session, item.k,
-                                                     item.id)
+                                                     new_id)
+
+    def ids_by_marker(self, user: str) -> dict[tuple[str, int], str]:
+        """``(kind, k) -> id`` of what ``user`` holds, found by the marker in its text."""
+        view = self.mem.scoped(user_id=user)
+        texts = [*(("message", e.id, e.content or "") for e in view.episodes()),
+                 *(("fact", f.id, f.text) for f in view.facts(include_inactive=True)),
+                 *(("triple", t.id, t.as_text()) for t in view.triples())]
+        return {(kind, int(m.group(4))): item_id for kind, item_id, text in texts for m in MARKER.finditer(text)}
 
     # -- invariants -----------------------------------------------------------------------------
 

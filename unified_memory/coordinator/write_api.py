@@ -6,9 +6,9 @@ collaborator: :class:`~unified_memory.coordinator.writer.Writer` for writes, the
 
     >>> from unified_memory import UnifiedMemory
     >>> with UnifiedMemory() as mem:
-    ...     _ = mem.add_turn("I keep bees", "Nice")
+    ...     _ = mem.add_turn("I live in Lisbon", "Nice")
     ...     [f.text for f in mem.facts()]
-    ['I keep bees']
+    ['I live in Lisbon']
 """
 
 from __future__ import annotations
