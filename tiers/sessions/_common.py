@@ -69,7 +69,7 @@ def check_clock(clock: object) -> Callable[[], float]:
     """
     if not callable(clock):
         raise wrong_type("clock", "a callable returning seconds", clock)
-    return clock  # type: ignore[return-value]
+    return clock
 
 
 def expires_at(now: float, ttl: float | None) -> float | None:

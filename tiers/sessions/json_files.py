@@ -129,7 +129,8 @@ class JSONConversationStore:
             return None
         if envelope.get("session_id") != session_id or envelope.get("namespace") != namespace:
             raise StorageError(f"store: session file {str(path)!r} holds another session", field="store")
-        return envelope["state"]
+        state: dict[str, Any] = envelope["state"]
+        return state
 
     def save(self, session_id: str, state: Mapping[str, Any] | Sequence[Any], *, namespace: str = "default",
              ttl: float | None = None) -> None:

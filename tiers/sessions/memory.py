@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+import builtins
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -110,7 +111,7 @@ class InMemoryConversationStore:
             keys = [key for key in self._entries if key[0] == namespace]
             return sorted(key[1] for key in keys if self._live(key, now) is not None)
 
-    def list_conversations(self) -> list[str]:
+    def list_conversations(self) -> builtins.list[str]:  # `list` here is the method above
         """lauren-ai compatibility: the live ids of the default namespace, sorted.
 
         >>> store = InMemoryConversationStore()

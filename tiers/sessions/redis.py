@@ -134,7 +134,8 @@ class RedisConversationStore:
         envelope = decode_state(raw, f"Redis key {key!r}")
         if envelope.get("format") != FORMAT or not isinstance(envelope.get("state"), dict):
             raise StorageError(f"store: Redis key {key!r} is not a {FORMAT} value", field="store")
-        return envelope["state"]
+        state: dict[str, Any] = envelope["state"]
+        return state
 
     def save(self, session_id: str, state: Mapping[str, Any] | Sequence[Any], *, namespace: str = "default",
              ttl: float | None = None) -> None:

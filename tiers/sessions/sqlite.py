@@ -70,7 +70,7 @@ class SQLiteConversationStore:
         try:
             self._db = sqlite_utils.Database(conn)
             with conn:
-                self._db[table].create(_COLUMNS, pk=("namespace", "session_id"),
+                self._db.table(table).create(_COLUMNS, pk=("namespace", "session_id"),
                                        not_null={"namespace", "session_id", "state", "saved_at"},
                                        if_not_exists=True)
             columns = {column.name for column in self._db[table].columns}
