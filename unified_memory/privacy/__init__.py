@@ -1,3 +1,3 @@
-"""Keeping secrets and forgotten data out: the secret patterns and SecretRedactor, and the
-redaction applied to every write path.
+"""Keeping secrets and forgotten data out: the secret patterns and SecretRedactor, the redaction
+applied to every write path, and forgetting a user or some items so nothing readable is left.
 """
