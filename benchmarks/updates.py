@@ -332,7 +332,9 @@ def report(args: argparse.Namespace, corpus: dict[str, Any], cases: list[dict[st
     out.append("\n".join(table))
     out.append("newer-first@1 + old first@1 + no value hit = 100%: a case's first value hit names the new value, "
                f"or only the old one, or it has no value hit in the top {RECALL_LIMIT} (a retrieval miss, not an "
-               "update miss). *old fact superseded* is over the cases where some fact names only the old value.")
+               "update miss). *old fact superseded* is over the cases where some fact names only the old value. "
+               "*new in context* counts the conversation section too, whose summary of earlier turns holds every "
+               "turn of these short conversations; the Facts section is what *old as current* reads.")
     for mode, outcomes in results.items():
         for field, title in (("attribute", "attribute"), ("phrasing", "phrasing"),
                              ("wording", "question wording")):
