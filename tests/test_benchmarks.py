@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import subprocess
 import sys
@@ -62,3 +63,35 @@ def test_cli_cold_benchmark_tiny_run(tmp_path):
         assert expected in text, expected
     row = next(line for line in text.splitlines() if line.startswith("| lexical |"))
     assert row.split("|")[6:9] == [" yes ", " no ", " yes "]  # stderr empty, no torch, same output every run
+
+
+def test_updates_benchmark_tiny_run(tmp_path):
+    """A slice of the update corpus and a two-question LoCoMo-shaped file (made here), lexical only."""
+    locomo = tmp_path / "locomo_tiny.json"
+    turns = [{"speaker": "Ann", "dia_id": f"D1:{i + 1}", "text": text} for i, text in enumerate([
+        "I adopted a greyhound called Pepper last week.", "We hiked up to the lighthouse on Sunday.",
+        "My sister is visiting from Oslo next month.", "I finally finished painting the kitchen."])]
+    locomo.write_text(json.dumps([{
+        "sample_id": "tiny", "conversation": {"speaker_a": "Ann", "speaker_b": "Bo",
+                                              "session_1_date_time": "1:56 pm on 8 May, 2023", "session_1": turns},
+        "qa": [{"question": "What is the name of Ann's dog?", "answer": "Pepper", "evidence": ["D1:1"], "category": 4},
+               {"question": "Where is Ann's sister coming from?", "answer": "Oslo", "evidence": ["D1:3"], "category": 4}],
+    }]), encoding="utf-8")
+    out, numbers = tmp_path / "updates.md", tmp_path / "updates.json"
+    done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "updates.py"), "--cases", "12",
+                           "--locomo", str(locomo), "--out", str(out), "--json", str(numbers)],
+                          capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert done.returncode == 0, done.stderr[-2000:]
+    text = out.read_text(encoding="utf-8")
+    for expected in ("# Updates: newer values over older ones", "Command: `python benchmarks/updates.py --cases 12",
+                     "library: `git ", "12 of ", "## Overall", "| lexical | 12 |", "## lexical: per attribute",
+                     "## lexical: per phrasing", "## lexical: per question wording",
+                     "## LoCoMo development set (no regression)", "| lexical | 1.0000 |", "not comparable (a subset)",
+                     "## Targets (issue 16)", "| newer-first@1 ≥ 95% | lexical |"):
+        assert expected in text, expected
+    result = json.loads(numbers.read_text(encoding="utf-8"))
+    cases = result["updates"]["lexical"]["cases"]
+    assert len(cases) == 12 and len({c["attribute"] for c in cases}) >= 8  # spread over the corpus
+    overall = result["updates"]["lexical"]["overall"]
+    assert abs(overall["newer_first"] + overall["old_first"] + overall["no_value_hit"] - 1) < 1e-3
+    assert result["locomo"]["lexical"]["questions"]["overall"] == 2
