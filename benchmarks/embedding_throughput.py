@@ -226,7 +226,7 @@ def library(case: str, texts: list[str], inner: Any, tmp: Path) -> dict:
             "query_calls": len(embedder.calls) - len(docs), "write_calls": write_calls,
             "embed_s": sum(s for _, s in docs), "write_s": write_s, "total_s": total_s,
             "max_call": max(sizes, default=0), "median_call": statistics.median(sizes) if sizes else 0,
-            "facts": stats.facts, "evicted": stats.evicted_facts, "messages": stats.messages, "by_kind": by_kind}
+            "facts": stats.facts, "archived": stats.archived_facts, "messages": stats.messages, "by_kind": by_kind}
 
 
 def median_row(rows: list[dict], model_rates: list[float]) -> dict:
@@ -340,7 +340,7 @@ def main(argv: list[str] | None = None) -> int:
             f"({r['case']}) write {r['write_s']:.2f} / recall {r['total_s'] - r['write_s']:.2f}, "
             f"embed calls during the write {r['write_calls']:.0f}" for r in rows) + ".",
         "Stored after the write (median): " + "; ".join(
-            f"({r['case']}) {r['facts']:.0f} active facts, {r['evicted']:.0f} evicted, {r['messages']:.0f} messages"
+            f"({r['case']}) {r['facts']:.0f} active facts, {r['archived']:.0f} archived, {r['messages']:.0f} messages"
             for r in rows) + " (default config: `long_term_limit=1000`, `short_term_limit=100`, auto-promotion).",
         "Embedder calls by the tier that asked (median repeat; calls, texts, embed s, calls of fewer than "
         f"{BATCH} texts): " + "; ".join(

@@ -34,7 +34,7 @@ __all__ = ["RecallCandidate", "FactDetail", "EntityDetail", "MessageDetail", "Ca
 
 @dataclass(frozen=True, slots=True)
 class FactDetail:
-    """What a long-term fact adds: its status (``active`` or ``superseded``), category,
+    """What a long-term fact adds: its status (``active``, ``superseded`` or ``archived``), category,
     stored confidence (before decay) and the end of its validity (seconds, or ``None``)."""
 
     status: str

@@ -5,8 +5,11 @@
 * A fact with a different value for the same subject and attribute ("I live in
   Porto" after "I live in Lisbon") supersedes the old one: the old fact stays as
   history with ``valid_to`` set and ranks below (see ``RankingConfig``).
-* ``long_term_limit`` evicts the active facts with the lowest blend of importance,
-  recency and use (``EvictionConfig``); facts written by the current call go last.
+* ``long_term_limit`` bounds the *active* facts: beyond it, those with the lowest blend
+  of importance, recency and use (``EvictionConfig``) are archived — kept, listed with
+  ``include_archived``, still searched, in an index of their own (recall ranks them
+  below active facts); facts written by the current call go last. Restating an
+  archived fact makes it active again.
 
     >>> from tiers.storage import Storage, Scope
     >>> facts = LongTermFacts(Storage(None))
@@ -23,12 +26,13 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 import numpy as np
 
 from scoring.decay import recency_array
+from scoring.lexical import LexicalMatch
 from scoring.text import normalize_key
 from tiers.candidates import CandidateQuery, FactDetail, RecallCandidate
 from tiers.documents import Candidate, DocumentIndex, SearchMode
@@ -46,7 +50,11 @@ _COLUMNS = (
 _SEARCH_COLUMNS = ("id, text, importance, category, confidence, status, updated_at, valid_to, "
                    "source_message_ids, metadata")
 # What reinforcement and slot checks need of an existing fact.
-_LOOKUP_COLUMNS = "id, norm_key, value, importance, confidence, source_message_ids, expires_at"
+_LOOKUP_COLUMNS = "id, text, norm_key, value, status, importance, confidence, source_message_ids, expires_at"
+#: What :attr:`LongTermFacts.index` holds (archived facts are in :attr:`LongTermFacts.archive`).
+_INDEXED = "('active', 'superseded')"
+#: Current knowledge, for restating and supersession: an archived fact restated is active again.
+_CURRENT = "('active', 'archived')"
 _REINFORCE_BOOST = 0.05
 
 
@@ -130,40 +138,66 @@ def _same_value(a: str | None, b: str | None) -> bool:
 
 
 class LongTermFacts:
-    """The ``facts`` table and its per-user lexical index (active and superseded facts)."""
+    """The ``facts`` table and its per-user indexes: ``index`` holds the active and
+    superseded facts, ``archive`` the archived ones (searched apart, so that however
+    many archived facts there are, searching the current ones costs what it did)."""
 
     recall_tiers: frozenset[str] = frozenset({"long_term"})  # what recall_candidates returns
 
     def __init__(self, storage: Storage, *, k1: float = 1.2, b: float = 0.75) -> None:
         self.storage = storage
         self.index = DocumentIndex(storage, self._load_documents, kind="facts", k1=k1, b=b)
+        self.archive = DocumentIndex(storage, self._load_archived, kind="archived_facts", k1=k1, b=b)
+
+    @property
+    def indexes(self) -> tuple[DocumentIndex, DocumentIndex]:
+        """Both indexes of the facts: the current ones and the archived ones."""
+        return self.index, self.archive
 
     def _load_documents(self, user_id: str) -> list[tuple[str, str]]:
         rows = self.storage.execute(
-            "SELECT id, text FROM facts WHERE user_id = ? AND status IN ('active', 'superseded') ORDER BY seq",
+            f"SELECT id, text FROM facts WHERE user_id = ? AND status IN {_INDEXED} ORDER BY seq",
             [user_id]).fetchall()
         return [(row[0], row[1]) for row in rows]
+
+    def _load_archived(self, user_id: str) -> list[tuple[str, str]]:
+        rows = self.storage.execute(
+            "SELECT id, text FROM facts WHERE user_id = ? AND status = 'archived' ORDER BY seq", [user_id]).fetchall()
+        return [(row[0], row[1]) for row in rows]
+
+    def _has_archived(self, user_id: str) -> bool:
+        return self.storage.execute("SELECT 1 FROM facts INDEXED BY facts_status WHERE user_id = ? "
+                                    "AND status = 'archived' LIMIT 1", [user_id]).fetchone() is not None
+
+    def _unarchive(self, user_id: str, rows: Sequence[dict[str, Any]]) -> None:
+        """Move archived facts (lookup rows) back to the current index (call as their status changes)."""
+        moved = [(row["id"], row["text"]) for row in rows if row["status"] == "archived"]
+        if moved:
+            self.archive.remove(user_id, [item_id for item_id, _ in moved])
+            self.index.add(user_id, moved)
 
     # -- writes (call inside storage.atomic()) -------------------------------------------
 
     def add(self, scope: Scope, inputs: Sequence[FactInput], *, now: float) -> list[FactWrite]:
-        """Store facts: reinforce known ones, supersede contradicted ones, insert the rest."""
+        """Store facts: reinforce known ones (an archived one is active again), supersede
+        contradicted ones (archived ones too), insert the rest."""
         keys = [fact_key(item.text) for item in inputs]
-        known = self._active_by_key(scope, set(keys))
+        known = self._current_by_key(scope, set(keys))
         writes: list[FactWrite] = []
         new_rows: list[list[Any]] = []
         for item, key in zip(inputs, keys, strict=True):
             existing = known.get(key)
             superseded: tuple[str, ...] = ()
             if existing is None and item.subject and item.attribute:
-                slot = self._active_in_slot(scope, item.subject, item.attribute)
-                same = [r for r in slot if _same_value(r["value"], item.value)]
+                slot = self._current_in_slot(scope, item.subject, item.attribute)
+                same = sorted((r for r in slot if _same_value(r["value"], item.value)),
+                              key=lambda r: r["status"] != "active")  # the active one first
                 if same:
                     existing = same[0]
                 else:
                     superseded = tuple(r["id"] for r in slot)
             if existing is not None:
-                self._reinforce(existing, item, now)
+                self._reinforce(scope.user_id, existing, item, now)
                 writes.append(FactWrite(existing["id"], "reinforced"))
                 continue
             fact_id = new_id("fact")
@@ -172,6 +206,7 @@ class LongTermFacts:
                 self.storage.executemany(
                     "UPDATE facts SET status = 'superseded', valid_to = ?, superseded_by = ? WHERE id = ?",
                     [[stated, fact_id, old] for old in superseded])
+                self._unarchive(scope.user_id, slot)  # history: searched with the current facts
             expires = now + item.ttl_days * 86400 if item.ttl_days is not None else None
             row = [fact_id, scope.user_id, scope.agent_id, scope.session_id, item.text, key, item.subject,
                    item.attribute, item.value, float(item.importance), item.category, float(item.confidence),
@@ -180,7 +215,8 @@ class LongTermFacts:
             new_rows.append(row)
             # Flush so a later input of this batch sees this fact (slot and key lookups).
             self._insert([row])
-            known[key] = {"id": fact_id, "norm_key": key, "value": item.value, "importance": item.importance,
+            known[key] = {"id": fact_id, "text": item.text, "norm_key": key, "value": item.value, "status": "active",
+                          "importance": item.importance,
                           "confidence": item.confidence, "source_message_ids": dumps(item.source_message_ids),
                           "expires_at": expires}
             writes.append(FactWrite(fact_id, "created", superseded))
@@ -194,7 +230,8 @@ class LongTermFacts:
             "source_message_ids, metadata) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             rows)
 
-    def _active_by_key(self, scope: Scope, keys: set[str]) -> dict[str, dict[str, Any]]:
+    def _current_by_key(self, scope: Scope, keys: set[str]) -> dict[str, dict[str, Any]]:
+        """The active or archived fact of each key (the active one when a file holds both)."""
         found: dict[str, dict[str, Any]] = {}
         ordered = sorted(keys)
         for start in range(0, len(ordered), 500):
@@ -202,19 +239,22 @@ class LongTermFacts:
             marks = ",".join("?" * len(chunk))
             for row in self.storage.query(
                 f"SELECT {_LOOKUP_COLUMNS} FROM facts INDEXED BY facts_key "
-                f"WHERE user_id = ? AND norm_key IN ({marks}) AND agent_id = ? AND status = 'active'",
+                f"WHERE user_id = ? AND norm_key IN ({marks}) AND agent_id = ? AND status IN {_CURRENT} "
+                "ORDER BY seq",
                 [scope.user_id, *chunk, scope.agent_id],
             ):
-                found.setdefault(row["norm_key"], row)
+                held = found.get(row["norm_key"])
+                if held is None or (held["status"] != "active" and row["status"] == "active"):
+                    found[row["norm_key"]] = row
         return found
 
-    def _active_in_slot(self, scope: Scope, subject: str, attribute: str) -> list[dict[str, Any]]:
+    def _current_in_slot(self, scope: Scope, subject: str, attribute: str) -> list[dict[str, Any]]:
         return self.storage.query(
             f"SELECT {_LOOKUP_COLUMNS} FROM facts INDEXED BY facts_slot WHERE user_id = ? AND subject = ? "
-            "AND attribute = ? AND attribute IS NOT NULL AND agent_id = ? AND status = 'active' ORDER BY seq",
+            f"AND attribute = ? AND attribute IS NOT NULL AND agent_id = ? AND status IN {_CURRENT} ORDER BY seq",
             [scope.user_id, subject, attribute, scope.agent_id])
 
-    def _reinforce(self, row: dict[str, Any], item: FactInput, now: float) -> None:
+    def _reinforce(self, user_id: str, row: dict[str, Any], item: FactInput, now: float) -> None:
         sources = loads(row["source_message_ids"], [])
         sources += [s for s in item.source_message_ids if s not in sources]
         importance = min(1.0, max(float(row["importance"]), item.importance) + _REINFORCE_BOOST)
@@ -222,25 +262,34 @@ class LongTermFacts:
         if expires is not None:  # a restated fact with a TTL lives on from now
             expires = now + item.ttl_days * 86400 if item.ttl_days is not None else None
         self.storage.execute(
-            "UPDATE facts SET reinforcement_count = reinforcement_count + 1, updated_at = MAX(updated_at, ?), "
-            "importance = ?, confidence = ?, source_message_ids = ?, expires_at = ? WHERE id = ?",
+            "UPDATE facts SET status = CASE status WHEN 'archived' THEN 'active' ELSE status END, "
+            "reinforcement_count = reinforcement_count + 1, "
+            "updated_at = MAX(updated_at, ?), importance = ?, confidence = ?, source_message_ids = ?, expires_at = ? "
+            "WHERE id = ?",
             [item.valid_from if item.valid_from is not None else now, importance, max(float(row["confidence"]), item.confidence), dumps(sources), expires, row["id"]])
-        row.update(importance=importance, source_message_ids=dumps(sources), expires_at=expires)
+        self._unarchive(user_id, [row])  # restated: current knowledge again
+        row.update(status="active" if row["status"] == "archived" else row["status"], importance=importance,
+                   source_message_ids=dumps(sources), expires_at=expires)
 
     def expire(self, scope: Scope, *, now: float) -> list[str]:
-        """Mark facts whose TTL ran out as ``expired`` and unindex them."""
-        ids = [r[0] for r in self.storage.execute(
-            "SELECT id FROM facts INDEXED BY facts_expiry WHERE user_id = ? AND expires_at IS NOT NULL "
-            "AND expires_at <= ? AND status = 'active'", [scope.user_id, now]).fetchall()]
-        self._set_status(scope.user_id, ids, "expired")
+        """Mark facts whose TTL ran out (active or archived) as ``expired`` and unindex them."""
+        rows = self.storage.execute(
+            "SELECT id, status FROM facts INDEXED BY facts_expiry WHERE user_id = ? AND expires_at IS NOT NULL "
+            f"AND expires_at <= ? AND status IN {_CURRENT}", [scope.user_id, now]).fetchall()
+        ids = [r[0] for r in rows]
+        if ids:
+            self.storage.executemany("UPDATE facts SET status = 'expired' WHERE id = ?", [[i] for i in ids])
+            self.index.remove(scope.user_id, [r[0] for r in rows if r[1] == "active"])
+            self.archive.remove(scope.user_id, [r[0] for r in rows if r[1] == "archived"])
         return ids
 
     def evict(self, scope: Scope, *, limit: int, now: float, protect: set[str],
               weights: EvictionWeights) -> list[str]:
-        """Evict the lowest-retention active facts of the user beyond ``limit``.
+        """Archive the lowest-retention active facts of the user beyond ``limit``; returns their ids.
 
         Retention = ``importance·w_i + recency·w_r + use·w_u``, recency decaying from the
-        later of the last statement and the last recall. ``protect`` ids go last.
+        later of the last statement and the last recall. ``protect`` ids go last. An
+        archived fact is kept and moves to :attr:`archive` (recall ranks it below active facts).
         """
         count = self.storage.execute(
             "SELECT COUNT(*) FROM facts WHERE user_id = ? AND status = 'active'", [scope.user_id]).fetchone()[0]
@@ -248,7 +297,7 @@ class LongTermFacts:
         if excess <= 0:
             return []
         rows = self.storage.execute(
-            "SELECT id, importance, MAX(updated_at, COALESCE(last_accessed, 0)), access_count, seq FROM facts "
+            "SELECT id, importance, MAX(updated_at, COALESCE(last_accessed, 0)), access_count, seq, text FROM facts "
             "WHERE user_id = ? AND status = 'active'", [scope.user_id]).fetchall()
         ids = [r[0] for r in rows]
         importance = np.array([r[1] for r in rows], dtype=np.float64)
@@ -259,14 +308,12 @@ class LongTermFacts:
         protected = np.array([i in protect for i in ids], dtype=np.float64)
         seq = np.array([r[4] for r in rows], dtype=np.float64)
         order = np.lexsort((seq, retention, protected))  # unprotected first, lowest retention, oldest
-        victims = [ids[i] for i in order[:excess]]
-        self._set_status(scope.user_id, victims, "evicted")
+        chosen = order[:excess].tolist()
+        victims = [ids[i] for i in chosen]
+        self.storage.executemany("UPDATE facts SET status = 'archived' WHERE id = ?", [[i] for i in victims])
+        self.index.remove(scope.user_id, victims)
+        self.archive.add(scope.user_id, [(ids[i], rows[i][5]) for i in chosen])
         return victims
-
-    def _set_status(self, user_id: str, ids: Sequence[str], status: str) -> None:
-        if ids:
-            self.storage.executemany("UPDATE facts SET status = ? WHERE id = ?", [[status, i] for i in ids])
-            self.index.remove(user_id, ids)
 
     def touch(self, ids: Sequence[str], *, now: float) -> None:
         """Reinforce access: one more use, last accessed now."""
@@ -281,6 +328,7 @@ class LongTermFacts:
         cursor = self.storage.execute(f"DELETE FROM facts WHERE user_id = ? AND {agent_sql}",
                                       [scope.user_id, *params])
         self.index.reset(scope.user_id)
+        self.archive.reset(scope.user_id)
         return cursor.rowcount
 
     # -- reads ----------------------------------------------------------------------------
@@ -288,35 +336,54 @@ class LongTermFacts:
     def search(self, scope: Scope, query: str, want: int, *, since: float | None = None,
                where: dict[str, Any] | None = None, now: float, vector: Any = None,
                mode: SearchMode = "lexical") -> list[Candidate]:
-        """Candidates among the user's live facts (active or superseded, not expired)
-        that pass the filters. ``since`` applies to the last time the fact was stated.
+        """Candidates among the user's live facts (active, superseded or archived, not
+        expired) that pass the filters. ``since`` applies to the last time the fact was stated.
+
+        Up to ``want`` current facts (active or superseded) from :attr:`index` and, when
+        the user has archived facts, up to ``want`` from :attr:`archive`: however many
+        archived facts match, the best current ones are candidates. An archived fact's
+        BM25 score is restated in the current index's units (the same share of the
+        query's upper bound), so the two compare.
 
         Each candidate's ``row`` holds the columns recall needs (JSON ones still encoded);
         :meth:`recall_candidates` turns them into typed candidates, so no column name
         leaves this tier."""
         sql, params = recall_filter(scope, where=where, since=since, time_column="updated_at")
-        sql += " AND status IN ('active', 'superseded') AND (expires_at IS NULL OR expires_at > ?)"
-        found = self.index.search(scope.user_id, query, want, table="facts", columns=_SEARCH_COLUMNS, filter_sql=sql,
-                                  filter_params=[*params, now], vector=vector, mode=mode)
-        return found
+        sql += " AND (expires_at IS NULL OR expires_at > ?)"
+        params = [*params, now]
+        found = self.index.search(scope.user_id, query, want, table="facts", columns=_SEARCH_COLUMNS,
+                                  filter_sql=f"{sql} AND status IN {_INDEXED}", filter_params=params, vector=vector,
+                                  mode=mode)
+        if not self._has_archived(scope.user_id):
+            return found
+        archived = self.archive.search(scope.user_id, query, want, table="facts", columns=_SEARCH_COLUMNS,
+                                       filter_sql=f"{sql} AND status = 'archived'", filter_params=params,
+                                       vector=vector, mode=mode)
+        bound = next((c.lexical.score / c.lexical.relevance for c in found
+                      if c.lexical is not None and c.lexical.relevance > 0), None)
+        if bound is not None:
+            archived = [c if (m := c.lexical) is None else replace(
+                c, lexical=LexicalMatch(m.key, m.relevance * bound, m.relevance, m.matched_terms)) for c in archived]
+        return found + archived
 
     def recall_candidates(self, query: CandidateQuery) -> list[RecallCandidate]:
         """:meth:`search` as recall's typed candidates (see :mod:`tiers.candidates`): a fact
         dates from when it was last stated, comes from the first message it was promoted
-        from, and is history once superseded."""
+        from, and is history once superseded (an archived one says so in its detail)."""
         found = self.search(query.scope, query.text, query.want, since=query.since, where=query.where,
                             now=query.now, vector=query.vector, mode=query.mode)
         return [_fact_candidate(c) for c in found]
 
-    def list(self, scope: Scope, *, include_inactive: bool = False, category: str | None = None,
-             limit: int | None = None, order: Literal["time", "importance"] = "time",
+    def list(self, scope: Scope, *, include_archived: bool = False, include_inactive: bool = False,
+             category: str | None = None, limit: int | None = None, order: Literal["time", "importance"] = "time",
              now: float | None = None) -> list[Fact]:
-        """The user's facts (active only unless ``include_inactive``), by time or importance."""
+        """The user's facts, by time or importance: the active ones, and the archived ones
+        with ``include_archived``; every fact whatever its status with ``include_inactive``."""
         agent_sql, agent_params = scope.agent_clause()
         sql = f"SELECT {_COLUMNS} FROM facts WHERE user_id = ? AND {agent_sql}"
         params: list[Any] = [scope.user_id, *agent_params]
         if not include_inactive:
-            sql += " AND status = 'active'"
+            sql += f" AND status IN {_CURRENT}" if include_archived else " AND status = 'active'"
             if now is not None:
                 sql += " AND (expires_at IS NULL OR expires_at > ?)"
                 params.append(now)

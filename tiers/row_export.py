@@ -38,6 +38,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
+from tiers.schema import upgrade_row
 from tiers.storage import SCHEMA_VERSION, Storage, dumps
 from tiers.user_tables import (
     DERIVED_TABLES,
@@ -212,7 +213,8 @@ def parse_export(lines: Iterable[str], *, source: str, tables: Sequence[TableInf
                  user_id: str | None = None) -> ParsedExport:
     """Parse and validate an export against ``tables`` (the target's, from
     :func:`user_tables`): the header's format and version, every line's kind, columns
-    and value types. Raises :class:`MemoryValueError` naming ``source`` and the line.
+    and value types; values of an older schema are read as this one stores them
+    (:func:`tiers.schema.upgrade_row`: a fact ``evicted`` then is ``archived``). Raises :class:`MemoryValueError` naming ``source`` and the line.
     ``user_id`` (a remap target) is refused for an export of several users."""
     by_name = {t.name: t for t in tables if t.name not in DERIVED_TABLES}
     header: dict[str, Any] | None = None
@@ -259,7 +261,7 @@ def parse_export(lines: Iterable[str], *, source: str, tables: Sequence[TableInf
                 raise _fail(source, number, f"{kind}.{column.name}: {exc}") from None
         if checked.get("user_id") not in users:
             raise _fail(source, number, f"user_id {checked.get('user_id')!r} is not among the header's users")
-        rows.append((number, table, checked))
+        rows.append((number, table, upgrade_row(kind, checked)))  # an older export's values, as stored now
     if header is None:
         raise _fail(source, None, "empty: no header line")
     return ParsedExport(source, header, rows, users)

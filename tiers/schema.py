@@ -2,7 +2,12 @@
 
 :func:`refuse_foreign_file` and :func:`check_ownership` refuse, without writing, a file
 that is not SQLite, a database of another application or of a newer schema;
-:func:`migrate` creates what is missing and records :data:`SCHEMA_VERSION`.
+:func:`migrate` creates what is missing, brings the rows of an older schema up to date
+(:data:`MIGRATIONS`) and records :data:`SCHEMA_VERSION`. :func:`upgrade_row` does the
+same for one row of an older export.
+
+Versions: 1, the first; 2, a fact pushed out by ``long_term_limit`` is ``archived``
+(kept, listed and recalled) where version 1 marked it ``evicted`` and unindexed it.
 """
 
 from __future__ import annotations
@@ -17,10 +22,10 @@ import sqlite_utils
 
 from unified_memory.errors import StorageError
 
-__all__ = ["SCHEMA_VERSION", "SCHEMA", "SCHEMA_OBJECTS", "refuse_foreign_file", "check_ownership",
-           "stored_version", "migrate"]
+__all__ = ["SCHEMA_VERSION", "SCHEMA", "SCHEMA_OBJECTS", "MIGRATIONS", "refuse_foreign_file", "check_ownership",
+           "stored_version", "migrate", "upgrade_row"]
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 SQLITE_MAGIC = b"SQLite format 3\x00"
 
 SCHEMA = """
@@ -178,6 +183,19 @@ CREATE TABLE IF NOT EXISTS summaries (
 );
 """
 
+#: What brings a file of an older schema to each version, in order: a file at version
+#: ``v`` runs the statements of every version above ``v`` (in the transaction that
+#: records the new version, so a crash leaves the file at its old version, untouched).
+MIGRATIONS: dict[int, tuple[str, ...]] = {
+    # Eviction archives: the fact is kept, listed and recalled (below active facts), from
+    # an index of its own ("archived_facts", built from the store); the current facts'
+    # index (and its saved snapshots) held active and superseded facts then as now.
+    2: ("UPDATE facts SET status = 'archived' WHERE status = 'evicted'",),
+}
+
+#: Stored values of older schemas and what they are now: ``(table, column) -> {old: new}``.
+_RENAMED_VALUES: dict[tuple[str, str], dict[Any, Any]] = {("facts", "status"): {"evicted": "archived"}}
+
 SCHEMA_OBJECTS = frozenset(re.findall(r"CREATE (?:UNIQUE )?(?:TABLE|INDEX) IF NOT EXISTS (\w+)", SCHEMA))
 
 
@@ -233,17 +251,39 @@ def stored_version(row: Sequence[Any] | None, path: Path | None) -> int | None:
 
 
 def migrate(db: sqlite_utils.Database, atomic: Callable[[], AbstractContextManager[Any]], path: Path | None) -> None:
-    """Create the missing tables and indexes and record :data:`SCHEMA_VERSION`, in one
-    ``atomic()`` transaction; a file already up to date is only read."""
+    """Create the missing tables and indexes, run the :data:`MIGRATIONS` of the versions
+    above the stored one, and record :data:`SCHEMA_VERSION`, in one ``atomic()``
+    transaction; a file already up to date is only read."""
     present = {row[0] for row in db.execute("SELECT name FROM sqlite_master").fetchall()}
     row = db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() \
         if "meta" in present else None
-    if row is not None and stored_version(row, path) == SCHEMA_VERSION and SCHEMA_OBJECTS <= present:
+    version = stored_version(row, path)
+    if version == SCHEMA_VERSION and SCHEMA_OBJECTS <= present:
         return  # up to date: opening writes nothing, so many processes can open at once
     with atomic():
         for statement in SCHEMA.split(";"):
             if statement.strip():
                 db.execute(statement)
+        if version is not None:  # a new file has no rows to bring up to date
+            for target in sorted(MIGRATIONS):
+                if version < target:
+                    for statement in MIGRATIONS[target]:
+                        db.execute(statement)
         db.execute(
             "INSERT OR REPLACE INTO meta(key, value) VALUES ('schema_version', ?)", [str(SCHEMA_VERSION)]
         )
+
+
+def upgrade_row(table: str, row: dict[str, Any]) -> dict[str, Any]:
+    """One row of ``table`` as stored by an older schema (an old export), in this
+    version's values (in place; returned too).
+
+    >>> upgrade_row("facts", {"id": "fact_1", "status": "evicted"})
+    {'id': 'fact_1', 'status': 'archived'}
+    """
+    for (name, column), renamed in _RENAMED_VALUES.items():
+        if name == table and column in row:
+            value = row[column]
+            if isinstance(value, str) and value in renamed:
+                row[column] = renamed[value]
+    return row

@@ -49,7 +49,8 @@ class RankingConfig(_Config):
     """How a recall hit's score is made from its parts (see :func:`scoring.fusion.fuse`).
 
     ``score = relevance × (base + importance_weight·importance + recency_weight·recency)
-    × tier_weight × (superseded_penalty if superseded)``. Relevance multiplies, so an
+    × tier_weight × (superseded_penalty if superseded) × (archived_penalty if archived)``
+    (a fact's confidence weighs in too: ``confidence_weight``). Relevance multiplies, so an
     irrelevant item never outranks a relevant one for being important, and a
     low-importance fact still surfaces when it is what the query asks about.
     """
@@ -59,6 +60,12 @@ class RankingConfig(_Config):
     recency_weight: float = Field(default=0.15, ge=0.0)
     recency_half_life_days: float = Field(default=30.0, gt=0.0)
     superseded_penalty: float = Field(default=0.5, ge=0.0, le=1.0)
+    archived_penalty: float = Field(
+        default=0.4, ge=0.0, le=1.0,
+        description="An archived fact (pushed out of the active facts by long_term_limit) keeps this share of "
+                    "its score. Below 0.42 (an active fact keeps at least base/(base+weights) x "
+                    "(1 - confidence_weight) = 0.6 x 0.7 of its relevance), so at equal relevance an active "
+                    "fact always ranks above an archived one, which still answers when nothing active does.")
     lexical_weight: float = Field(default=0.5, ge=0.0, le=1.0,
                                   description="Hybrid retrieval: relevance = w·lexical + (1-w)·dense.")
     dense_floor: float = Field(default=0.1, ge=-1.0, lt=1.0,
@@ -125,12 +132,13 @@ class RankingConfig(_Config):
 
 
 class EvictionConfig(_Config):
-    """Which facts ``long_term_limit`` evicts first: the lowest
+    """Which active facts ``long_term_limit`` archives first: the lowest
     ``importance_weight·importance + recency_weight·recency + use_weight·use``, where
     recency decays from the last time the fact was stated or recalled (half-life
     ``recency_half_life_days``) and use is ``log(1+access_count)/log(1+use_saturation)``
-    capped at 1. Facts written by the current call are never evicted while older
-    ones can go instead."""
+    capped at 1. Facts written by the current call are never archived while older
+    ones can go instead. Archived facts are kept (never deleted) and still recalled,
+    below active facts (``RankingConfig.archived_penalty``)."""
 
     importance_weight: float = Field(default=0.5, ge=0.0)
     recency_weight: float = Field(default=0.3, ge=0.0)
@@ -215,8 +223,11 @@ class MemoryConfig(_Config):
     short_term_limit: int = Field(default=100, ge=1, description="Window size in messages.")
     short_term_max_tokens: int | None = Field(default=None, ge=1,
                                               description="Optional window size in tokens.")
-    long_term_limit: int | None = Field(default=1000, ge=1,
-                                        description="Active facts per user before eviction; None = unbounded.")
+    long_term_limit: int | None = Field(
+        default=1000, ge=1,
+        description="Active facts per user; beyond it the least retained are archived (kept, listed with "
+                    "facts(include_archived=True), recalled below active facts: never deleted). None = all "
+                    "facts stay active.")
     episodic_retention_days: float | None = Field(default=None, gt=0,
                                                   description="Prune promoted log entries older than this.")
     auto_promote: bool = Field(default=True, description="Promote turns as they leave the window.")

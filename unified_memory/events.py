@@ -2,7 +2,8 @@
 
 Kinds: ``trim`` (messages left the short-term window), ``summarise`` (they were
 folded into the running summary), ``promote`` (extraction into facts, entities and
-triples), ``evict`` (facts over ``long_term_limit``), ``reset``
+triples), ``evict`` (active facts over ``long_term_limit`` were archived — kept, not
+deleted; counts ``facts``: how many were archived), ``reset``
 (:meth:`~unified_memory.UnifiedMemory.clear`), ``agent`` (``@remember`` could not
 recall or record; stage ``failed``), ``compact`` (the window passed ``compaction_ratio`` of
 ``context_max_tokens`` and its oldest interactions were summarised away; counts

@@ -19,7 +19,7 @@ import re
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 __all__ = [
     "Role",
@@ -143,8 +143,10 @@ class Fact(_Record):
     """A long-term fact with its importance, provenance and validity interval.
 
     ``status`` is ``active``, ``superseded`` (a newer fact on the same subject and
-    attribute replaced it: ``valid_to`` says when), ``evicted`` (pushed out by
-    ``long_term_limit``) or ``expired`` (its ``ttl_days`` ran out).
+    attribute replaced it: ``valid_to`` says when), ``archived`` (pushed out of the
+    active facts by ``long_term_limit``: kept, and still recalled, below active facts;
+    files and exports of older versions called it ``evicted``) or ``expired`` (its
+    ``ttl_days`` ran out).
 
     >>> Fact(id="fact_1", text="I live in Lisbon", importance=0.8,
     ...      created_at=utc_from_timestamp(0), updated_at=utc_from_timestamp(0)).status
@@ -159,7 +161,7 @@ class Fact(_Record):
     subject: str | None = None
     attribute: str | None = None
     value: str | None = None
-    status: Literal["active", "superseded", "evicted", "expired"] = "active"
+    status: Literal["active", "superseded", "archived", "expired"] = "active"
     created_at: datetime
     updated_at: datetime
     last_accessed: datetime | None = None
@@ -321,7 +323,18 @@ class ContextBlock(_Record):
 
 
 class MemoryStats(_Record):
-    """Counts of what one user's memory holds (the scope of the asking instance)."""
+    """Counts of what one user's memory holds (the scope of the asking instance).
+
+    ``facts`` counts the active facts, ``superseded_facts`` and ``archived_facts`` those
+    kept as history or pushed out by ``long_term_limit``; ``evicted_facts`` is the old
+    name of ``archived_facts`` (deprecated, the same value).
+
+    >>> stats = MemoryStats(user_id="ada", messages=0, window_messages=0, window_tokens=0, pending_promotion=0,
+    ...                     facts=100, superseded_facts=2, archived_facts=7, entities=0, triples=0, path=None,
+    ...                     schema_version=2)
+    >>> stats.archived_facts, stats.model_dump()["evicted_facts"]
+    (7, 7)
+    """
 
     user_id: str
     messages: int
@@ -330,11 +343,20 @@ class MemoryStats(_Record):
     pending_promotion: int
     facts: int
     superseded_facts: int
-    evicted_facts: int
+    archived_facts: int
+    evicted_facts: int = Field(default=0, deprecated="evicted_facts is archived_facts (facts are archived, not "
+                                                     "evicted): read archived_facts")
     entities: int
     triples: int
     path: str | None
     schema_version: int
+
+    @model_validator(mode="before")
+    @classmethod
+    def _evicted_is_archived(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "archived_facts" in data and "evicted_facts" not in data:
+            return {**data, "evicted_facts": data["archived_facts"]}
+        return data
 
 
 class ExtractedFact(_Record):

@@ -278,7 +278,7 @@ def _memory_specs(ids_hint: dict[str, str] | None = None) -> dict[str, Spec]:
         "export_jsonl": Spec(dict(destination=st.builds(io.StringIO), all_users=st.booleans()),
                              lambda m, **k: m.export_jsonl(**k), storage_ok=True,
                              junk={"destination": JUNK_NO_ABS}),
-        "facts": Spec(dict(include_inactive=st.booleans(), category=st.sampled_from([None, "preference", "x"]),
+        "facts": Spec(dict(include_archived=st.booleans(), include_inactive=st.booleans(), category=st.sampled_from([None, "preference", "x"]),
                            limit=st.one_of(st.none(), LIMITS), order=st.sampled_from(["time", "importance"])),
                       lambda m, **k: m.facts(**k)),
         "forget": Spec(dict(user_id=st.sampled_from([None, "nobody"]), ids=ids), lambda m, **k: m.forget(**k)),

@@ -1,3 +1,4 @@
+from tiers.candidates import CandidateQuery
 from tiers.long_term import EvictionWeights, FactInput, LongTermFacts
 from tiers.storage import Scope, Storage
 
@@ -90,7 +91,7 @@ def test_ttl_expires_facts():
     assert facts.list(ADA) == [] and facts.counts("ada") == {"expired": 1}
 
 
-def test_eviction_prefers_unimportant_unused_old_facts_and_spares_the_new_one():
+def test_the_limit_archives_unimportant_unused_old_facts_and_spares_the_new_one():
     facts = make()
     writes = add(facts, FactInput("old trivial note", 0.1), FactInput("old important fact", 0.9),
                  FactInput("used trivial note", 0.1))
@@ -99,12 +100,46 @@ def test_eviction_prefers_unimportant_unused_old_facts_and_spares_the_new_one():
         facts.touch([writes[2].id], now=50 * DAY)
     [fresh] = add(facts, FactInput("brand new trivial note", 0.05), now=60 * DAY)
     with facts.storage.atomic():
-        evicted = facts.evict(ADA, limit=3, now=60 * DAY, protect={fresh.id}, weights=EvictionWeights())
-    assert evicted == [writes[0].id]
+        archived = facts.evict(ADA, limit=3, now=60 * DAY, protect={fresh.id}, weights=EvictionWeights())
+    assert archived == [writes[0].id]
     assert {f.text for f in facts.list(ADA)} == {"old important fact", "used trivial note",
                                                   "brand new trivial note"}
-    assert facts.search(ADA, "old trivial", 5, now=60 * DAY) == [] or all(
-        f.id != writes[0].id for f in facts.search(ADA, "old trivial", 5, now=60 * DAY))
+    # archived, not deleted: listed when asked, still searched, counted apart
+    kept = {f.id: f.status for f in facts.list(ADA, include_archived=True)}
+    assert kept[writes[0].id] == "archived" and len(kept) == 4
+    assert {f.id: f.status for f in facts.list(ADA, include_inactive=True)} == kept
+    found = facts.recall_candidates(CandidateQuery(scope=ADA, text="old trivial", want=5, now=60 * DAY))
+    assert writes[0].id in {c.id for c in found}
+    assert next(c for c in found if c.id == writes[0].id).detail.status == "archived"
+    assert facts.counts("ada") == {"active": 3, "archived": 1}
+
+
+def test_an_archived_fact_restated_is_active_again_and_a_contradiction_supersedes_it():
+    facts = make()
+    [home] = add(facts, FactInput("I live in Lisbon", 0.2, subject="user", attribute="residence", value="Lisbon"))
+    [bees] = add(facts, FactInput("I keep bees", 0.2))
+    add(facts, FactInput("I play chess", 0.9), now=DAY)
+    with facts.storage.atomic():
+        assert set(facts.evict(ADA, limit=1, now=DAY, protect=set(), weights=EvictionWeights())) == {home.id, bees.id}
+    [again] = add(facts, FactInput("I keep bees!", 0.3), now=2 * DAY)
+    assert (again.id, again.action) == (bees.id, "reinforced")
+    [moved] = add(facts, FactInput("I moved to Porto", 0.8, subject="user", attribute="residence", value="Porto"),
+                  now=3 * DAY)
+    assert moved.superseded == (home.id,)
+    status = {f.text: f.status for f in facts.list(ADA, include_inactive=True)}
+    assert status == {"I live in Lisbon": "superseded", "I keep bees": "active", "I play chess": "active",
+                      "I moved to Porto": "active"}
+
+
+def test_an_archived_fact_expires_with_its_ttl():
+    facts = make()
+    [code] = add(facts, FactInput("Gate code is 4471", 0.1, ttl_days=2))
+    add(facts, FactInput("I play chess", 0.9))
+    with facts.storage.atomic():
+        assert facts.evict(ADA, limit=1, now=0.0, protect=set(), weights=EvictionWeights()) == [code.id]
+        assert facts.expire(ADA, now=3 * DAY) == [code.id]
+    assert facts.counts("ada") == {"active": 1, "expired": 1}
+    assert facts.search(ADA, "gate code", 5, now=3 * DAY) == []
 
 
 def test_protected_facts_go_last_even_when_unimportant():
@@ -112,8 +147,8 @@ def test_protected_facts_go_last_even_when_unimportant():
     writes = add(facts, *[FactInput(f"important fact {i}", 0.9) for i in range(3)])
     [fresh] = add(facts, FactInput("trivial fresh", 0.0), now=DAY)
     with facts.storage.atomic():
-        evicted = facts.evict(ADA, limit=3, now=DAY, protect={fresh.id}, weights=EvictionWeights())
-    assert fresh.id not in evicted and len(evicted) == 1 and evicted[0] in {w.id for w in writes}
+        archived = facts.evict(ADA, limit=3, now=DAY, protect={fresh.id}, weights=EvictionWeights())
+    assert fresh.id not in archived and len(archived) == 1 and archived[0] in {w.id for w in writes}
 
 
 def test_search_filters_by_metadata_and_time():

@@ -112,14 +112,16 @@ def test_remember_options(mem, clock):
     assert mem.facts() == []
 
 
-def test_long_term_limit_evicts_but_spares_the_fact_just_written(clock):
+def test_long_term_limit_archives_but_spares_the_fact_just_written(clock):
     with UnifiedMemory(long_term_limit=5, clock=clock) as mem:
-        mem.remember_many([{"text": f"important fact number {i}", "importance": 0.9} for i in range(5)])
+        written = mem.remember_many([{"text": f"important fact number {i}", "importance": 0.9} for i in range(5)])
         clock.advance(days=1)
         fresh = mem.remember("trivial remark about socks", importance=0.0)
         assert len(mem.facts()) == 5
         assert fresh in {f.id for f in mem.facts()}
-        assert mem.stats().evicted_facts == 1
+        stats = mem.stats()
+        assert (stats.facts, stats.archived_facts) == (5, 1)
+        assert {f.id for f in mem.facts(include_archived=True)} == {*written, fresh}  # archived, not deleted
 
 
 def test_low_importance_fact_is_recallable_among_many_important_ones(clock):

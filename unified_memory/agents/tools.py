@@ -163,7 +163,7 @@ def remember_tool(memory: Any, *, name: str = "remember") -> MemoryTool:
         fact_id = memory.remember(text, importance=args.get("importance"), category=args.get("category"))
         after = memory.stats()
         def total(stats: MemoryStats) -> int:
-            return stats.facts + stats.superseded_facts + stats.evicted_facts
+            return stats.facts + stats.superseded_facts + stats.archived_facts
 
         if total(after) <= total(before) and any(  # no new row: confirm the fact was reinforced
                 f.id == fact_id and f.reinforcement_count for f in memory.facts()):

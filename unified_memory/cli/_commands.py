@@ -121,9 +121,10 @@ def cmd_context(args: argparse.Namespace) -> int:
 
 
 def cmd_facts(args: argparse.Namespace) -> int:
-    """``facts [--category C] [--all] [--limit N]``."""
+    """``facts [--category C] [--archived] [--all] [--limit N]``."""
     with open_memory(args, known_user=True) as mem:
-        facts = mem.facts(include_inactive=args.all, category=args.category, limit=args.limit, order="importance")
+        facts = mem.facts(include_archived=args.archived, include_inactive=args.all, category=args.category,
+                          limit=args.limit, order="importance")
         emit(args, facts, lambda: facts_table(facts))
     return 0
 

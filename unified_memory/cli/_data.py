@@ -122,7 +122,7 @@ def cmd_forget(args: argparse.Namespace) -> int:
         else:
             stats = mem.stats()
             what = (f"every memory of user {user!r} ({stats.messages} messages, "
-                    f"{stats.facts + stats.superseded_facts + stats.evicted_facts} facts, {stats.entities} entities)")
+                    f"{stats.facts + stats.superseded_facts + stats.archived_facts} facts, {stats.entities} entities)")
         if not args.yes and not _confirmed(f"Forget {what} in {str(db_path(args))!r}?"):
             emit(args, {"cancelled": True}, lambda: "cancelled; nothing was deleted")
             return 0

@@ -114,7 +114,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     sub = command("facts", _commands.cmd_facts, "list long-term facts, most important first")
     sub.add_argument("--category", metavar="C", help="only this category")
-    sub.add_argument("--all", action="store_true", help="include superseded, evicted and expired facts")
+    sub.add_argument("--archived", action="store_true",
+                     help="include archived facts (pushed out of the active ones by long_term_limit)")
+    sub.add_argument("--all", action="store_true", help="include superseded, archived and expired facts")
     sub.add_argument("--limit", type=_positive_int, metavar="N", help="at most N facts")
 
     sub = command("entities", _commands.cmd_entities, "list entities, most mentioned first")

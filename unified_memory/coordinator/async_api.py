@@ -260,6 +260,7 @@ class AsyncAPI(WritingAPI):
     async def afacts(
         self,
         *,
+        include_archived: bool = False,
         include_inactive: bool = False,
         category: str | None = None,
         limit: int | None = None,
@@ -267,7 +268,8 @@ class AsyncAPI(WritingAPI):
     ) -> list[Fact]:
         """Async :meth:`facts` (runs in a worker thread)."""
         return await self._run(
-            self.facts, include_inactive=include_inactive, category=category, limit=limit, order=order
+            self.facts, include_archived=include_archived, include_inactive=include_inactive, category=category,
+            limit=limit, order=order,
         )
 
     async def aentities(self, *, type: str | None = None, limit: int | None = None) -> list[Entity]:

@@ -107,9 +107,9 @@ class Backend:
     scrub: Scrubber
 
     @property
-    def indexes(self) -> tuple[DocumentIndex, DocumentIndex, DocumentIndex]:
-        """The searchable documents of the episodic log, the facts and the graph."""
-        return self.log.index, self.facts.index, self.graph.index
+    def indexes(self) -> tuple[DocumentIndex, ...]:
+        """The searchable documents of the episodic log, the facts (current and archived) and the graph."""
+        return self.log.index, *self.facts.indexes, self.graph.index
 
     def check_drift(self, user_id: str) -> None:
         """Compare a persistent vector index with the store for ``user_id``; rebuild what drifted."""
@@ -130,7 +130,7 @@ class Backend:
         """Save large lexical indexes (so the next process restores them), then close (idempotent)."""
         if not self.storage.closed:
             try:
-                for documents in (self.facts.index, self.graph.index, self.log.index):
+                for documents in (*self.facts.indexes, self.graph.index, self.log.index):
                     documents.save_snapshots()
             except (StorageError, sqlite3.Error) as exc:  # e.g. locked by a writer: the next open rebuilds
                 _LOG.warning("close: index snapshots not saved: %s", exc)
@@ -155,7 +155,7 @@ def open_backend(path: str | os.PathLike[str] | None, config: MemoryConfig,
         facts = LongTermFacts(storage, k1=k1, b=b)
         graph = EntityGraph(storage, k1=k1, b=min(b, ENTITY_LENGTH_NORMALISATION))
         extractor = plugins.extractor or RuleExtractor(scorer)
-        mode, dense = setup_dense(config, storage, [log.index, facts.index, graph.index], path=path,
+        mode, dense = setup_dense(config, storage, [log.index, *facts.indexes, graph.index], path=path,
                                   embedder=plugins.embedder, vector_index=plugins.vector_index)
         return Backend(
             storage=storage, config=config, log=log,

@@ -231,19 +231,31 @@ class ReadingAPI:
         """The short-term window of this conversation, oldest first."""
         return self._view.backend.window.messages(self._view.scope)
 
-    def facts(self, *, include_inactive: bool = False, category: str | None = None, limit: int | None = None,
-              order: Literal["time", "importance"] = "time") -> list[Fact]:
-        """This user's long-term facts (active ones unless ``include_inactive``)."""
+    def facts(self, *, include_archived: bool = False, include_inactive: bool = False, category: str | None = None,
+              limit: int | None = None, order: Literal["time", "importance"] = "time") -> list[Fact]:
+        """This user's long-term facts: the active ones; with ``include_archived`` also
+        those ``long_term_limit`` archived; with ``include_inactive`` every fact kept,
+        whatever its status (superseded, archived, expired).
+
+        >>> from unified_memory import UnifiedMemory
+
+        >>> with UnifiedMemory(long_term_limit=1) as mem:
+        ...     _ = mem.remember("I keep bees", importance=0.2); _ = mem.remember("I live in Lisbon")
+        ...     [f.text for f in mem.facts()], [(f.text, f.status) for f in mem.facts(include_archived=True)]
+        (['I live in Lisbon'], [('I keep bees', 'archived'), ('I live in Lisbon', 'active')])
+        """
         if limit is not None:
             check_limit("limit", limit)
+        check_bool("include_archived", include_archived)
         check_bool("include_inactive", include_inactive)
         check_optional_text("category", category)
         if not isinstance(order, str):
             raise wrong_type("order", "str", order)
         if order not in ("time", "importance"):
             raise invalid("order", f"must be 'time' or 'importance', got {order!r}")
-        return self._view.backend.facts.list(self._view.scope, include_inactive=include_inactive, category=category,
-                                        limit=limit, order=order, now=self._view.backend.clock())
+        return self._view.backend.facts.list(self._view.scope, include_archived=include_archived,
+                                             include_inactive=include_inactive, category=category, limit=limit,
+                                             order=order, now=self._view.backend.clock())
 
     def entities(self, *, type: str | None = None, limit: int | None = None) -> list[Entity]:
         """This user's entities, most mentioned first."""
@@ -281,7 +293,7 @@ class ReadingAPI:
         return self._view.backend.log.list(self._view.scope, since=self._since(days), session_id=session_id, limit=limit)
 
     def stats(self) -> MemoryStats:
-        """Counts of what this user's memory holds."""
+        """Counts of what this user's memory holds (``facts``: the active ones)."""
         backend, user = self._view.backend, self._view.scope.user_id
         storage = backend.storage
         messages = storage.execute("SELECT COUNT(*) FROM messages WHERE user_id = ?", [user]).fetchone()[0]
@@ -295,7 +307,7 @@ class ReadingAPI:
         entities, triples = backend.graph.counts(user)
         return MemoryStats(user_id=user, messages=messages, window_messages=window[0], window_tokens=window[1],
                            pending_promotion=pending, facts=facts.get("active", 0),
-                           superseded_facts=facts.get("superseded", 0), evicted_facts=facts.get("evicted", 0),
+                           superseded_facts=facts.get("superseded", 0), archived_facts=facts.get("archived", 0),
                            entities=entities, triples=triples, path=self.path, schema_version=SCHEMA_VERSION)
 
     def users(self) -> list[str]:

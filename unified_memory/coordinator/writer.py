@@ -1,6 +1,6 @@
 """The write paths of one :class:`~unified_memory.coordinator.view.MemoryView`: messages into the
 log and the window, what follows from them (trim, summary, compaction, promotion,
-expiry, eviction, retention), and facts and relations stored directly.
+expiry, archiving beyond the long-term limit, retention), and facts and relations stored directly.
 
 Arguments arrive validated (the public layer checks them and names the field); each
 method here runs inside the view's write transaction, so a failure writes nothing.
@@ -126,8 +126,9 @@ class Writer:
         return report
 
     def maintain(self, now: float, *, promote: bool, protect: Iterable[str] = ()) -> PromotionReport:
-        """Promotion (when asked), then TTL expiry, the long-term limit and episodic
-        retention, which apply after every write (call inside a transaction)."""
+        """Promotion (when asked), then TTL expiry, the long-term limit (archives the
+        active facts beyond it: an ``evict`` event counts them) and episodic retention,
+        which apply after every write (call inside a transaction)."""
         view, backend = self.view, self.view.backend
         cfg = backend.config
         due = backend.log.due_for_promotion(view.scope) if promote else []
@@ -135,19 +136,19 @@ class Writer:
         backend.facts.expire(view.scope, now=now)
         if cfg.long_term_limit is not None:
             e = cfg.eviction
-            evicted = backend.facts.evict(view.scope, limit=cfg.long_term_limit, now=now,
-                                          protect={*protect, *report.facts_created, *report.facts_reinforced},
-                                          weights=EvictionWeights(e.importance_weight, e.recency_weight,
-                                                                  e.use_weight, e.recency_half_life_days,
-                                                                  e.use_saturation))
-            if evicted:
-                view.event("evict", "completed", facts=len(evicted))
+            archived = backend.facts.evict(view.scope, limit=cfg.long_term_limit, now=now,
+                                           protect={*protect, *report.facts_created, *report.facts_reinforced},
+                                           weights=EvictionWeights(e.importance_weight, e.recency_weight,
+                                                                   e.use_weight, e.recency_half_life_days,
+                                                                   e.use_saturation))
+            if archived:
+                view.event("evict", "completed", facts=len(archived))
         if cfg.episodic_retention_days is not None:
             backend.log.prune(view.scope.user_id, older_than=now - cfg.episodic_retention_days * 86400)
         return report
 
     def consolidate(self) -> int:
-        """Promote what is due, expire, evict, prune; returns the messages promoted."""
+        """Promote what is due, expire, archive beyond the limit, prune; returns the messages promoted."""
         with self.view.write():
             return self.maintain(self.view.backend.clock(), promote=True).messages
 

@@ -108,14 +108,15 @@ def _forget_items(backend: Backend, user_id: str, ids: list[str]) -> dict[str, i
     endpoints = {row[side] for row in deleted.get("triples", []) for side in ("subject_id", "object_id")} - gone
     if endpoints:
         backend.graph.refresh(user_id, endpoints)
-    backend.facts.index.remove(user_id, [row["id"] for row in deleted.get("facts", [])])
+    for facts_index in backend.facts.indexes:  # a fact is in one of them: current or archived
+        facts_index.remove(user_id, [row["id"] for row in deleted.get("facts", [])])
     backend.graph.index.remove(user_id, sorted(gone))
     backend.log.index.remove(user_id, [row["id"] for row in deleted.get("messages", [])])
     if deleted.get("messages"):  # the neighbouring turns' documents held the removed text
         backend.log.index.invalidate(user_id)
     # The user's journal entries may hold the removed text: erased, and the other
     # processes sharing the file rebuild the user's indexes instead (tiers.journal).
-    for index in (backend.facts.index, backend.graph.index, backend.log.index):
+    for index in (*backend.facts.indexes, backend.graph.index, backend.log.index):
         index.journal.reset(user_id)
     if storage.execute("SELECT 1 FROM embeddings WHERE user_id = ? LIMIT 1", [user_id]).fetchone():
         counts["embeddings"] = counts.get("embeddings", 0) + prune_embeddings(

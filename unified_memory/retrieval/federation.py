@@ -8,8 +8,10 @@
    ``lexical_norm_floor`` × the query's upper bound, :func:`scoring.fusion.lexical_scale`),
    blended with dense relevance (``lexical_weight``).
 3. :func:`scoring.fusion.fuse` weighs in importance, recency, the tier and
-   supersession; an entity the query names is boosted, and entities up to two
-   relations from it are recalled at ``hop_decay`` per hop (graph hops).
+   supersession; a fact's confidence weighs in, and an archived fact (pushed out of
+   the active facts by ``long_term_limit``) keeps ``archived_penalty`` of its score;
+   an entity the query names is boosted, and entities up to two relations from it
+   are recalled at ``hop_decay`` per hop (graph hops).
 4. A time named in the query ("last week", "in May 2023", :mod:`scoring.temporal`)
    lowers items from outside it by up to ``temporal_weight``.
 5. Candidates with no relevance (no word of the query matched, and the meaning is no
@@ -224,12 +226,17 @@ class _Fusion:
         confidence = decayed_confidence(detail.confidence, age_seconds=max(0.0, self.now - stated),
                                         half_life_days=ranking.confidence_half_life_days)
         valid_to = utc_from_timestamp(detail.valid_to)
+        archived = detail.status == "archived"
         hit = self._scored(candidate, scale, {
             "status": detail.status, "category": detail.category,
             "valid_to": valid_to.isoformat() if valid_to is not None else None,
-            "confidence": round(confidence, 6)})
-        # Unconfirmed for long, a fact is less sure (reinforcing it restores confidence).
-        hit.score = round(hit.score * (1.0 - ranking.confidence_weight * (1.0 - confidence)), 9)
+            "confidence": round(confidence, 6), "archived": archived})
+        # Unconfirmed for long, a fact is less sure (reinforcing it restores confidence);
+        # an archived fact answers when nothing current does, below any comparable active one.
+        factor = 1.0 - ranking.confidence_weight * (1.0 - confidence)
+        if archived:
+            factor *= ranking.archived_penalty
+        hit.score = round(hit.score * factor, 9)
         return hit
 
     def entity(self, candidate: RecallCandidate, detail: EntityDetail, scale: float) -> _Hit:

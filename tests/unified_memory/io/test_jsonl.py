@@ -33,7 +33,7 @@ def open_memory(path, clock, mode: str, **kwargs) -> UnifiedMemory:
 
 def build(mem: UnifiedMemory, clock: Clock) -> None:
     """Several sessions: turns, facts with metadata and TTL, triples, tool calls, a superseded
-    fact, evicted facts, a running summary from trimming; and another user."""
+    fact, archived facts, a running summary from trimming; and another user."""
     mem.add_turn("Hi, I'm Ada. I'm allergic to peanuts.", "Noted, Ada!")
     clock.advance(days=1)
     mem.add_turn("My sister Maria lives in Lisbon.", "Lovely city.", metadata={"mood": "happy"})
@@ -53,7 +53,7 @@ def build(mem: UnifiedMemory, clock: Clock) -> None:
     for i, topic in enumerate(["jazz concerts", "hiking trips", "chess openings", "sourdough bread",
                                "watercolour painting", "salsa dancing", "bird watching", "board games"]):
         clock.advance(seconds=3600)
-        mem.remember(f"Ada enjoys {topic}", importance=0.2 + 0.05 * i)  # some are evicted (limit 8)
+        mem.remember(f"Ada enjoys {topic}", importance=0.2 + 0.05 * i)  # some are archived (limit 8)
     mem.add_turn("I went to a jazz concert last night.", "How was it?")
     mem.add_turn("Wonderful, the saxophonist was great.", "Sounds fun!")
     mem.end_session()
@@ -80,7 +80,7 @@ def test_round_trip_into_a_fresh_file_gives_identical_recall_and_context(tmp_pat
     original = open_memory(tmp_path / "a.db", clock, mode)
     build(original, clock)
     stats = original.stats()
-    assert stats.superseded_facts and stats.evicted_facts and original.summary() and stats.window_messages
+    assert stats.superseded_facts and stats.archived_facts and original.summary() and stats.window_messages
     exported = tmp_path / "ada.jsonl"
     count = original.export_jsonl(exported)
     text = exported.read_text(encoding="utf-8")
