@@ -29,7 +29,7 @@ from tiers.scope import Scope
 from unified_memory.types import Tier
 
 __all__ = ["RecallCandidate", "FactDetail", "EntityDetail", "MessageDetail", "CandidateDetail", "CandidateQuery",
-           "RecallSource", "LinkedSource", "LinkedCandidate", "SearchMode"]
+           "RecallSource", "LinkedSource", "LinkedCandidate", "HistorySource", "SearchMode"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,4 +149,18 @@ class LinkedSource(Protocol):
 
     def linked_candidates(self, query: CandidateQuery, ids: Sequence[str]) -> list[LinkedCandidate]:
         """Items one current link away from ``ids`` that pass the query's filters."""
+        ...
+
+
+@runtime_checkable
+class HistorySource(Protocol):
+    """A source whose items are replaced over time (long-term facts): recall asks what
+    replaced the history it found, so the present value answers first."""
+
+    def successors(self, query: CandidateQuery, ids: Sequence[str]) -> dict[str, RecallCandidate]:
+        """For each superseded item of ``ids``: the item that holds its value now."""
+        ...
+
+    def retired_sources(self, query: CandidateQuery, sources: Sequence[str]) -> dict[str, str]:
+        """Of the turn ids ``sources``: those a superseded item came from, each with that item."""
         ...

@@ -33,9 +33,10 @@ import numpy as np
 
 from scoring.decay import recency_array
 from scoring.lexical import LexicalMatch
-from scoring.text import normalize_key
+from scoring.text import normalize_key, term_set
 from tiers.candidates import CandidateQuery, FactDetail, RecallCandidate
 from tiers.documents import Candidate, DocumentIndex, SearchMode
+from tiers.history import current_successors, retired_sources
 from tiers.storage import Scope, Storage, dumps, loads, new_id, recall_filter
 from unified_memory.types import Fact, utc_from_timestamp
 
@@ -84,6 +85,7 @@ class FactInput:
     source: str = "remember"
     source_message_ids: list[str] = field(default_factory=list)
     valid_from: float | None = None  # when it was said; created/updated times follow it (default: now)
+    replaces: tuple[str, ...] = ()  # values it says are no longer current (see ExtractedFact.replaces)
 
 
 @dataclass(frozen=True, slots=True)
@@ -188,6 +190,7 @@ class LongTermFacts:
         for item, key in zip(inputs, keys, strict=True):
             existing = known.get(key)
             superseded: tuple[str, ...] = ()
+            slot: list[dict[str, Any]] = []
             if existing is None and item.subject and item.attribute:
                 slot = self._current_in_slot(scope, item.subject, item.attribute)
                 same = sorted((r for r in slot if _same_value(r["value"], item.value)),
@@ -196,6 +199,13 @@ class LongTermFacts:
                     existing = same[0]
                 else:
                     superseded = tuple(r["id"] for r in slot)
+            if existing is None and item.replaces:
+                named = self._named(scope, item)
+                superseded += tuple(r["id"] for r in named if r["id"] not in superseded)
+                slot = [*slot, *named] if superseded else slot
+                if item.attribute is None and len({(r["subject"], r["attribute"]) for r in named}) == 1 \
+                        and named[0]["attribute"]:  # "I sold the Civic ...": the Civic's slot, for later updates
+                    item = replace(item, subject=named[0]["subject"], attribute=named[0]["attribute"])
             if existing is not None:
                 self._reinforce(scope.user_id, existing, item, now)
                 writes.append(FactWrite(existing["id"], "reinforced"))
@@ -253,6 +263,31 @@ class LongTermFacts:
             f"SELECT {_LOOKUP_COLUMNS} FROM facts INDEXED BY facts_slot WHERE user_id = ? AND subject = ? "
             f"AND attribute = ? AND attribute IS NOT NULL AND agent_id = ? AND status IN {_CURRENT} ORDER BY seq",
             [scope.user_id, subject, attribute, scope.agent_id])
+
+    def _named(self, scope: Scope, item: FactInput) -> list[dict[str, Any]]:
+        """The current facts that name one of ``item.replaces`` (every word of it, stemmed) and
+        are about the same subject (or about no one named, or about the person the phrase
+        names): "I sold the Civic" retires "I drive a Honda Civic". Facts of the same message
+        are left alone ("I'm no longer at Acme - I joined Initech" is cut in two)."""
+        found: dict[str, dict[str, Any]] = {}
+        own = set(item.source_message_ids)
+        for phrase in item.replaces:
+            terms = term_set(phrase)
+            if not terms:
+                continue
+            probe = max(terms, key=len)[:4].replace("\\", "").replace("%", "").replace("_", "")
+            for row in self.storage.query(
+                f"SELECT {_LOOKUP_COLUMNS}, subject, attribute FROM facts WHERE user_id = ? AND agent_id = ? "
+                f"AND status IN {_CURRENT} AND text LIKE ? ORDER BY seq LIMIT 200",
+                [scope.user_id, scope.agent_id, f"%{probe}%"],
+            ):
+                about = row["subject"]
+                if (row["id"] in found or own & set(loads(row["source_message_ids"], []))
+                        or not terms <= term_set(row["text"])
+                        or about not in (None, "user", item.subject) and about not in terms):
+                    continue
+                found[row["id"]] = row
+        return list(found.values())
 
     def _reinforce(self, user_id: str, row: dict[str, Any], item: FactInput, now: float) -> None:
         sources = loads(row["source_message_ids"], [])
@@ -373,6 +408,22 @@ class LongTermFacts:
         found = self.search(query.scope, query.text, query.want, since=query.since, where=query.where,
                             now=query.now, vector=query.vector, mode=query.mode)
         return [_fact_candidate(c) for c in found]
+
+    def successors(self, query: CandidateQuery, ids: Sequence[str]) -> dict[str, RecallCandidate]:
+        """For each superseded fact of ``ids``, the fact that holds its value now (see
+        :mod:`tiers.history`), as a candidate no index scored."""
+        chain = current_successors(self.storage, query.scope, ids)
+        if not chain:
+            return {}
+        marks = ",".join("?" * len(set(chain.values())))
+        rows = {row["id"]: row for row in self.storage.query(
+            f"SELECT {_SEARCH_COLUMNS} FROM facts WHERE user_id = ? AND id IN ({marks})",
+            [query.scope.user_id, *set(chain.values())])}
+        return {old: _fact_candidate(Candidate(new, rows[new], None, None)) for old, new in chain.items() if new in rows}
+
+    def retired_sources(self, query: CandidateQuery, sources: Sequence[str]) -> dict[str, str]:
+        """Of the message ids ``sources``, those a superseded fact came from, with that fact."""
+        return retired_sources(self.storage, query.scope, sources)
 
     def list(self, scope: Scope, *, include_archived: bool = False, include_inactive: bool = False,
              category: str | None = None, limit: int | None = None, order: Literal["time", "importance"] = "time",

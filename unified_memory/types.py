@@ -374,6 +374,10 @@ class ExtractedFact(_Record):
     attribute: str | None = Field(default=None, description="Which attribute, e.g. 'residence'.")
     value: str | None = Field(default=None, description="The attribute's value, e.g. 'Lisbon'.")
     confidence: float = Field(default=1.0, ge=0.0, le=1.0)
+    replaces: list[str] = Field(
+        default_factory=list,
+        description="Values this statement says are no longer current ('I sold the Civic' -> ['Civic']): a "
+                    "current fact about the same subject that names every word of one of them is superseded.")
 
 
 class ExtractedEntity(_Record):

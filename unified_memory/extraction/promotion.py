@@ -79,7 +79,7 @@ def fact_inputs(extracted: Sequence[ExtractedFact], *, scorer: Callable[[str], f
             text=fact.text, importance=min(1.0, max(0.0, importance)), category=fact.category,
             confidence=fact.confidence, subject=fact.subject, attribute=fact.attribute, value=fact.value,
             metadata=dict(metadata), ttl_days=ttl_days, source=source, source_message_ids=list(sources),
-            valid_from=at,
+            valid_from=at, replaces=tuple(fact.replaces),
         ))
     return out
 

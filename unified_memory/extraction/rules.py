@@ -47,6 +47,7 @@ from typing import Any
 from scoring._importance_rules import REMINDER, hedged
 from scoring.importance import HeuristicImportanceScorer, assess_importance, split_sentences
 from unified_memory.errors import wrong_type
+from unified_memory.extraction._changes import replaced
 from unified_memory.extraction._patterns import ATTRIBUTE_CATEGORY, COMMON, Hit, find_hits, mentions
 from unified_memory.protocols import ImportanceScorer
 from unified_memory.types import ExtractedEntity, ExtractedFact, ExtractedTriple, Extraction, Message
@@ -124,14 +125,20 @@ class RuleExtractor:
         out = _Builder(speaker)
         sentences = split_sentences(text)
         wordings = sentences if original == text else split_sentences(original)
+        retired: list[str] = []  # values the message says are no longer current
         for sentence, wording in zip(sentences, wordings, strict=True):
+            changes = replaced(sentence) if is_user and _question_start(sentence) > 0 else []
+            retired += [c for c in changes if c not in retired]
             spans = _clauses(sentence) if is_user else [(0, len(sentence))]
             for start, end in spans:
                 filler = _FILLER.match(sentence, start, end)  # "Hi, I'm Ada": the fact is "I'm Ada"
                 start = filler.end() if filler and filler.end() < end else start
                 clause = wording[start:end].strip(" ,;:-\u2013\u2014")
                 clause = clause[:1].upper() + clause[1:] if start else clause
-                self._sentence(sentence[start:end].strip(" ,;:-\u2013\u2014"), is_user, out, clause)
+                self._sentence(sentence[start:end].strip(" ,;:-\u2013\u2014"), is_user, out, clause,
+                               changed=bool(changes))
+        if retired and out.facts:  # the message's last statement holds the new value ("sold X and bought Y")
+            out.facts[-1].replaces = retired
         if is_user and not out.facts and context:
             self._short_answer(text.strip(), context[-1], out)
         if speaker != "user" and any(t.subject == speaker for t in out.triples.values()):
@@ -142,7 +149,8 @@ class RuleExtractor:
         value = float(self.importance_scorer(text))
         return None if math.isnan(value) else min(1.0, max(0.0, value))
 
-    def _sentence(self, sentence: str, is_user: bool, out: _Builder, wording: str | None = None) -> None:
+    def _sentence(self, sentence: str, is_user: bool, out: _Builder, wording: str | None = None, *,
+                  changed: bool = False) -> None:
         asked = _question_start(sentence)
         request = _MEMORY_REQUEST.search(sentence)
         told = request.end() if request else len(sentence) + 1
@@ -163,10 +171,13 @@ class RuleExtractor:
         assessment = (scorer.assess(sentence) if isinstance(scorer, HeuristicImportanceScorer)
                       else assess_importance(sentence))
         importance = assessment.score if heuristic else self._importance(sentence)
+        if changed and importance is not None:  # a change to what was told is as worth keeping as the fact
+            importance = max(importance, 0.8)
         if primary is None and not hits:  # no pattern: keep it if the heuristic or the given scorer rates it
             informative = assessment.score >= 0.7 or (assessment.category not in (None, "general")
                                                       and assessment.score >= 0.5)
             informative = informative or (not heuristic and importance is not None and importance >= 0.5)
+            informative = informative or changed  # a change to something told before is worth keeping
             if not (is_user and informative and asked > 0):
                 return
         subject = (primary or hits[0]).who.key if (primary or hits) else (

@@ -44,6 +44,7 @@ from tiers.candidates import (
     CandidateQuery,
     EntityDetail,
     FactDetail,
+    HistorySource,
     LinkedSource,
     MessageDetail,
     RecallCandidate,
@@ -295,12 +296,14 @@ def federated_recall(request: RecallRequest, sources: Sequence[RecallSource], *,
             links = source
     if links is not None and ranking.hop_decay > 0:
         hits.extend(_hops(hits, links, query, decay=ranking.hop_decay))
-    # A turn whose fact was superseded ("I live in Lisbon", before the move) is history
-    # too: its messages rank like the fact, so they cannot bring the stale answer back.
-    stale = {h.source for h in hits if h.tier == "long_term" and h.notes.get("status") == "superseded"}
-    for hit in hits:
-        if hit.tier in ("episodic", "short_term") and hit.source in stale:
-            hit.score = round(hit.score * ranking.superseded_penalty, 9)
+    history = next((s for s in sources if isinstance(s, HistorySource)), None)
+    if history is not None:
+        hits.extend(_forward(hits, history, query, ranking, wanted))
+    else:  # no history to ask: a turn whose superseded fact is among the hits ranks like it
+        stale = {h.source for h in hits if h.tier == "long_term" and h.notes.get("status") == "superseded"}
+        for hit in hits:
+            if hit.tier in ("episodic", "short_term") and hit.source in stale:
+                hit.score = round(hit.score * ranking.superseded_penalty, 9)
     window_named = temporal_cue(request.asked or request.query, now=request.now).window
     if window_named is not None and ranking.temporal_weight > 0:
         for hit in hits:
@@ -308,6 +311,48 @@ def federated_recall(request: RecallRequest, sources: Sequence[RecallSource], *,
     hits = [hit for hit in hits if _relevance_of(hit) > 0]  # nothing of the query matched: not a hit
     hits.sort(key=lambda h: (-h.score, TIER_ORDER[h.tier], h.id))
     return [_recall_hit(hit) for hit in _diverse(_one_per_source(hits), limit, ranking.diversity)]
+
+
+def _forward(hits: list[_Hit], history: HistorySource, query: CandidateQuery, ranking: RankingConfig,
+             wanted: frozenset[str]) -> list[_Hit]:
+    """History points forward. A superseded fact, and a message it was promoted from ("I
+    live in Lisbon", before the move), rank as history (``superseded_penalty``), and the
+    fact that holds the value now takes at least the score the old one had before that
+    penalty: whenever the past matches the query, the present answers first. Returns the
+    successors that were not hits yet (each marked ``successor_of``)."""
+    stale = [(h, h.id) for h in hits if h.tier == "long_term" and h.notes.get("status") == "superseded"]
+    messages = [h for h in hits if h.tier in ("episodic", "short_term")]
+    retired = history.retired_sources(query, [h.source for h in messages]) if messages else {}
+    stale += [(h, retired[h.source]) for h in messages if h.source in retired]
+    if not stale:
+        return []
+    successors = history.successors(query, list(dict.fromkeys(fact_id for _, fact_id in stale)))
+    by_id = {h.id: h for h in hits if h.tier == "long_term"}
+    added: list[_Hit] = []
+    penalty = ranking.superseded_penalty
+    for hit, fact_id in stale:
+        if hit.tier == "long_term":
+            before = hit.score / penalty if penalty > 0 else hit.score
+        else:
+            before = hit.score
+            hit.score = round(hit.score * penalty, 9)
+            hit.notes.update(superseded=True, superseded_fact=fact_id)
+        successor = successors.get(fact_id)
+        if successor is None or "long_term" not in wanted:
+            continue
+        current = by_id.get(successor.id)
+        if current is None:
+            detail = successor.detail
+            current = by_id[successor.id] = _Hit(
+                id=successor.id, tier="long_term", text=successor.text, score=0.0,
+                notes={"status": detail.status if isinstance(detail, FactDetail) else None,
+                       "relevance": _relevance_of(hit), "superseded": False},
+                metadata=successor.metadata, created_at=successor.created_at, source=successor.source)
+            added.append(current)
+        if current.score < before:
+            current.score = round(before, 9)
+            current.notes["successor_of"] = fact_id
+    return added
 
 
 def _relevance_of(hit: _Hit) -> float:

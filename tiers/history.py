@@ -1,0 +1,75 @@
+"""Fact history for recall: what replaced a superseded fact, and which turns stated one.
+
+A superseded fact points forward (``superseded_by``); following the pointers ends at
+the fact that holds the value now (active, or archived since). Recall asks for both
+so that history never answers in place of the present: a hit that states an old
+value (the fact, or the message it was promoted from) pulls its current successor
+up beside it (:mod:`unified_memory.retrieval.federation`).
+
+    >>> from tiers.storage import Storage, Scope
+    >>> from tiers.long_term import LongTermFacts, FactInput
+    >>> facts = LongTermFacts(Storage(None))
+    >>> scope = Scope("ada")
+    >>> with facts.storage.atomic():
+    ...     [old] = facts.add(scope, [FactInput("I live in Lisbon", 0.8, subject="user", attribute="residence",
+    ...                                         value="Lisbon", source_message_ids=["m1"])], now=0.0)
+    ...     [new] = facts.add(scope, [FactInput("I moved to Porto", 0.8, subject="user", attribute="residence",
+    ...                                         value="Porto")], now=10.0)
+    >>> current_successors(facts.storage, scope, [old.id]) == {old.id: new.id}
+    True
+    >>> retired_sources(facts.storage, scope, ["m1", "m2"]) == {"m1": old.id}
+    True
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from tiers.storage import Scope, Storage
+
+__all__ = ["current_successors", "retired_sources"]
+
+_MAX_CHAIN = 50  # a fact replaced more often than this is followed no further
+
+
+def current_successors(storage: Storage, scope: Scope, ids: Sequence[str]) -> dict[str, str]:
+    """For each superseded fact of ``ids``: the id of the fact that holds its value now
+    (the end of its ``superseded_by`` chain that is not itself superseded); a fact
+    whose successor is gone (forgotten, expired) has none."""
+    pending = {fact_id: fact_id for fact_id in dict.fromkeys(ids)}  # origin -> where we are in its chain
+    found: dict[str, str] = {}
+    for _ in range(_MAX_CHAIN):
+        if not pending:
+            break
+        marks = ",".join("?" * len(set(pending.values())))
+        rows = {row[0]: (row[1], row[2]) for row in storage.execute(
+            f"SELECT id, status, superseded_by FROM facts WHERE user_id = ? AND id IN ({marks})",
+            [scope.user_id, *set(pending.values())]).fetchall()}
+        following: dict[str, str] = {}
+        for origin, at in pending.items():
+            status, successor = rows.get(at, (None, None))
+            if status == "superseded" and successor:
+                following[origin] = successor
+            elif at != origin and status in ("active", "archived"):
+                found[origin] = at
+        pending = following
+    return found
+
+
+def retired_sources(storage: Storage, scope: Scope, sources: Sequence[str]) -> dict[str, str]:
+    """Of the message ids ``sources``: those a superseded fact of the user was promoted
+    from, each with (one of) its superseded facts."""
+    wanted = list(dict.fromkeys(s for s in sources if s))
+    if not wanted:
+        return {}
+    found: dict[str, str] = {}
+    for start in range(0, len(wanted), 500):
+        chunk = wanted[start:start + 500]
+        marks = ",".join("?" * len(chunk))
+        for fact_id, source in storage.execute(
+            "SELECT facts.id, j.value FROM facts INDEXED BY facts_status, json_each(facts.source_message_ids) AS j "
+            f"WHERE facts.user_id = ? AND facts.status = 'superseded' AND j.value IN ({marks}) ORDER BY facts.seq",
+            [scope.user_id, *chunk],
+        ).fetchall():
+            found.setdefault(source, fact_id)
+    return found
