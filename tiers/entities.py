@@ -27,6 +27,7 @@ import re
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from scoring.text import term_set
 from tiers.candidates import CandidateQuery, EntityDetail, LinkedCandidate, RecallCandidate
 from tiers.documents import Candidate, DocumentIndex, SearchMode
 from tiers.storage import Scope, Storage, dumps, loads, new_id, recall_filter
@@ -277,10 +278,27 @@ class EntityGraph:
                      triple.confidence, now, now, source_message_id, dumps(metadata or {})])
             ids.append(triple_id)
             touched.update((subject_id, object_id))
-            if predicate in FUNCTIONAL_PREDICATES:
+            if predicate in FUNCTIONAL_PREDICATES or predicate.startswith("my_"):
                 touched.update(self._end_others(scope, subject_id, predicate, triple_id, now))
         self.refresh(scope.user_id, touched)
         return ids
+
+    def end_stated(self, scope: Scope, stated: Sequence[tuple[Sequence[str], str]], *, now: float) -> int:
+        """End the live single-valued relations that superseded facts stated: for each
+        ``(source message ids, fact text)``, those from these messages whose object the text
+        names ("I drive a Civic" superseded ends ``my_car Civic``). Returns how many ended."""
+        ended: dict[str, str] = {}
+        for sources, text in stated:
+            marks, words = ",".join("?" * len(sources)), term_set(text)
+            for tid, predicate, object_id, name in self.storage.execute(
+                    "SELECT t.id, t.predicate, t.object_id, o.name FROM triples t JOIN entities o ON o.id = t.object_id "
+                    f"WHERE t.user_id = ? AND t.agent_id = ? AND t.valid_to IS NULL AND t.source_message_id IN ({marks})",
+                    [scope.user_id, scope.agent_id, *sources]).fetchall() if sources else ():
+                if (predicate in FUNCTIONAL_PREDICATES or predicate.startswith("my_")) and term_set(name) <= words:
+                    ended[tid] = object_id
+        self.storage.executemany("UPDATE triples SET valid_to = ? WHERE id = ?", [[now, t] for t in ended])
+        self.refresh(scope.user_id, set(ended.values()))
+        return len(ended)
 
     def _end_others(self, scope: Scope, subject_id: str, predicate: str, current: str, now: float) -> set[str]:
         """End the subject's other live relations of a single-valued predicate; returns

@@ -25,9 +25,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from tiers.storage import Scope, Storage
+from tiers.storage import Scope, Storage, loads
 
-__all__ = ["current_successors", "retired_sources"]
+__all__ = ["current_successors", "retired_sources", "statements"]
 
 _MAX_CHAIN = 50  # a fact replaced more often than this is followed no further
 
@@ -73,3 +73,14 @@ def retired_sources(storage: Storage, scope: Scope, sources: Sequence[str]) -> d
         ).fetchall():
             found.setdefault(source, fact_id)
     return found
+
+
+def statements(storage: Storage, scope: Scope, ids: Sequence[str]) -> list[tuple[list[str], str]]:
+    """The messages each fact of ``ids`` was promoted from, with the fact's text (for the
+    graph to end the relations a superseded fact stated)."""
+    if not ids:
+        return []
+    marks = ",".join("?" * len(ids))
+    return [(loads(sources, []), text) for sources, text in storage.execute(
+        f"SELECT source_message_ids, text FROM facts WHERE user_id = ? AND id IN ({marks})",
+        [scope.user_id, *ids]).fetchall()]

@@ -259,10 +259,14 @@ class LongTermFacts:
         return found
 
     def _current_in_slot(self, scope: Scope, subject: str, attribute: str) -> list[dict[str, Any]]:
+        """The subject's current facts on ``attribute``, or on an attribute it ends, or that
+        ends it, after an underscore: "number" and "mobile_number" are one slot."""
         return self.storage.query(
             f"SELECT {_LOOKUP_COLUMNS} FROM facts INDEXED BY facts_slot WHERE user_id = ? AND subject = ? "
-            f"AND attribute = ? AND attribute IS NOT NULL AND agent_id = ? AND status IN {_CURRENT} ORDER BY seq",
-            [scope.user_id, subject, attribute, scope.agent_id])
+            "AND attribute IS NOT NULL AND (attribute = ? OR substr(attribute, -length(?) - 1) = '_' || ? "
+            "OR substr(?, -length(attribute) - 1) = '_' || attribute) "
+            f"AND agent_id = ? AND status IN {_CURRENT} ORDER BY seq",
+            [scope.user_id, subject, attribute, attribute, attribute, attribute, scope.agent_id])
 
     def _named(self, scope: Scope, item: FactInput) -> list[dict[str, Any]]:
         """The current facts that name one of ``item.replaces`` (every word of it, stemmed) and

@@ -57,6 +57,7 @@ _PATTERNS: tuple[re.Pattern[str], ...] = tuple(re.compile(p, re.I) for p in (
     r"(?:^|[;,.]\s*)(?P<old>(?-i:(?:(?:Dr|Mr|Mrs|Ms|Miss|Prof)\.?\s+)?[A-Z][\w'-]+(?:\s+[A-Z][\w'-]+)?))"
     r"(?:\s+and\s+(?:i|we))?\s+(?:broke\s+up|split\s+up|left|sold|retired|quit|moved\s+away)\b",
 ))
+_NOT_ANYMORE = 3  # the index of "not ... anymore" in _PATTERNS
 #: Words in a sentence that say something changed (cheap test before the patterns).
 CHANGE_CUE = re.compile(r"\b(?:from|no\s+longer|any\s*more|any\s+longer|used\s+to|sold|left|quit|ditched|dropped|"
                         r"gave\s+up|stopped|broke\s+up|split|divorced|dumped|moved|got\s+rid|cancel+ed|lost|"
@@ -85,10 +86,10 @@ def replaced(sentence: str) -> list[str]:
     if not CHANGE_CUE.search(sentence):
         return []
     found: list[str] = []
-    for pattern in _PATTERNS:
+    for number, pattern in enumerate(_PATTERNS):
         for m in pattern.finditer(sentence):
             old = m.group("old")
-            if re.match(r"(?i)(?:my|our)\s", old):
+            if number == _NOT_ANYMORE and re.match(r"(?i)(?:my|our)\s", old):
                 continue  # "isn't my husband anymore": the role, not its value
             if "what" in m.groupdict() and m.group("what") and not re.match(r"(?i)(?:my|mine|our|the)\b",
                                                                                m.group("what").strip()):

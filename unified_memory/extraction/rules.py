@@ -49,6 +49,7 @@ from scoring.importance import HeuristicImportanceScorer, assess_importance, spl
 from unified_memory.errors import wrong_type
 from unified_memory.extraction._changes import replaced
 from unified_memory.extraction._patterns import ATTRIBUTE_CATEGORY, COMMON, Hit, find_hits, mentions
+from unified_memory.extraction._slots import slot_hits
 from unified_memory.protocols import ImportanceScorer
 from unified_memory.types import ExtractedEntity, ExtractedFact, ExtractedTriple, Extraction, Message
 
@@ -154,7 +155,8 @@ class RuleExtractor:
         asked = _question_start(sentence)
         request = _MEMORY_REQUEST.search(sentence)
         told = request.end() if request else len(sentence) + 1
-        hits = [h for h in find_hits(sentence) if h.start < asked or h.start >= told]
+        hits = find_hits(sentence) + (slot_hits(sentence) if is_user else [])
+        hits = [h for h in hits if h.start < asked or h.start >= told]
         if not is_user:  # "I" / "my" is the assistant's: keep statements about named third persons only
             hits = [h for h in hits if not h.who.is_user and h.who.relation is None]
         if not hits and REMINDER.match(sentence):  # "Remember my allergy.": nothing new to store
@@ -173,6 +175,8 @@ class RuleExtractor:
         importance = assessment.score if heuristic else self._importance(sentence)
         if changed and importance is not None:  # a change to what was told is as worth keeping as the fact
             importance = max(importance, 0.8)
+        elif heuristic and primary is not None and primary.extra.get("frame") == "slot" and importance is not None:
+            importance = max(importance, 0.75)  # "my car is ...": an attribute of the speaker, kept like one
         if primary is None and not hits:  # no pattern: keep it if the heuristic or the given scorer rates it
             informative = assessment.score >= 0.7 or (assessment.category not in (None, "general")
                                                       and assessment.score >= 0.5)

@@ -17,7 +17,9 @@ header and all, and a block with no item at all is ``""``. Every stored item is
 ONE line starting with ``"- "``, cleaned by :func:`clean_item` (line breaks become
 ``" ⏎ "``, tabs spaces, other control and bidi characters are removed, ``& < >``
 are escaped as ``&amp; &lt; &gt;``), so stored text can neither forge a section
-header nor open or close the block. Facts and entities show ``hit.text``; an
+header nor open or close the block. Facts and entities show ``hit.text``; history
+is marked as such: a superseded fact ends in ``(until YYYY-MM)``, the month its
+validity ended, and a message that stated one in ``(no longer current)``; an
 episode shows ``[YYYY-MM-DD] speaker: text`` from ``hit.created_at`` (UTC) and the
 speaker from ``hit.components["speaker"]``, else ``["role"]`` (set by recall)
 (each part left out when missing, a name cut at 40 characters); a conversation message shows
@@ -132,8 +134,21 @@ def _speaker(name: str, role: str | None = None) -> str:
     return name
 
 
+def _past(hit: RecallHit) -> str:
+    """How a hit that is history says so: `` (until 2025-03)`` for a superseded fact (the
+    month its validity ended), `` (no longer current)`` for a message that stated one."""
+    components = hit.components
+    if components.get("status") != "superseded" and components.get("superseded") is not True:
+        return ""
+    ended = components.get("valid_to")
+    if isinstance(ended, str) and len(ended) >= 7:
+        return f" (until {ended[:7]})"
+    return " (no longer current)"
+
+
 def _hit_parts(section: str, hit: RecallHit) -> tuple[str, str]:
     text = clean_item(hit.text)
+    text = text + _past(hit) if text else text
     if not text or section != "episodes":
         return "", text
     prefix = f"[{_day(hit.created_at)}] " if hit.created_at is not None else ""

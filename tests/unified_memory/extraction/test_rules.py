@@ -126,7 +126,9 @@ def test_allergies_are_multi_valued_so_they_never_supersede_each_other():
 def test_likes_and_pets_have_no_single_valued_slot():
     assert slot("I love jazz")[1] is None
     out = extract("I have two cats named Luna and Sol")
-    assert out.facts[0].attribute is None
+    # the slot is how many cats there are; each pet is a relation of its own (a dog adds one)
+    assert (out.facts[0].attribute, out.facts[0].value) == ("number_of_cats", "two")
+    assert extract("I have a dog named Rex").facts[0].attribute != "number_of_cats"
     assert {("user", "has_cat", "Luna"), ("user", "has_cat", "Sol")} <= triples(out)
     assert entities(out)["Luna"] == ("animal", {"species": "cat"})
 

@@ -1,0 +1,221 @@
+"""Everyday attributes of the speaker: the slots that "my car is ...", "I use an iPhone",
+"we have three cats" and "I'm dating Mei" fill, so that a later value supersedes them.
+
+Private: used by :mod:`unified_memory.extraction.rules`. :func:`slot_hits` returns
+:class:`~unified_memory.extraction._patterns.Hit` records about the user whose
+attribute names the slot: a possessed noun ("my swim coach" -> ``swim_coach``), a
+kind of device or vehicle known by its brand ("an iPhone 12" -> ``phone``), what is
+counted ("three cats" -> ``number_of_cats``), a partner, a sport, an instrument, a
+language being learnt. Their triples use predicates starting ``my_``, which the graph
+treats as single-valued.
+
+    >>> [(h.attribute, h.value) for h in slot_hits("My swim coach is Petra.")]
+    [('swim_coach', 'Petra')]
+    >>> [(h.attribute, h.value) for h in slot_hits("I switched to a Pixel 8 last month.")]
+    [('phone', 'Pixel 8')]
+    >>> [(h.attribute, h.value) for h in slot_hits("We adopted another cat, so now we have three.")]
+    [('number_of_cats', 'three')]
+"""
+
+from __future__ import annotations
+
+import re
+
+from unified_memory.extraction._patterns import Hit, Subject, clean_value
+
+__all__ = ["slot_hits"]
+
+_USER = Subject("user")
+_FRAME = {"frame": "slot"}  # Hit.extra of the hits found here
+# Kinds of things people own one of at a time, by brand or product line.
+_BRANDS: dict[str, tuple[str, ...]] = {
+    "phone": ("iphone", "pixel", "galaxy", "oneplus", "motorola", "nokia", "xperia", "huawei", "xiaomi",
+              "fairphone", "android phone", "flip phone", "smartphone", "mobile phone"),
+    "computer": ("macbook", "thinkpad", "xps", "chromebook", "surface", "mac mini", "imac", "mac studio",
+                 "dell", "lenovo", "laptop", "desktop", "zenbook", "spectre", "framework laptop"),
+    "tablet": ("ipad", "galaxy tab", "tablet"),
+    "e_reader": ("kindle", "kobo", "e-reader", "ereader", "nook"),
+    "headphones": ("airpods", "sony wh", "bose", "headphones", "earbuds", "sennheiser"),
+    "watch": ("apple watch", "fitbit", "garmin", "withings", "smartwatch", "fitness tracker", "galaxy watch"),
+    "console": ("playstation", "xbox", "nintendo switch", "steam deck", "console"),
+    "camera": ("canon", "nikon", "fujifilm", "sony a7", "leica", "gopro", "camera"),
+    "car": ("honda", "toyota", "ford", "tesla", "volvo", "kia", "hyundai", "mazda", "bmw", "audi", "skoda",
+            "volkswagen", "vw", "golf", "peugeot", "renault", "subaru", "jeep", "chrysler", "prius", "polestar",
+            "nissan", "fiat", "mercedes", "minivan", "suv", "car"),
+    "bike": ("trek", "cannondale", "brompton", "specialized", "giant", "vespa", "yamaha", "ducati",
+             "harley", "bike", "bicycle", "scooter", "motorbike", "motorcycle"),
+}
+_KIND_OF = sorted(((w, kind) for kind, words in _BRANDS.items() for w in words), key=lambda p: -len(p[0]))
+_SPORTS = frozenset("""tennis padel squash badminton golf football soccer rugby cricket basketball baseball
+volleyball hockey netball table-tennis pickleball handball climbing bouldering running swimming cycling
+boxing karate judo""".split())
+_INSTRUMENTS = frozenset("""piano violin viola cello bass guitar drums ukulele harp flute clarinet saxophone
+trumpet trombone banjo mandolin accordion keyboard synth oboe""".split())
+_GAMES = frozenset("chess backgammon go bridge poker scrabble checkers mahjong".split())
+_LANGUAGES = frozenset("""spanish french german italian portuguese japanese chinese mandarin cantonese korean
+arabic russian dutch swedish norwegian danish finnish polish greek turkish hindi hebrew latin python rust java
+javascript typescript golang kotlin swift""".split())
+_PARTNERS = {"girlfriend": "partner", "boyfriend": "partner", "partner": "partner", "husband": "partner",
+             "wife": "partner", "spouse": "partner", "fiance": "partner", "fiancee": "partner",
+             "other half": "partner", "significant other": "partner"}
+# Possessed nouns that are not an attribute of the speaker (people have many of them, or the
+# rule extractor's own patterns read them: names, favourites, relatives).
+_NOT_SLOTS = frozenset("""name names favourite favorite fave friend friends sister brother mom mum mother dad
+father parents son daughter kids kid children child cousin aunt uncle niece nephew grandma grandpa neighbour
+neighbor colleague colleagues coworker roommate flatmate family doctor's allergy allergies question point idea
+guess bad fault pleasure turn plan plans day week life problem issue mistake thing things hobby hobbies""".split())
+_CANON = {"smartwatch": "watch", "cell": "phone", "mobile": "phone", "smartphone": "phone", "laptop": "computer",
+          "automobile": "car", "landlady": "landlord", "gp": "gp", "beehive": "hive", "beehives": "hives",
+          "home": "residence", "place": "residence", "apartment": "residence", "flat": "residence",
+          "workplace": "employer", "employer": "employer", "job": "job_title", "title": "job_title",
+          "motorbike": "bike", "motorbikes": "bikes", "bunnies": "rabbits", "bunny": "rabbit"}
+_DROP_MODS = frozenset("new current only go to own real actual main usual regular present".split())
+_NUMBER = (r"(?:\d{1,3}|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|a\s+dozen|"
+           r"thirteen|fourteen|fifteen|twenty)")
+_NOUN = r"(?P<noun>[a-z][a-z-]*?(?:s|es|en|ren|ish|fish|sheep|deer)?)"
+_VAL = r"(?P<obj>[^,;:!?()\"]+?)"
+_VAL_END = r"(?=\s*(?:[,;:!?()\"]|(?<!\bDr)(?<!\bMr)(?<!\bMrs)(?<!\bMs)(?<!\bSt)\.(?:\s|$)|\s[-\u2013\u2014]\s|$|\s+(?:now|these\s+days|nowadays|instead|" \
+           r"anymore|at\s+the\s+moment|at\s+home|for\s+(?:the|my|work|school)|because|but|and\s+(?:i|we|it)|" \
+           r"which|who|since|last\s+\w+|this\s+\w+|in\s+the\s+\w+)\b))"
+
+_FRAMES: tuple[tuple[str, re.Pattern[str]], ...] = tuple((kind, re.compile(rx, re.I)) for kind, rx in (
+    # my swim coach is Petra / our team lead changed from Ahmed to Sofia / my landlord changed to Mrs. Brennan
+    ("poss", r"\b(?:my|our)\s+(?P<noun>(?:[\w'-]+\s+){0,2}?[\w'-]+)\s+(?:now\s+)?(?:is|are|was\s+changed\s+to|"
+             r"changed\s+(?:from\s+[^,;.]+?\s+)?to|went\s+from\s+[^,;.]+?\s+to)\s+(?:now\s+)?(?:an?\s+|the\s+)?"
+     + _VAL + _VAL_END),
+    # Marta is my girlfriend now / Dr. Castillo is my cardiologist / Edmonton is where I live
+    ("rev", r"(?:^|[;,.]\s+|\band\s+)(?P<obj>(?-i:(?:(?:Dr|Mr|Mrs|Ms|Prof)\.?\s+)?[A-Z][\w.'&-]*(?:\s+[A-Z][\w.'&-]*)"
+            r"{0,3}))\s+(?:is|are)\s+(?:now\s+)?my\s+(?P<noun>(?:[\w'-]+\s+){0,2}?[\w'-]+)\b"),
+    # changed my email to ... / switched my piano lesson to Saturday mornings / switched trainers to Kofi
+    ("chg", r"\b(?:changed|switched|moved)\s+(?:my|our)\s+(?P<noun>(?:[\w'-]+\s+){0,2}?[\w'-]+)\s+to\s+"
+            r"(?:my\s+new\s+\w+,?\s+)?(?:an?\s+|the\s+)?" + _VAL + _VAL_END),
+    ("chg", r"\b(?:switched|changed)\s+(?P<noun>trainers|coaches|doctors|dentists|teams|allegiance|careers|"
+            r"jobs|gyms|banks|lessons)\s+to\s+(?:an?\s+|the\s+)?" + _VAL + _VAL_END),
+    # I use an iPhone 12 / I switched to a Pixel 8 / I drive a Honda Civic / we have a Chrysler minivan
+    ("thing", r"\b(?:use|using|have|has|'ve\s+got|got|own|bought|buy|drive|driving|ride|riding|lease|leasing|"
+              r"wear|wearing|read\s+on|game\s+on|games\s+on|play\s+games\s+on|shoot\s+(?:photos\s+)?with|"
+              r"commute\s+(?:in|on)|get\s+around\s+on|cycle\s+to\s+work\s+on|switched\s+to|upgraded\s+to|"
+              r"moved\s+to|changed\s+to|now\s+it's|it's\s+now|on)\s+(?:an?\s+|the\s+|my\s+)?"
+              r"(?:(?:old|new|little|diesel|electric|used|rescue)\s+)?" + _VAL + _VAL_END),
+    # we have three cats / I speak three languages / now run four hives / down to two motorbikes
+    ("count", r"\b(?:have|has|own|keep|run|speak|do|are|there\s+are|down\s+to|up\s+to|it's)\s+(?:only\s+)?"
+              r"(?P<obj>" + _NUMBER + r")\b(?:\s+(?:[a-z-]+\s+){0,2}?" + _NOUN + r")?(?=\s|[,.;!?]|$)"),
+    ("count", r"\b(?P<obj>" + _NUMBER + r")\s+(?:left|in\s+the\s+\w+\s+now|now)\b"),
+    # I'm dating Mei / I'm with Selin / now I'm in a relationship with Carla / I'm engaged to Rafael
+    ("partner", r"(?:\bi'm|\bi\s+am|\bwe're)\s+(?:now\s+)?(?:dating|seeing|with|engaged\s+to|married\s+to|"
+                r"in\s+a\s+relationship\s+with|going\s+out\s+with)\s+(?:a\s+(?:woman|man|guy|girl)\s+named\s+)?"
+                r"(?P<obj>(?-i:[A-Z][a-z'-]+))"),
+    ("partner", r"\b(?:started\s+(?:seeing|dating)|remarried,?\s+to|dating)\s+(?P<obj>(?-i:[A-Z][a-z'-]+))"),
+    # I play padel / I'm learning Rust / I'm taking cello lessons / I'm studying for the CFA
+    ("play", r"\b(?:play|plays|playing)\s+(?:the\s+|an?\s+)?(?:[\w-]+\s+)?(?P<obj>[a-z-]+)\b"),
+    ("learn", r"\b(?:learning|learn|studying|taking)\s+(?:to\s+)?(?:the\s+|an?\s+)?(?P<obj>[\w-]+)"),
+    # home is Limerick / home for me is Leeds / Edmonton is where I live / our address to Glendale
+    ("home", r"\bhome(?:\s+for\s+(?:me|us))?\s+is\s+(?:now\s+)?(?:in\s+)?(?P<obj>(?-i:[A-Z][\w'-]+(?:\s+[A-Z][\w'-]+)?))"),
+    ("home", r"(?P<obj>(?-i:[A-Z][\w'-]+(?:\s+[A-Z][\w'-]+)?))\s+is\s+where\s+(?:i|we)\s+(?:live|reside)"),
+    ("home", r"\b(?:have|'ve\s+got|own|rent|renting|owning|bought|took\s+a\s+lease)\s+(?:an?\s+|the\s+)?"
+             r"(?:[\w-]+\s+){0,2}?(?P<what>flat|apartment|house|cottage|condo|studio|place|home|lease|cabin)\s+in\s+"
+             r"(?P<obj>(?-i:[A-Z][\w'-]+(?:\s+[A-Z][\w'-]+)?))"),
+    ("home", r"(?:\bi'm|\bi\s+am|\bwe're)\s+(?:now\s+)?(?:in|based\s+in)\s+(?P<obj>(?-i:[A-Z][\w'-]+(?:\s+[A-Z][\w'-]+)?))"),
+    # I'm a nurse at St. Brigid's / I joined Crestview Academy / a role at Greenline / I'm at the Ashby museum
+    ("work", r"(?:\bi'm|\bi\s+am|\bnow\s+i'm)\s+(?:now\s+)?(?:an?\s+)?(?:[\w-]+\s+){0,3}?at\s+(?:the\s+)?"
+             r"(?P<obj>(?-i:[A-Z][\w.'&-]*(?:\s+[A-Za-z][\w.'&-]*){0,3}))"),
+    ("work", r"\b(?:joined|hired\s+at|hired\s+by|job\s+at|role\s+at|position\s+at|teach\s+\w+\s+at|drive\s+for|"
+             r"workplace\s+is|employer\s+is)\s+(?:the\s+)?(?P<obj>(?-i:[A-Z][\w.'&-]*(?:\s+[A-Z][\w.'&-]*){0,3}))"),
+))
+_AT_WORK = re.compile(r"(?i)\b(?:at|with)\s+(?:the\s+)?$")
+
+
+def _canon(noun: str) -> str | None:
+    words = [w for w in re.split(r"[\s-]+", noun.casefold().strip()) if w and w not in _DROP_MODS]
+    if not words or any(w in _NOT_SLOTS for w in words) or re.search(r"[A-Z]", noun):
+        return None  # "my sister Maria is ...": a person, not an attribute
+    joined = " ".join(words)
+    if joined in _PARTNERS:
+        return _PARTNERS[joined]
+    words[-1] = _CANON.get(words[-1], words[-1])
+    return "_".join(words)
+
+
+def _kind(value: str) -> str | None:
+    low = value.casefold()
+    found: str | None = next((kind for word, kind in _KIND_OF
+                              if re.search(r"(?<![\w-])" + re.escape(word) + r"(?![\w-])", low)), None)
+    return found
+
+
+def _counted(sentence: str, number_at: int) -> str | None:
+    """What a bare number counts: the sentence's first plural noun ("the rabbits had babies; we have seven"),
+    else the thing there is another of ("another cat, so now we have three")."""
+    del number_at  # the noun may come after the number too ("... so I have two left of my tortoises")
+    before: list[str] = re.findall(r"\b([a-z]{3,}(?:s|es))\b", sentence.casefold())
+    nouns = [w for w in before if w not in ("was", "has", "is", "does", "goes", "yes", "this", "his", "its", "plus",
+                                             "less", "glass", "class", "address", "business", "sometimes", "always")]
+    if nouns:
+        return nouns[0]
+    singular: list[str] = re.findall(r"\banother\s+([a-z]{3,})\b", sentence.casefold())
+    return singular[-1] + "s" if singular else None
+
+
+_PAST = re.compile(r"(?i)(?:\bnot\b|n't\b|\bnever\b|\bno\s+longer\b|\bused\s+to\b)")
+
+
+def slot_hits(sentence: str) -> list[Hit]:
+    """The speaker's attributes in one sentence (see the module docstring). A value the
+    sentence denies or puts in the past ("I don't drive the Mazda anymore", "I used to
+    play bass") fills no slot."""
+    hits: list[Hit] = []
+    for kind, rx in _FRAMES:
+        for m in rx.finditer(sentence):
+            hit = _hit(sentence, kind, m)
+            if hit is not None and not _PAST.search(re.split(r"[;,]|\s[-\u2013\u2014]\s", sentence[:hit.start])[-1]):
+                hits.append(hit)
+    known = {h.value.casefold() for h in hits if h.predicate[3:] in _BRANDS}
+    hits = [h for h in hits if h.predicate[3:] in _BRANDS or h.value.casefold() not in known]  # the kind wins
+    hits.sort(key=lambda h: h.start)
+    return hits
+
+
+def _make(m: re.Match[str], attribute: str | None, value: str, category: str,
+          predicate: str | None = None) -> Hit | None:
+    """A slot hit (none without an attribute or a value); its triple's predicate is ``my_<attribute>``."""
+    if not attribute or not value:
+        return None
+    return Hit(m.start(), _USER, predicate or "my_" + attribute, value, attribute, "value", category, extra=_FRAME)
+
+
+def _hit(sentence: str, kind: str, m: re.Match[str]) -> Hit | None:
+    raw = m.group("obj").strip()
+    word = raw.casefold()
+    if kind == "count":
+        noun = m.groupdict().get("noun")
+        if "speak" in m.group(0).casefold() and not noun:
+            noun = "languages"
+        noun = noun if noun and noun.endswith("s") else _counted(sentence, m.start("obj"))
+        noun = _CANON.get(noun, noun) if noun else None
+        return _make(m, "number_of_" + noun if noun else None, raw, "possession")
+    if kind in ("partner", "home", "work"):
+        attribute = {"partner": "partner", "home": "residence", "work": "employer"}[kind]
+        if kind == "home" and ((m.groupdict().get("what") or "").casefold() == "cabin" or re.search(
+                r"(?i)\b(?:holiday|vacation|summer|beach|weekend)\s+(?:house|home|cabin|cottage|place)", m.group(0))):
+            attribute = "second_home"
+        value = clean_value(raw, "place" if kind == "home" else "organization" if kind == "work" else "name")
+        category = {"partner": "relationship", "home": "location", "work": "work"}[kind]
+        return _make(m, attribute, value, category, {"residence": "lives_in", "employer": "works_at"}.get(attribute))
+    if kind == "play":
+        return _make(m, "sport" if word in _SPORTS else "instrument" if word in _INSTRUMENTS
+                     else "game" if word in _GAMES else None, raw, "preference")
+    if kind == "learn":
+        return _make(m, "learning_language" if word in _LANGUAGES else "learning_instrument"
+                     if word in _INSTRUMENTS else None, raw, "preference")
+    value = clean_value(re.sub(r"(?i)^(?:in|on|at|called|named)\s+", "", raw), "phrase")
+    if not value or len(value.split()) > 6:
+        return None
+    if kind == "poss" and (org := re.search(r"\s+at\s+(?P<org>(?-i:[A-Z][\w.'&-]*(?:\s+[A-Z][\w.'&-]*)*))", value)):
+        return _make(m, "employer", org.group("org"), "work", "works_at")  # "my job is X at Y"
+    if kind == "thing":
+        return _make(m, _kind(value), value, "possession")
+    slot = _canon(m.group("noun"))
+    if slot and kind == "chg" and slot.endswith("s") and not slot.endswith("ss"):
+        slot = slot[:-1]  # "switched trainers to Kofi": the trainer
+    # No category of its own: the importance assessment's (an appointment is a schedule, an email a contact)
+    return _make(m, slot, value, "")
