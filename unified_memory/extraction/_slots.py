@@ -42,6 +42,8 @@ _BRANDS: dict[str, tuple[str, ...]] = {
     "car": ("honda", "toyota", "ford", "tesla", "volvo", "kia", "hyundai", "mazda", "bmw", "audi", "skoda",
             "volkswagen", "vw", "golf", "peugeot", "renault", "subaru", "jeep", "chrysler", "prius", "polestar",
             "nissan", "fiat", "mercedes", "minivan", "suv", "car"),
+    "milk": ("whole milk", "oat milk", "soy milk", "almond milk", "skim milk", "skimmed milk", "semi-skimmed milk",
+             "lactose-free milk", "coconut milk", "rice milk"),
     "bike": ("trek", "cannondale", "brompton", "specialized", "giant", "vespa", "yamaha", "ducati",
              "harley", "bike", "bicycle", "scooter", "motorbike", "motorcycle"),
 }
@@ -62,20 +64,21 @@ _PARTNERS = {"girlfriend": "partner", "boyfriend": "partner", "partner": "partne
 # rule extractor's own patterns read them: names, favourites, relatives).
 _NOT_SLOTS = frozenset("""name names favourite favorite fave friend friends sister brother mom mum mother dad
 father parents son daughter kids kid children child cousin aunt uncle niece nephew grandma grandpa neighbour
-neighbor colleague colleagues coworker roommate flatmate family doctor's allergy allergies question point idea
+neighbor colleague colleagues coworker roommate flatmate doctor's allergy allergies question point idea
 guess bad fault pleasure turn plan plans day week life problem issue mistake thing things hobby hobbies""".split())
 _CANON = {"smartwatch": "watch", "cell": "phone", "mobile": "phone", "smartphone": "phone", "laptop": "computer",
           "automobile": "car", "landlady": "landlord", "gp": "gp", "beehive": "hive", "beehives": "hives",
           "home": "residence", "place": "residence", "apartment": "residence", "flat": "residence",
           "workplace": "employer", "employer": "employer", "job": "job_title", "title": "job_title",
-          "motorbike": "bike", "motorbikes": "bikes", "bunnies": "rabbits", "bunny": "rabbit"}
-_DROP_MODS = frozenset("new current only go to own real actual main usual regular present".split())
+          "motorbike": "bike", "motorbikes": "bikes", "bunnies": "rabbits", "bunny": "rabbit", "allegiance": "team",
+          "boss": "manager", "colour": "color"}
+_DROP_MODS = frozenset("new current only go to own real actual main usual regular present now".split())
 _NUMBER = (r"(?:\d{1,3}|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|a\s+dozen|"
            r"thirteen|fourteen|fifteen|twenty)")
 _NOUN = r"(?P<noun>[a-z][a-z-]*?(?:s|es|en|ren|ish|fish|sheep|deer)?)"
 _VAL = r"(?P<obj>[^,;:!?()\"]+?)"
 _VAL_END = r"(?=\s*(?:[,;:!?()\"]|(?<!\bDr)(?<!\bMr)(?<!\bMrs)(?<!\bMs)(?<!\bSt)\.(?:\s|$)|\s[-\u2013\u2014]\s|$|\s+(?:now|these\s+days|nowadays|instead|" \
-           r"anymore|at\s+the\s+moment|at\s+home|for\s+(?:the|my|work|school)|because|but|and\s+(?:i|we|it)|" \
+           r"anymore|at\s+the\s+moment|at\s+home|at\s+the\s+(?:start|end|beginning)|over\s+the|for\s+(?:the|my|work|school)|because|but|and\s+(?:i|we|it)|" \
            r"which|who|since|last\s+\w+|this\s+\w+|in\s+the\s+\w+)\b))"
 
 _FRAMES: tuple[tuple[str, re.Pattern[str]], ...] = tuple((kind, re.compile(rx, re.I)) for kind, rx in (
@@ -85,7 +88,7 @@ _FRAMES: tuple[tuple[str, re.Pattern[str]], ...] = tuple((kind, re.compile(rx, r
      + _VAL + _VAL_END),
     # Marta is my girlfriend now / Dr. Castillo is my cardiologist / Edmonton is where I live
     ("rev", r"(?:^|[;,.]\s+|\band\s+)(?P<obj>(?-i:(?:(?:Dr|Mr|Mrs|Ms|Prof)\.?\s+)?[A-Z][\w.'&-]*(?:\s+[A-Z][\w.'&-]*)"
-            r"{0,3}))\s+(?:is|are)\s+(?:now\s+)?my\s+(?P<noun>(?:[\w'-]+\s+){0,2}?[\w'-]+)\b"),
+            r"{0,3}))\s+(?:is|are)\s+(?:now\s+)?my\s+(?P<noun>(?:[\w'-]+\s+){0,2}[\w'-]+?)(?=\s+now\b|\s*[,.;!?]|$)"),
     # changed my email to ... / switched my piano lesson to Saturday mornings / switched trainers to Kofi
     ("chg", r"\b(?:changed|switched|moved)\s+(?:my|our)\s+(?P<noun>(?:[\w'-]+\s+){0,2}?[\w'-]+)\s+to\s+"
             r"(?:my\s+new\s+\w+,?\s+)?(?:an?\s+|the\s+)?" + _VAL + _VAL_END),
@@ -93,7 +96,7 @@ _FRAMES: tuple[tuple[str, re.Pattern[str]], ...] = tuple((kind, re.compile(rx, r
             r"jobs|gyms|banks|lessons)\s+to\s+(?:an?\s+|the\s+)?" + _VAL + _VAL_END),
     # I use an iPhone 12 / I switched to a Pixel 8 / I drive a Honda Civic / we have a Chrysler minivan
     ("thing", r"\b(?:use|using|have|has|'ve\s+got|got|own|bought|buy|drive|driving|ride|riding|lease|leasing|"
-              r"wear|wearing|read\s+on|game\s+on|games\s+on|play\s+games\s+on|shoot\s+(?:photos\s+)?with|"
+              r"wear|wearing|drink|drinking|read\s+on|game\s+on|games\s+on|play\s+games\s+on|shoot\s+(?:photos\s+)?with|"
               r"commute\s+(?:in|on)|get\s+around\s+on|cycle\s+to\s+work\s+on|switched\s+to|upgraded\s+to|"
               r"moved\s+to|changed\s+to|now\s+it's|it's\s+now|on)\s+(?:an?\s+|the\s+|my\s+)?"
               r"(?:(?:old|new|little|diesel|electric|used|rescue)\s+)?" + _VAL + _VAL_END),
@@ -101,6 +104,24 @@ _FRAMES: tuple[tuple[str, re.Pattern[str]], ...] = tuple((kind, re.compile(rx, r
     ("count", r"\b(?:have|has|own|keep|run|speak|do|are|there\s+are|down\s+to|up\s+to|it's)\s+(?:only\s+)?"
               r"(?P<obj>" + _NUMBER + r")\b(?:\s+(?:[a-z-]+\s+){0,2}?" + _NOUN + r")?(?=\s|[,.;!?]|$)"),
     ("count", r"\b(?P<obj>" + _NUMBER + r")\s+(?:left|in\s+the\s+\w+\s+now|now)\b"),
+    # my running club meets at 6 pm / my shift starts at 7 am
+    ("poss", r"\b(?:my|our)\s+(?P<noun>(?:[\w'-]+\s+){0,2}?[\w'-]+)\s+(?:now\s+)?(?:meets|starts|begins|runs|takes\s+place)"
+             r"\s+(?:now\s+)?(?P<obj>(?:at|on|every)\s+[^,;:!?()\"]+?)" + _VAL_END),
+    # I walk the dog at 5:30 / I call my mum every Sunday / I swim before work at 6:00
+    ("when", r"\b(?:i|we)\s+(?P<noun>(?:[a-z]+\s+){1,4}?)(?:at|on|every)\s+(?P<obj>\d{1,2}(?::\d\d)?\s*(?:am|pm)?|"
+             r"(?:mon|tues|wednes|thurs|fri|satur|sun)day\w*)\b"),
+    # reach me on WhatsApp at +34 ... / write to marco@bellini.studio
+    ("reach", r"\b(?:reach|call|text|contact|email|e-mail|write\s+to)\s+me\s+(?:on\s+(?P<noun>[\w-]+)\s+)?(?:at|on)\s+"
+              r"(?P<obj>\+?[\w.@+-][\w.@+ -]*?\w)" + _VAL_END),
+    # I support Arsenal / I root for the White Sox / I'm a Leeds United fan
+    ("team", r"\b(?:support|supports|root\s+for|cheer\s+(?:for|on)|follow|a\s+fan\s+of)\s+(?:the\s+)?"
+             r"(?P<obj>(?-i:[A-Z][\w.'&-]*(?:\s+[A-Z][\w.'&-]*){0,3}))"),
+    ("team", r"(?:'m|\bam)\s+an?\s+(?P<obj>(?-i:[A-Z][\w.'&-]*(?:\s+[A-Z][\w.'&-]*){0,3}))\s+(?:fan|supporter)\b"),
+    # I report to Yvonne
+    ("boss", r"\breport(?:s|ing)?\s+to\s+(?P<obj>(?-i:[A-Z][\w.'-]*(?:\s+[A-Z][\w.'-]*)?))"),
+    # I eat vegan / I eat plant-based now
+    ("diet", r"\b(?:eat|eating|went|switched\s+to|changed\s+to)\s+(?:fully\s+|strictly\s+|mostly\s+)?(?P<obj>vegan|"
+             r"vegetarian|plant-based|pescatarian|keto|paleo|flexitarian|raw|low-carb|gluten-free|halal|kosher)\b"),
     # I'm dating Mei / I'm with Selin / now I'm in a relationship with Carla / I'm engaged to Rafael
     ("partner", r"(?:\bi'm|\bi\s+am|\bwe're)\s+(?:now\s+)?(?:dating|seeing|with|engaged\s+to|married\s+to|"
                 r"in\s+a\s+relationship\s+with|going\s+out\s+with)\s+(?:a\s+(?:woman|man|guy|girl)\s+named\s+)?"
@@ -127,7 +148,9 @@ _AT_WORK = re.compile(r"(?i)\b(?:at|with)\s+(?:the\s+)?$")
 
 def _canon(noun: str) -> str | None:
     words = [w for w in re.split(r"[\s-]+", noun.casefold().strip()) if w and w not in _DROP_MODS]
-    if not words or any(w in _NOT_SLOTS for w in words) or re.search(r"[A-Z]", noun):
+    if words and words[0] in ("favourite", "favorite", "fave") and len(words) > 1:
+        return "favorite_" + "_".join(words[1:])  # the rule extractor's own name for it
+    if not words or any(w in _NOT_SLOTS for w in words) or re.search(r"\s(?-i:[A-Z])", noun):
         return None  # "my sister Maria is ...": a person, not an attribute
     joined = " ".join(words)
     if joined in _PARTNERS:
@@ -147,7 +170,7 @@ def _counted(sentence: str, number_at: int) -> str | None:
     """What a bare number counts: the sentence's first plural noun ("the rabbits had babies; we have seven"),
     else the thing there is another of ("another cat, so now we have three")."""
     del number_at  # the noun may come after the number too ("... so I have two left of my tortoises")
-    before: list[str] = re.findall(r"\b([a-z]{3,}(?:s|es))\b", sentence.casefold())
+    before: list[str] = re.findall(r"\b([a-z]{3,}(?:s|es|fish|sheep|deer|geese|mice|children))\b", sentence.casefold())
     nouns = [w for w in before if w not in ("was", "has", "is", "does", "goes", "yes", "this", "his", "its", "plus",
                                              "less", "glass", "class", "address", "business", "sometimes", "always")]
     if nouns:
@@ -156,6 +179,7 @@ def _counted(sentence: str, number_at: int) -> str | None:
     return singular[-1] + "s" if singular else None
 
 
+_NOT_WHEN = frozenset("the a an my our his her their to and usually always often also still now then go".split())
 _PAST = re.compile(r"(?i)(?:\bnot\b|n't\b|\bnever\b|\bno\s+longer\b|\bused\s+to\b)")
 
 
@@ -190,9 +214,20 @@ def _hit(sentence: str, kind: str, m: re.Match[str]) -> Hit | None:
         noun = m.groupdict().get("noun")
         if "speak" in m.group(0).casefold() and not noun:
             noun = "languages"
-        noun = noun if noun and noun.endswith("s") else _counted(sentence, m.start("obj"))
+        noun = noun if noun and noun.endswith(("s", "fish", "sheep", "deer")) else _counted(sentence, m.start("obj"))
         noun = _CANON.get(noun, noun) if noun else None
         return _make(m, "number_of_" + noun if noun else None, raw, "possession")
+    if kind == "when":
+        words = [w for w in m.group("noun").casefold().split() if w not in _NOT_WHEN]
+        return _make(m, "schedule_" + "_".join(words) if words else None, raw, "schedule")
+    if kind == "reach":
+        noun = (m.groupdict().get("noun") or "").casefold()
+        what = "email" if "@" in raw else "number"
+        return _make(m, f"{noun}_{what}" if noun and noun != what else what, raw, "contact")
+    if kind in ("team", "boss", "diet"):
+        attribute = {"team": "team", "boss": "manager", "diet": "diet"}[kind]
+        return _make(m, attribute, clean_value(raw, "name") if kind != "diet" else word, "preference",
+                     "diet" if kind == "diet" else None)
     if kind in ("partner", "home", "work"):
         attribute = {"partner": "partner", "home": "residence", "work": "employer"}[kind]
         if kind == "home" and ((m.groupdict().get("what") or "").casefold() == "cabin" or re.search(
@@ -210,11 +245,13 @@ def _hit(sentence: str, kind: str, m: re.Match[str]) -> Hit | None:
     value = clean_value(re.sub(r"(?i)^(?:in|on|at|called|named)\s+", "", raw), "phrase")
     if not value or len(value.split()) > 6:
         return None
-    if kind == "poss" and (org := re.search(r"\s+at\s+(?P<org>(?-i:[A-Z][\w.'&-]*(?:\s+[A-Z][\w.'&-]*)*))", value)):
+    if kind in ("poss", "chg") and (org := re.search(r"\s+at\s+(?P<org>(?-i:[A-Z][\w.'&-]*(?:\s+[A-Z][\w.'&-]*)*))", value)):
         return _make(m, "employer", org.group("org"), "work", "works_at")  # "my job is X at Y"
     if kind == "thing":
         return _make(m, _kind(value), value, "possession")
     slot = _canon(m.group("noun"))
+    if slot == "address" and not re.search(r"\d", value) and value[:1].isupper():
+        return _make(m, "residence", value, "location", "lives_in")  # "changed our address to Glendale"
     if slot and kind == "chg" and slot.endswith("s") and not slot.endswith("ss"):
         slot = slot[:-1]  # "switched trainers to Kofi": the trainer
     # No category of its own: the importance assessment's (an appointment is a schedule, an email a contact)
