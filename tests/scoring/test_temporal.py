@@ -35,7 +35,7 @@ def test_doctests_pass():
 
 
 def test_public_api():
-    assert sorted(scoring.temporal.__all__) == ["TemporalCue", "TimeWindow", "temporal_cue", "time_affinity"]
+    assert sorted(scoring.temporal.__all__) == ["TemporalCue", "TimeWindow", "stated_start", "temporal_cue", "time_affinity"]
 
 
 def test_imports_only_the_standard_library():

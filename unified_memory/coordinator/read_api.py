@@ -45,9 +45,6 @@ from unified_memory.validation import (
     parse_when,
 )
 
-#: What ``as_of`` accepts: a datetime (naive: UTC), an ISO 8601 string, or POSIX seconds.
-Moment = datetime | str | float
-
 __all__ = ["ReadingAPI"]
 
 
@@ -113,7 +110,7 @@ class ReadingAPI:
 
     def recall(self, query: str, *, limit: int = 10, tiers: Sequence[str] | str | None = None,
                days: float | None = None, where: Mapping[str, Any] | None = None,
-               as_of: Moment | None = None) -> list[RecallHit]:
+               as_of: datetime | str | float | None = None) -> list[RecallHit]:
         """Federated recall over the tiers, best first; each hit explains its score.
 
         ``tiers`` restricts to some of ``short_term``, ``long_term``, ``entity``,
@@ -183,7 +180,7 @@ class ReadingAPI:
 
     def context(self, query: str | None = None, *, max_tokens: int | None = None,
                 include_conversation: bool = True, limit: int | None = None,
-                as_of: Moment | None = None) -> ContextBlock:
+                as_of: datetime | str | float | None = None) -> ContextBlock:
         """A token-budgeted memory block for the next LLM call (see :mod:`unified_memory.retrieval.context`).
 
         With a query, the block holds the facts, entities and past episodes relevant
