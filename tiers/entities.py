@@ -27,6 +27,7 @@ import re
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from scoring.text import term_set
 from tiers.candidates import CandidateQuery, EntityDetail, LinkedCandidate, RecallCandidate
 from tiers.documents import Candidate, DocumentIndex, SearchMode
 from tiers.storage import Scope, Storage, dumps, loads, new_id, recall_filter
@@ -333,8 +334,10 @@ class EntityGraph:
         moment, as it stood then: its relations then, history if all had ended by then."""
         found = self.search(query.scope, query.text, query.want, since=query.since, where=query.where,
                             vector=query.vector, mode=query.mode, as_of=query.as_of)
-        if query.as_of is not None:
-            return [self._candidate_as_of(c.row, query.as_of, c) for c, _ in found]
+        if query.as_of is not None:  # matched only through what came later ("Berlin", before the move): not then
+            then = [self._candidate_as_of(c.row, query.as_of, c) for c, _ in found]
+            return [c for c in then if c.lexical is None or c.dense is not None
+                    or not set(c.matched_terms).isdisjoint(term_set(c.text))]
         former = self.ended_only([c.id for c, _ in found])
         return [_entity_candidate(c.row, description, c, superseded=c.id in former) for c, description in found]
 
