@@ -9,7 +9,7 @@ import asyncio
 import io
 import json
 import sqlite3
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -179,7 +179,7 @@ def test_as_of_accepts_datetimes_iso_strings_and_seconds_naive_meaning_utc(moved
     moment = T0 + 5 * DAY
     aware = at(moment)
     naive = aware.replace(tzinfo=None)
-    elsewhere = aware.astimezone(__import__("datetime").timezone(timedelta(hours=5)))
+    elsewhere = aware.astimezone(timezone(timedelta(hours=5)))
     results = {str(v): [h.id for h in mem.recall("live", tiers="long_term", as_of=v)]
                for v in (aware, naive, elsewhere, aware.isoformat(), naive.isoformat(), moment)}
     assert set(map(tuple, results.values())) == {(lisbon,)}
