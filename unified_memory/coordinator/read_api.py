@@ -129,6 +129,14 @@ class ReadingAPI:
         ...     _ = mem.remember("My favorite color is green", metadata={"topic": "taste"})
         ...     [h.text for h in mem.recall("favorite color", where={"topic": "taste"}, tiers="long_term")]
         ['My favorite color is green']
+
+        >>> from datetime import UTC, datetime
+        >>> now = [datetime(2024, 1, 1, tzinfo=UTC).timestamp()]
+        >>> with UnifiedMemory(clock=lambda: now[0]) as mem:
+        ...     _ = mem.remember("I live in Lisbon"); now[0] += 90 * 86400
+        ...     _ = mem.remember("I live in Porto")
+        ...     [h.text for h in mem.recall("where do I live?", tiers="long_term", as_of="2024-02-01")]
+        ['I live in Lisbon']
         """
         check_text("query", query)
         check_limit("limit", limit)
