@@ -1,4 +1,5 @@
 """Temporal cues in a recall question: does it ask *when*, and which period is it about?
+And when does a statement say it began to be true (:func:`stated_start`)?
 
 Relative phrases resolve against ``now`` (UTC); when several phrases occur the most
 specific (shortest) window wins, and :func:`time_affinity` scores a memory's timestamp
@@ -22,7 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
-__all__ = ["TemporalCue", "TimeWindow", "temporal_cue", "time_affinity"]
+__all__ = ["TemporalCue", "TimeWindow", "temporal_cue", "time_affinity", "stated_start"]
 
 _DAY = 86400.0
 _FLAGS = re.IGNORECASE | re.ASCII  # ASCII: no Unicode digits or case folds reach int() / the tables
@@ -276,3 +277,46 @@ def time_affinity(stamp: float, window: TimeWindow, *, tolerance_days: float = 3
         return 0.0
     distance = window.start - stamp if stamp < window.start else stamp - window.end
     return max(0.0, 1.0 - distance / (tolerance_days * _DAY))
+
+
+# What introduces a statement's own start: "since ...", "as of ...", "starting (in) ...",
+# "beginning (in) ...", and "in <a dated period>" opening the sentence ("In 2019 I moved to Porto").
+_START_CUE = re.compile(r"\b(?P<cue>since|as\s+of|starting(?:\s+(?:in|on|from))?|beginning(?:\s+(?:in|on))?)\s+"
+                        r"|^\W*(?P<opening>in)\s+", _FLAGS)
+_YEAR = re.compile(r"\b\d{4}\b", _FLAGS)
+_START_RULES = tuple(rule for rule in _RULES if rule[1] is not _recent)  # "since recently" names no start
+
+
+def stated_start(text: str, *, now: float) -> float | None:
+    """When ``text``, said at ``now``, says it began to be true: the start of the period
+    right after "since", "as of", "starting" or "beginning" ("since March 2024", "as of
+    last month", "since 2019"), or of a dated period opening it ("In 2019 I moved to
+    Porto"); ``None`` when it names none. Conservative: the period must follow the cue
+    directly, one that opens the text needs a year ("In June ..." may be ahead), and a
+    start after ``now`` is no start.
+
+    >>> now = datetime(2024, 6, 15, tzinfo=UTC).timestamp()
+    >>> def start(text):
+    ...     found = stated_start(text, now=now)
+    ...     return None if found is None else datetime.fromtimestamp(found, UTC).date().isoformat()
+    >>> start("I live in Porto since March 2024"), start("In 2019 I moved to Porto")
+    ('2024-03-01', '2019-01-01')
+    >>> start("As of last month I work at Acme"), start("I live in Porto"), start("since 2030 I am retired")
+    ('2024-05-01', None, None)
+    """
+    when = datetime.fromtimestamp(now, UTC)
+    for cue in _START_CUE.finditer(text):
+        opening = cue["opening"] is not None
+        # Read as "since <period>": a month named after the cue is a date, not a verb ("since May 2024").
+        rest = "since " + text[cue.end():cue.end() + 60]
+        for pattern, resolve in _START_RULES:
+            found = pattern.match(rest) or pattern.match(rest, 6)
+            if found is None or (opening and not _YEAR.search(found[0])):
+                continue
+            try:
+                span = resolve(found, when)
+            except (ValueError, OverflowError):  # impossible dates, years out of range
+                continue
+            if span is not None and span[0] <= when:
+                return span[0].timestamp()
+    return None

@@ -83,6 +83,8 @@ def test_explore_memory_notebook_draws_every_view(kernel_env):
     text = text_of(notebook)
     assert "from the sample conversation" in text  # UNIFIED_MEMORY_DB named no file: it built its own
     assert "<memory>" in text  # the context block of the last view
+    assert "as of 2024-02-01: 'I live in Lisbon' (active)" in text  # the history view: what was true then
+    assert "as of 2024-04-01: 'I live in Porto since March 2024' (active)" in text
     assert not list(kernel_env.iterdir())  # nothing written to the working directory
 
 

@@ -106,7 +106,11 @@ class RecallCandidate:
 class CandidateQuery:
     """What recall asks every tier: up to ``want`` candidates per index for ``text`` in
     ``scope``, live at ``now``, stated since ``since`` (seconds) and whose metadata has
-    the values of ``where``; ``vector`` is the query's embedding when ``mode`` uses one."""
+    the values of ``where``; ``vector`` is the query's embedding when ``mode`` uses one.
+
+    ``as_of`` (seconds) asks what was true then: facts valid at that moment (one
+    superseded later is current then), messages and entities that existed by then,
+    relations valid then; ``None``: what is true now."""
 
     scope: Scope
     text: str
@@ -116,6 +120,7 @@ class CandidateQuery:
     where: dict[str, Any] | None = None
     mode: SearchMode = "lexical"
     vector: Any = None
+    as_of: float | None = None
 
 
 class RecallSource(Protocol):

@@ -77,22 +77,28 @@ class EntityGraph:
 
     # -- documents ----------------------------------------------------------------------
 
-    def _relations(self, entity_ids: Sequence[str]) -> dict[str, list[tuple[str, str, str, bool]]]:
+    def _relations(self, entity_ids: Sequence[str], *,
+                   as_of: float | None = None) -> dict[str, list[tuple[str, str, str, bool]]]:
         """Relations per entity id, both directions: ``(subject, predicate, object, is_subject)``;
-        an ended relation's predicate reads "formerly ..."."""
+        an ended relation's predicate reads "formerly ..." (``as_of``: the relations stated
+        by then, ended by then)."""
         out: dict[str, list[tuple[str, str, str, bool]]] = {}
+        until, bound = ("", []) if as_of is None else (" AND t.created_at <= ?", [as_of])
         for entity_id in entity_ids:
             # The first relations of each side, oldest first: bounded work for popular entities.
             rows = self.storage.execute(
                 "SELECT s.name, t.predicate, o.name, 1, t.valid_to FROM triples t INDEXED BY triples_subject "
                 "JOIN entities s ON s.id = t.subject_id JOIN entities o ON o.id = t.object_id "
-                "WHERE t.subject_id = ? ORDER BY t.seq LIMIT ?", [entity_id, _MAX_RELATIONS_IN_DOC]).fetchall()
+                f"WHERE t.subject_id = ?{until} ORDER BY t.seq LIMIT ?",
+                [entity_id, *bound, _MAX_RELATIONS_IN_DOC]).fetchall()
             rows += self.storage.execute(
                 "SELECT s.name, t.predicate, o.name, 0, t.valid_to FROM triples t INDEXED BY triples_object "
                 "JOIN entities s ON s.id = t.subject_id JOIN entities o ON o.id = t.object_id "
-                "WHERE t.object_id = ? ORDER BY t.seq LIMIT ?", [entity_id, _MAX_RELATIONS_IN_DOC]).fetchall()
+                f"WHERE t.object_id = ?{until} ORDER BY t.seq LIMIT ?",
+                [entity_id, *bound, _MAX_RELATIONS_IN_DOC]).fetchall()
             out[entity_id] = [
-                (subject, ("formerly " if ended is not None else "") + predicate.replace("_", " "), obj,
+                (subject, ("formerly " if ended is not None and (as_of is None or ended <= as_of) else "")
+                 + predicate.replace("_", " "), obj,
                  bool(is_subject))
                 for subject, predicate, obj, is_subject, ended in rows[:_MAX_RELATIONS_IN_DOC]]
         return out
@@ -283,23 +289,6 @@ class EntityGraph:
         self.refresh(scope.user_id, touched)
         return ids
 
-    def end_stated(self, scope: Scope, stated: Sequence[tuple[Sequence[str], str]], *, now: float) -> int:
-        """End the live single-valued relations that superseded facts stated: for each
-        ``(source message ids, fact text)``, those from these messages whose object the text
-        names ("I drive a Civic" superseded ends ``my_car Civic``). Returns how many ended."""
-        ended: dict[str, str] = {}
-        for sources, text in stated:
-            marks, words = ",".join("?" * len(sources)), term_set(text)
-            for tid, predicate, object_id, name in self.storage.execute(
-                    "SELECT t.id, t.predicate, t.object_id, o.name FROM triples t JOIN entities o ON o.id = t.object_id "
-                    f"WHERE t.user_id = ? AND t.agent_id = ? AND t.valid_to IS NULL AND t.source_message_id IN ({marks})",
-                    [scope.user_id, scope.agent_id, *sources]).fetchall() if sources else ():
-                if (predicate in FUNCTIONAL_PREDICATES or predicate.startswith("my_")) and term_set(name) <= words:
-                    ended[tid] = object_id
-        self.storage.executemany("UPDATE triples SET valid_to = ? WHERE id = ?", [[now, t] for t in ended])
-        self.refresh(scope.user_id, set(ended.values()))
-        return len(ended)
-
     def _end_others(self, scope: Scope, subject_id: str, predicate: str, current: str, now: float) -> set[str]:
         """End the subject's other live relations of a single-valued predicate; returns
         the entities whose documents change."""
@@ -324,10 +313,12 @@ class EntityGraph:
 
     def search(self, scope: Scope, query: str, want: int, *, since: float | None = None,
                where: dict[str, Any] | None = None, vector: Any = None,
-               mode: SearchMode = "lexical") -> list[tuple[Candidate, str]]:
+               mode: SearchMode = "lexical", as_of: float | None = None) -> list[tuple[Candidate, str]]:
         """Candidates among the user's entities: ``(candidate, description)``; each
-        candidate's ``row`` holds the stored columns (JSON ones still encoded)."""
-        sql, params = recall_filter(scope, where=where, since=since, time_column="last_seen")
+        candidate's ``row`` holds the stored columns (JSON ones still encoded). ``as_of``:
+        the entities first seen by then."""
+        sql, params = recall_filter(scope, where=where, since=since, time_column="last_seen", until=as_of,
+                                    until_column="first_seen")
         found = self.index.search(scope.user_id, query, want, table="entities", columns=_ENTITY_COLUMNS,
                                   filter_sql=sql, filter_params=params, vector=vector, mode=mode)
         return [(c, self._description(c.row)) for c in found]
@@ -339,11 +330,22 @@ class EntityGraph:
     def recall_candidates(self, query: CandidateQuery) -> list[RecallCandidate]:
         """:meth:`search` as recall's typed candidates (see :mod:`tiers.candidates`): an
         entity reads as its description, dates from when it was last mentioned, and is
-        history when every relation it had has ended (:meth:`ended_only`)."""
+        history when every relation it had has ended (:meth:`ended_only`) — ``as_of`` a
+        moment, as it stood then: its relations then, history if all had ended by then."""
         found = self.search(query.scope, query.text, query.want, since=query.since, where=query.where,
-                            vector=query.vector, mode=query.mode)
+                            vector=query.vector, mode=query.mode, as_of=query.as_of)
+        if query.as_of is not None:  # matched only through what came later ("Berlin", before the move): not then
+            then = [self._candidate_as_of(c.row, query.as_of, c) for c, _ in found]
+            return [c for c in then if c.lexical is None or c.dense is not None
+                    or not set(c.matched_terms).isdisjoint(term_set(c.text))]
         former = self.ended_only([c.id for c, _ in found])
         return [_entity_candidate(c.row, description, c, superseded=c.id in former) for c, description in found]
+
+    def _candidate_as_of(self, row: dict[str, Any], as_of: float, found: Candidate | None = None) -> RecallCandidate:
+        relations = self._relations([row["id"]], as_of=as_of)[row["id"]]
+        former = bool(relations) and all(predicate.startswith("formerly ") for _, predicate, _, _ in relations)
+        return _entity_candidate({**row, "last_seen": min(row["last_seen"], as_of)},
+                                 self.describe(_to_entity(row), relations), found, superseded=former)
 
     def entities(self, scope: Scope, *, type: str | None = None, limit: int | None = None) -> list[Entity]:
         """The user's entities, most mentioned first."""
@@ -420,18 +422,20 @@ class EntityGraph:
         A graph hop for multi-hop questions: "where does the owner of Biscuit work?"
         reaches Biscuit's owner, whose description holds the employer.
         """
-        scope, entity_ids, since, where = query.scope, ids, query.since, query.where
+        scope, entity_ids, since, where, as_of = query.scope, ids, query.since, query.where, query.as_of
         if not entity_ids:
             return []
         marks = ",".join("?" * len(entity_ids))
+        live, bound = ("valid_to IS NULL", []) if as_of is None else (
+            "created_at <= ? AND (valid_to IS NULL OR valid_to > ?)", [as_of, as_of])  # current then
         # Two indexed lookups (an OR across the two columns would scan every triple).
         rows = self.storage.execute(
             f"SELECT id, subject_id, predicate, object_id, seq FROM triples INDEXED BY triples_subject "
             f"WHERE subject_id IN ({marks}) "
-            f"AND user_id = ? AND valid_to IS NULL UNION SELECT id, subject_id, predicate, object_id, seq "
-            f"FROM triples INDEXED BY triples_object WHERE object_id IN ({marks}) AND user_id = ? AND valid_to IS NULL "
+            f"AND user_id = ? AND {live} UNION SELECT id, subject_id, predicate, object_id, seq "
+            f"FROM triples INDEXED BY triples_object WHERE object_id IN ({marks}) AND user_id = ? AND {live} "
             "ORDER BY seq DESC LIMIT ?",
-            [*entity_ids, scope.user_id, *entity_ids, scope.user_id, 4 * limit]).fetchall()
+            [*entity_ids, scope.user_id, *bound, *entity_ids, scope.user_id, *bound, 4 * limit]).fetchall()
         start = set(entity_ids)
         via: dict[str, tuple[str, str]] = {}
         for _, subject_id, predicate, object_id, _ in rows:
@@ -440,7 +444,8 @@ class EntityGraph:
                 via.setdefault(other, (origin, predicate))
         if not via:
             return []
-        sql, params = recall_filter(scope, where=where, since=since, time_column="last_seen")
+        sql, params = recall_filter(scope, where=where, since=since, time_column="last_seen", until=as_of,
+                                    until_column="first_seen")
         marks = ",".join("?" * len(via))
         found = self.storage.query(
             f"SELECT {_ENTITY_COLUMNS} FROM entities INDEXED BY entities_id WHERE id IN ({marks}) AND {sql} "
@@ -450,7 +455,8 @@ class EntityGraph:
         for other, (origin, predicate) in via.items():
             row = by_id.get(other)
             if row is not None:
-                out.append(LinkedCandidate(origin, predicate, _entity_candidate(row, self._description(row))))
+                out.append(LinkedCandidate(origin, predicate, _entity_candidate(row, self._description(row))
+                                           if as_of is None else self._candidate_as_of(row, as_of)))
                 if len(out) == limit:
                     break
         return out

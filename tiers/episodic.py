@@ -188,8 +188,10 @@ class EpisodicLog:
                           window: Callable[[Scope, Sequence[int]], set[int]]) -> list[RecallCandidate]:
         """Messages found for recall as typed candidates (see :mod:`tiers.candidates`):
         those at the log positions ``window`` reports are ``short_term``, the others
-        ``episodic`` (see :meth:`tiers.short_term.ShortTermWindow.recall_candidates`)."""
-        sql, params = recall_filter(query.scope, where=query.where, since=query.since, time_column="created_at")
+        ``episodic`` (see :meth:`tiers.short_term.ShortTermWindow.recall_candidates`); ``as_of``:
+        only messages logged by then."""
+        sql, params = recall_filter(query.scope, where=query.where, since=query.since, time_column="created_at",
+                                    until=query.as_of)
         found = self.index.search(query.scope.user_id, query.text, query.want, table="messages", columns=_COLUMNS,
                                   filter_sql=sql, filter_params=params, vector=query.vector, mode=query.mode)
         in_window = window(query.scope, [c.row["seq"] for c in found])

@@ -25,40 +25,48 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from scoring.text import term_set
+from tiers.entities import FUNCTIONAL_PREDICATES, EntityGraph
 from tiers.storage import Scope, Storage, loads
 
-__all__ = ["current_successors", "retired_sources", "statements"]
+__all__ = ["current_successors", "retired_sources", "statements", "end_stated"]
 
 _MAX_CHAIN = 50  # a fact replaced more often than this is followed no further
 
 
-def current_successors(storage: Storage, scope: Scope, ids: Sequence[str]) -> dict[str, str]:
+def current_successors(storage: Storage, scope: Scope, ids: Sequence[str], *,
+                       as_of: float | None = None) -> dict[str, str]:
     """For each superseded fact of ``ids``: the id of the fact that holds its value now
     (the end of its ``superseded_by`` chain that is not itself superseded); a fact
-    whose successor is gone (forgotten, expired) has none."""
+    whose successor is gone (forgotten, expired) has none. ``as_of`` a moment: the fact
+    that held it then (a replacement that came later is not followed, nor one not yet
+    true then)."""
     pending = {fact_id: fact_id for fact_id in dict.fromkeys(ids)}  # origin -> where we are in its chain
     found: dict[str, str] = {}
     for _ in range(_MAX_CHAIN):
         if not pending:
             break
         marks = ",".join("?" * len(set(pending.values())))
-        rows = {row[0]: (row[1], row[2]) for row in storage.execute(
-            f"SELECT id, status, superseded_by FROM facts WHERE user_id = ? AND id IN ({marks})",
+        rows = {row[0]: row[1:] for row in storage.execute(
+            f"SELECT id, status, superseded_by, valid_from, valid_to FROM facts WHERE user_id = ? AND id IN ({marks})",
             [scope.user_id, *set(pending.values())]).fetchall()}
         following: dict[str, str] = {}
         for origin, at in pending.items():
-            status, successor = rows.get(at, (None, None))
-            if status == "superseded" and successor:
+            status, successor, valid_from, valid_to = rows.get(at, (None, None, None, None))
+            ended = status == "superseded" and (as_of is None or (valid_to is not None and valid_to <= as_of))
+            if ended and successor:
                 following[origin] = successor
-            elif at != origin and status in ("active", "archived"):
+            elif at != origin and status in ("active", "archived", "superseded") and not ended and (
+                    as_of is None or valid_from is None or valid_from <= as_of):
                 found[origin] = at
         pending = following
     return found
 
 
-def retired_sources(storage: Storage, scope: Scope, sources: Sequence[str]) -> dict[str, str]:
+def retired_sources(storage: Storage, scope: Scope, sources: Sequence[str], *,
+                    as_of: float | None = None) -> dict[str, str]:
     """Of the message ids ``sources``: those a superseded fact of the user was promoted
-    from, each with (one of) its superseded facts."""
+    from, each with (one of) its superseded facts (``as_of``: superseded by then)."""
     wanted = list(dict.fromkeys(s for s in sources if s))
     if not wanted:
         return {}
@@ -68,8 +76,9 @@ def retired_sources(storage: Storage, scope: Scope, sources: Sequence[str]) -> d
         marks = ",".join("?" * len(chunk))
         for fact_id, source in storage.execute(
             "SELECT facts.id, j.value FROM facts INDEXED BY facts_status, json_each(facts.source_message_ids) AS j "
-            f"WHERE facts.user_id = ? AND facts.status = 'superseded' AND j.value IN ({marks}) ORDER BY facts.seq",
-            [scope.user_id, *chunk],
+            f"WHERE facts.user_id = ? AND facts.status = 'superseded' AND j.value IN ({marks}) "
+            "AND (? IS NULL OR facts.valid_to <= ?) ORDER BY facts.seq",
+            [scope.user_id, *chunk, as_of, as_of],
         ).fetchall():
             found.setdefault(source, fact_id)
     return found
@@ -84,3 +93,24 @@ def statements(storage: Storage, scope: Scope, ids: Sequence[str]) -> list[tuple
     return [(loads(sources, []), text) for sources, text in storage.execute(
         f"SELECT source_message_ids, text FROM facts WHERE user_id = ? AND id IN ({marks})",
         [scope.user_id, *ids]).fetchall()]
+
+
+def end_stated(graph: EntityGraph, scope: Scope, stated: Sequence[tuple[Sequence[str], str]], *, now: float) -> int:
+    """End the live single-valued relations that superseded facts stated: for each
+    ``(source message ids, fact text)`` (see :func:`statements`), those from these messages
+    whose object the text names ("I drive a Civic", superseded, ends ``my_car Civic``).
+    Returns how many ended."""
+    ended: dict[str, str] = {}
+    for sources, text in stated:
+        if not sources:
+            continue
+        marks, words = ",".join("?" * len(sources)), term_set(text)
+        for triple_id, predicate, object_id, name in graph.storage.execute(
+                "SELECT t.id, t.predicate, t.object_id, o.name FROM triples t JOIN entities o ON o.id = t.object_id "
+                f"WHERE t.user_id = ? AND t.agent_id = ? AND t.valid_to IS NULL AND t.source_message_id IN ({marks})",
+                [scope.user_id, scope.agent_id, *sources]).fetchall():
+            if (predicate in FUNCTIONAL_PREDICATES or predicate.startswith("my_")) and term_set(name) <= words:
+                ended[triple_id] = object_id
+    graph.storage.executemany("UPDATE triples SET valid_to = ? WHERE id = ?", [[now, t] for t in ended])
+    graph.refresh(scope.user_id, set(ended.values()))
+    return len(ended)

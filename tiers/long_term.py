@@ -10,6 +10,11 @@
   ``include_archived``, still searched, in an index of their own (recall ranks them
   below active facts); facts written by the current call go last. Restating an
   archived fact makes it active again.
+* Facts are bi-temporal: ``valid_from`` / ``valid_to`` say when a fact was true (from
+  when it was said, or the start it states: "since March 2024", see
+  :func:`scoring.temporal.stated_start`, until the statement that replaced it), and
+  ``recorded_at`` / ``superseded_at`` when the memory stored and retired it. Recall
+  ``as_of`` a moment sees the facts valid then.
 
     >>> from tiers.storage import Storage, Scope
     >>> facts = LongTermFacts(Storage(None))
@@ -33,6 +38,7 @@ import numpy as np
 
 from scoring.decay import recency_array
 from scoring.lexical import LexicalMatch
+from scoring.temporal import stated_start
 from scoring.text import normalize_key, term_set
 from tiers.candidates import CandidateQuery, FactDetail, RecallCandidate
 from tiers.documents import Candidate, DocumentIndex, SearchMode
@@ -45,11 +51,16 @@ __all__ = ["LongTermFacts", "FactInput", "FactWrite", "EvictionWeights", "fact_k
 _COLUMNS = (
     "seq, id, user_id, agent_id, session_id, text, norm_key, subject, attribute, value, importance, "
     "category, confidence, status, created_at, updated_at, last_accessed, access_count, "
-    "reinforcement_count, valid_from, valid_to, superseded_by, expires_at, source, source_message_ids, metadata"
+    "reinforcement_count, valid_from, valid_to, superseded_by, expires_at, source, source_message_ids, metadata, "
+    "recorded_at, superseded_at"
 )
 #: What recall reads of each candidate (fewer columns read measurably faster).
 _SEARCH_COLUMNS = ("id, text, importance, category, confidence, status, updated_at, valid_to, "
                    "source_message_ids, metadata")
+#: What recall ``as_of`` a moment reads besides: when each fact became true and was first stated.
+_AS_OF_COLUMNS = f"{_SEARCH_COLUMNS}, valid_from, created_at"
+#: When a fact became true (rows of old files may lack ``valid_from``: they were true when stated).
+_VALID_FROM = "COALESCE(valid_from, created_at)"
 # What reinforcement and slot checks need of an existing fact.
 _LOOKUP_COLUMNS = "id, text, norm_key, value, status, importance, confidence, source_message_ids, expires_at"
 #: What :attr:`LongTermFacts.index` holds (archived facts are in :attr:`LongTermFacts.archive`).
@@ -85,6 +96,7 @@ class FactInput:
     source: str = "remember"
     source_message_ids: list[str] = field(default_factory=list)
     valid_from: float | None = None  # when it was said; created/updated times follow it (default: now)
+    # (the fact is valid from then, or from the start its text states: scoring.temporal.stated_start)
     replaces: tuple[str, ...] = ()  # values it says are no longer current (see ExtractedFact.replaces)
 
 
@@ -120,19 +132,27 @@ def _row_to_fact(row: dict[str, Any]) -> Fact:
         superseded_by=row["superseded_by"], expires_at=utc_from_timestamp(row["expires_at"]),
         source=row["source"], source_message_ids=loads(row["source_message_ids"], []),
         metadata=loads(row["metadata"], {}), user_id=row["user_id"], agent_id=row["agent_id"] or None,
-        session_id=row["session_id"] or None,
+        session_id=row["session_id"] or None, recorded_at=utc_from_timestamp(row["recorded_at"]),
+        superseded_at=utc_from_timestamp(row["superseded_at"]),
     )
 
 
-def _fact_candidate(found: Candidate) -> RecallCandidate:
+def _fact_candidate(found: Candidate, as_of: float | None = None) -> RecallCandidate:
+    """A found fact as recall's candidate; ``as_of``: as it stood then (a fact superseded
+    since was current, and dates from when it was last stated by then, as far as known)."""
     row = found.row
     sources = loads(row["source_message_ids"], [])
+    status, valid_to, stamp = row["status"], row["valid_to"], row["updated_at"]
+    if as_of is not None:
+        if status == "superseded" and (valid_to is None or valid_to > as_of):
+            status, valid_to = "active", None
+        stamp = min(row["created_at"] if stamp > as_of else stamp, as_of)
     return RecallCandidate(
         id=row["id"], tier="long_term", text=row["text"], lexical=found.lexical, dense=found.dense,
-        importance=row["importance"], created_at=row["updated_at"], source=sources[0] if sources else row["id"],
-        superseded=row["status"] == "superseded", metadata_json=row["metadata"],
-        detail=FactDetail(status=row["status"], category=row["category"], confidence=row["confidence"],
-                          valid_to=row["valid_to"]))
+        importance=row["importance"], created_at=stamp, source=sources[0] if sources else row["id"],
+        superseded=status == "superseded", metadata_json=row["metadata"],
+        detail=FactDetail(status=status, category=row["category"], confidence=row["confidence"],
+                          valid_to=valid_to))
 
 
 def _same_value(a: str | None, b: str | None) -> bool:
@@ -212,16 +232,19 @@ class LongTermFacts:
                 continue
             fact_id = new_id("fact")
             stated = item.valid_from if item.valid_from is not None else now
-            if superseded:
+            start = stated_start(item.text, now=stated)
+            valid_from = start if start is not None else stated
+            if superseded:  # true until the new fact became true (not before it began itself)
                 self.storage.executemany(
-                    "UPDATE facts SET status = 'superseded', valid_to = ?, superseded_by = ? WHERE id = ?",
-                    [[stated, fact_id, old] for old in superseded])
+                    "UPDATE facts SET status = 'superseded', valid_to = MAX(?, COALESCE(valid_from, created_at)), "
+                    "superseded_by = ?, superseded_at = ? WHERE id = ?",
+                    [[valid_from, fact_id, now, old] for old in superseded])
                 self._unarchive(scope.user_id, slot)  # history: searched with the current facts
             expires = now + item.ttl_days * 86400 if item.ttl_days is not None else None
             row = [fact_id, scope.user_id, scope.agent_id, scope.session_id, item.text, key, item.subject,
                    item.attribute, item.value, float(item.importance), item.category, float(item.confidence),
-                   stated, stated, stated, expires, item.source, dumps(item.source_message_ids),
-                   dumps(item.metadata)]
+                   stated, stated, valid_from, expires, item.source, dumps(item.source_message_ids),
+                   dumps(item.metadata), now]
             new_rows.append(row)
             # Flush so a later input of this batch sees this fact (slot and key lookups).
             self._insert([row])
@@ -237,7 +260,8 @@ class LongTermFacts:
         self.storage.executemany(
             "INSERT INTO facts (id, user_id, agent_id, session_id, text, norm_key, subject, attribute, value, "
             "importance, category, confidence, created_at, updated_at, valid_from, expires_at, source, "
-            "source_message_ids, metadata) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "source_message_ids, metadata, recorded_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
+            "?)",
             rows)
 
     def _current_by_key(self, scope: Scope, keys: set[str]) -> dict[str, dict[str, Any]]:
@@ -374,7 +398,7 @@ class LongTermFacts:
 
     def search(self, scope: Scope, query: str, want: int, *, since: float | None = None,
                where: dict[str, Any] | None = None, now: float, vector: Any = None,
-               mode: SearchMode = "lexical") -> list[Candidate]:
+               mode: SearchMode = "lexical", as_of: float | None = None) -> list[Candidate]:
         """Candidates among the user's live facts (active, superseded or archived, not
         expired) that pass the filters. ``since`` applies to the last time the fact was stated.
 
@@ -386,16 +410,19 @@ class LongTermFacts:
 
         Each candidate's ``row`` holds the columns recall needs (JSON ones still encoded);
         :meth:`recall_candidates` turns them into typed candidates, so no column name
-        leaves this tier."""
-        sql, params = recall_filter(scope, where=where, since=since, time_column="updated_at")
+        leaves this tier. ``as_of``: only facts that had become true by then (whatever
+        followed), their rows with ``valid_from`` and ``created_at`` too."""
+        sql, params = recall_filter(scope, where=where, since=since, time_column="updated_at", until=as_of,
+                                    until_column=_VALID_FROM)
+        columns = _SEARCH_COLUMNS if as_of is None else _AS_OF_COLUMNS
         sql += " AND (expires_at IS NULL OR expires_at > ?)"
         params = [*params, now]
-        found = self.index.search(scope.user_id, query, want, table="facts", columns=_SEARCH_COLUMNS,
+        found = self.index.search(scope.user_id, query, want, table="facts", columns=columns,
                                   filter_sql=f"{sql} AND status IN {_INDEXED}", filter_params=params, vector=vector,
                                   mode=mode)
         if not self._has_archived(scope.user_id):
             return found
-        archived = self.archive.search(scope.user_id, query, want, table="facts", columns=_SEARCH_COLUMNS,
+        archived = self.archive.search(scope.user_id, query, want, table="facts", columns=columns,
                                        filter_sql=f"{sql} AND status = 'archived'", filter_params=params,
                                        vector=vector, mode=mode)
         bound = next((c.lexical.score / c.lexical.relevance for c in found
@@ -408,37 +435,48 @@ class LongTermFacts:
     def recall_candidates(self, query: CandidateQuery) -> list[RecallCandidate]:
         """:meth:`search` as recall's typed candidates (see :mod:`tiers.candidates`): a fact
         dates from when it was last stated, comes from the first message it was promoted
-        from, and is history once superseded (an archived one says so in its detail)."""
+        from, and is history once superseded (an archived one says so in its detail) —
+        or, ``as_of`` a moment, once superseded by then."""
         found = self.search(query.scope, query.text, query.want, since=query.since, where=query.where,
-                            now=query.now, vector=query.vector, mode=query.mode)
-        return [_fact_candidate(c) for c in found]
+                            now=query.now, vector=query.vector, mode=query.mode, as_of=query.as_of)
+        return [_fact_candidate(c, query.as_of) for c in found]
 
     def successors(self, query: CandidateQuery, ids: Sequence[str]) -> dict[str, RecallCandidate]:
         """For each superseded fact of ``ids``, the fact that holds its value now (see
         :mod:`tiers.history`), as a candidate no index scored."""
-        chain = current_successors(self.storage, query.scope, ids)
+        chain = current_successors(self.storage, query.scope, ids, as_of=query.as_of)
         if not chain:
             return {}
         marks = ",".join("?" * len(set(chain.values())))
         rows = {row["id"]: row for row in self.storage.query(
-            f"SELECT {_SEARCH_COLUMNS} FROM facts WHERE user_id = ? AND id IN ({marks})",
+            f"SELECT {_AS_OF_COLUMNS} FROM facts WHERE user_id = ? AND id IN ({marks})",
             [query.scope.user_id, *set(chain.values())])}
-        return {old: _fact_candidate(Candidate(new, rows[new], None, None)) for old, new in chain.items() if new in rows}
+        return {old: _fact_candidate(Candidate(new, rows[new], None, None), query.as_of)
+                for old, new in chain.items() if new in rows}
 
     def retired_sources(self, query: CandidateQuery, sources: Sequence[str]) -> dict[str, str]:
         """Of the message ids ``sources``, those a superseded fact came from, with that fact."""
-        return retired_sources(self.storage, query.scope, sources)
+        return retired_sources(self.storage, query.scope, sources, as_of=query.as_of)
 
     def list(self, scope: Scope, *, include_archived: bool = False, include_inactive: bool = False,
              category: str | None = None, limit: int | None = None, order: Literal["time", "importance"] = "time",
-             now: float | None = None) -> list[Fact]:
-        """The user's facts, by time or importance: the active ones, and the archived ones
-        with ``include_archived``; every fact whatever its status with ``include_inactive``."""
+             now: float | None = None, include_history: bool = False, as_of: float | None = None) -> list[Fact]:
+        """The user's facts, by time or importance: the active ones, the superseded ones
+        too with ``include_history``, and the archived ones with ``include_archived``;
+        every fact whatever its status with ``include_inactive``. ``as_of``: only those
+        valid then (a fact superseded since among them)."""
         agent_sql, agent_params = scope.agent_clause()
         sql = f"SELECT {_COLUMNS} FROM facts WHERE user_id = ? AND {agent_sql}"
         params: list[Any] = [scope.user_id, *agent_params]
+        if as_of is not None:
+            include_history = True
+            sql += f" AND {_VALID_FROM} <= ? AND (valid_to IS NULL OR valid_to > ?)"
+            params += [as_of, as_of]
         if not include_inactive:
-            sql += f" AND status IN {_CURRENT}" if include_archived else " AND status = 'active'"
+            statuses = ["active", *(["archived"] if include_archived else []),
+                        *(["superseded"] if include_history else [])]
+            sql += f" AND status IN ({', '.join('?' * len(statuses))})"
+            params += statuses
             if now is not None:
                 sql += " AND (expires_at IS NULL OR expires_at > ?)"
                 params.append(now)

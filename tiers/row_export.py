@@ -71,7 +71,7 @@ _JSON_COLUMNS: dict[str, type | tuple[type, ...]] = {
     "reasoning_details": (list, dict)}
 # REAL columns holding POSIX seconds: read back as datetimes, so within 0001-01-01 .. 9999-12-31.
 _TIME_COLUMNS = frozenset({"created_at", "updated_at", "last_accessed", "valid_from", "valid_to", "expires_at",
-                           "first_seen", "last_seen", "ingested_at", "at"})
+                           "first_seen", "last_seen", "ingested_at", "at", "recorded_at", "superseded_at"})
 _TIMES = (-62135596800.0, 253402300799.0)
 # Columns holding a row's id or another row's id without a foreign key (a list of ids, as JSON, for
 # the second set): a row imported as another user gets fresh ids in all of them (see fresh_id).
@@ -246,7 +246,7 @@ def parse_export(lines: Iterable[str], *, source: str, tables: Sequence[TableInf
             raise _fail(source, number, f"unknown kind {kind!r}; this memory holds {sorted(by_name)}")
         if set(obj) != {"kind", "row"} or not isinstance(obj["row"], dict):
             raise _fail(source, number, 'expected {"kind": ..., "row": {...}}')
-        row = obj["row"]
+        row = upgrade_row(kind, dict(obj["row"]))  # an older export's values and columns, as stored now
         names = table.column_names
         if set(row) != set(names):
             missing, extra = sorted(set(names) - set(row)), sorted(set(row) - set(names))
@@ -261,7 +261,7 @@ def parse_export(lines: Iterable[str], *, source: str, tables: Sequence[TableInf
                 raise _fail(source, number, f"{kind}.{column.name}: {exc}") from None
         if checked.get("user_id") not in users:
             raise _fail(source, number, f"user_id {checked.get('user_id')!r} is not among the header's users")
-        rows.append((number, table, upgrade_row(kind, checked)))  # an older export's values, as stored now
+        rows.append((number, table, checked))
     if header is None:
         raise _fail(source, None, "empty: no header line")
     return ParsedExport(source, header, rows, users)

@@ -82,12 +82,17 @@ def metadata_where(where: dict[str, Any] | None, column: str = "metadata") -> tu
 
 
 def recall_filter(scope: Scope, *, where: dict[str, Any] | None, since: float | None,
-                  time_column: str) -> tuple[str, list[Any]]:
+                  time_column: str, until: float | None = None,
+                  until_column: str | None = None) -> tuple[str, list[Any]]:
     """SQL (and params) for what a recall may see: the scope's user and agent, the
-    metadata equalities of ``where``, and ``time_column >= since`` when given.
+    metadata equalities of ``where``, ``time_column >= since`` when given, and what
+    existed by ``until`` (recall ``as_of``: ``until_column <= until``, by default
+    ``time_column``) when given.
 
     >>> recall_filter(Scope("ada"), where=None, since=5.0, time_column="created_at")
     ('user_id = ? AND 1 AND 1 AND created_at >= ?', ['ada', 5.0])
+    >>> recall_filter(Scope("ada"), where=None, since=None, time_column="created_at", until=9.0)
+    ('user_id = ? AND 1 AND 1 AND created_at <= ?', ['ada', 9.0])
     """
     agent_sql, agent_params = scope.agent_clause()
     where_sql, where_params = metadata_where(where)
@@ -96,4 +101,7 @@ def recall_filter(scope: Scope, *, where: dict[str, Any] | None, since: float | 
     if since is not None:
         sql += f" AND {time_column} >= ?"
         params.append(since)
+    if until is not None:
+        sql += f" AND {until_column or time_column} <= ?"
+        params.append(until)
     return sql, params

@@ -7,7 +7,10 @@ that is not SQLite, a database of another application or of a newer schema;
 same for one row of an older export.
 
 Versions: 1, the first; 2, a fact pushed out by ``long_term_limit`` is ``archived``
-(kept, listed and recalled) where version 1 marked it ``evicted`` and unindexed it.
+(kept, listed and recalled) where version 1 marked it ``evicted`` and unindexed it;
+3, facts are bi-temporal: besides when they were true (``valid_from``, ``valid_to``)
+they keep when the memory stored them (``recorded_at``) and retired them
+(``superseded_at``).
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from unified_memory.errors import StorageError
 __all__ = ["SCHEMA_VERSION", "SCHEMA", "SCHEMA_OBJECTS", "MIGRATIONS", "refuse_foreign_file", "check_ownership",
            "stored_version", "migrate", "upgrade_row"]
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 SQLITE_MAGIC = b"SQLite format 3\x00"
 
 SCHEMA = """
@@ -91,7 +94,9 @@ CREATE TABLE IF NOT EXISTS facts (
     expires_at REAL,
     source TEXT NOT NULL DEFAULT 'remember',
     source_message_ids TEXT NOT NULL DEFAULT '[]',
-    metadata TEXT NOT NULL DEFAULT '{}'
+    metadata TEXT NOT NULL DEFAULT '{}',
+    recorded_at REAL,
+    superseded_at REAL
 );
 CREATE UNIQUE INDEX IF NOT EXISTS facts_id ON facts(id);
 CREATE INDEX IF NOT EXISTS facts_key ON facts(user_id, norm_key);
@@ -191,7 +196,15 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
     # an index of its own ("archived_facts", built from the store); the current facts'
     # index (and its saved snapshots) held active and superseded facts then as now.
     2: ("UPDATE facts SET status = 'archived' WHERE status = 'evicted'",),
+    # Bi-temporal facts: when the memory stored a fact and when it retired it. Older rows
+    # were stored when they were stated, and retired when their validity ended.
+    3: ("ALTER TABLE facts ADD COLUMN recorded_at REAL",
+        "ALTER TABLE facts ADD COLUMN superseded_at REAL",
+        "UPDATE facts SET recorded_at = created_at WHERE recorded_at IS NULL",
+        "UPDATE facts SET superseded_at = valid_to WHERE status = 'superseded' AND superseded_at IS NULL"),
 }
+
+_ADD_COLUMN = re.compile(r"ALTER TABLE (\w+) ADD COLUMN (\w+)")
 
 #: Stored values of older schemas and what they are now: ``(table, column) -> {old: new}``.
 _RENAMED_VALUES: dict[tuple[str, str], dict[Any, Any]] = {("facts", "status"): {"evicted": "archived"}}
@@ -268,22 +281,38 @@ def migrate(db: sqlite_utils.Database, atomic: Callable[[], AbstractContextManag
             for target in sorted(MIGRATIONS):
                 if version < target:
                     for statement in MIGRATIONS[target]:
-                        db.execute(statement)
+                        if not _has_column(db, statement):
+                            db.execute(statement)
         db.execute(
             "INSERT OR REPLACE INTO meta(key, value) VALUES ('schema_version', ?)", [str(SCHEMA_VERSION)]
         )
 
 
+def _has_column(db: sqlite_utils.Database, statement: str) -> bool:
+    """Whether ``statement`` adds a column its table already has (a file created by this
+    version and marked older, or a migration interrupted outside our transaction)."""
+    added = _ADD_COLUMN.match(statement)
+    if added is None:
+        return False
+    table, column = added.groups()
+    return any(row[1] == column for row in db.execute(f"PRAGMA table_info({table})").fetchall())
+
+
 def upgrade_row(table: str, row: dict[str, Any]) -> dict[str, Any]:
     """One row of ``table`` as stored by an older schema (an old export), in this
-    version's values (in place; returned too).
+    version's values and columns (in place; returned too): an ``evicted`` fact is
+    ``archived`` (schema 2); a fact without ``recorded_at`` was recorded when it was
+    stated, and a superseded one retired when its validity ended (schema 3).
 
-    >>> upgrade_row("facts", {"id": "fact_1", "status": "evicted"})
-    {'id': 'fact_1', 'status': 'archived'}
+    >>> upgrade_row("facts", {"id": "fact_1", "status": "evicted", "created_at": 5.0, "valid_to": None})
+    {'id': 'fact_1', 'status': 'archived', 'created_at': 5.0, 'valid_to': None, 'recorded_at': 5.0, 'superseded_at': None}
     """
     for (name, column), renamed in _RENAMED_VALUES.items():
         if name == table and column in row:
             value = row[column]
             if isinstance(value, str) and value in renamed:
                 row[column] = renamed[value]
+    if table == "facts" and "created_at" in row:
+        row.setdefault("recorded_at", row["created_at"])
+        row.setdefault("superseded_at", row.get("valid_to") if row.get("status") == "superseded" else None)
     return row

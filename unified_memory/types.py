@@ -148,6 +148,13 @@ class Fact(_Record):
     files and exports of older versions called it ``evicted``) or ``expired`` (its
     ``ttl_days`` ran out).
 
+    Facts are bi-temporal. ``valid_from`` / ``valid_to`` say when the fact was true in
+    the world: from when it was said, or from the start it states ("since March 2024"),
+    until the fact that replaced it became true (``None``: still true). ``recorded_at``
+    / ``superseded_at`` say when the memory learned it and retired it (the clock of the
+    write; ``None``: not retired). ``recall(..., as_of=...)`` answers from the facts valid
+    then; ``facts(include_history=True)`` lists the superseded ones with their validity.
+
     >>> Fact(id="fact_1", text="I live in Lisbon", importance=0.8,
     ...      created_at=utc_from_timestamp(0), updated_at=utc_from_timestamp(0)).status
     'active'
@@ -171,6 +178,8 @@ class Fact(_Record):
     valid_to: datetime | None = None
     superseded_by: str | None = None
     expires_at: datetime | None = None
+    recorded_at: datetime | None = None
+    superseded_at: datetime | None = None
     source: str = "remember"
     source_message_ids: list[str] = Field(default_factory=list)
     metadata: dict[str, Any] = Field(default_factory=dict)

@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import scoring.temporal
-from scoring.temporal import TemporalCue, TimeWindow, temporal_cue, time_affinity
+from scoring.temporal import TemporalCue, TimeWindow, stated_start, temporal_cue, time_affinity
 
 DAY = 86400.0
 NOW = datetime(2023, 6, 15, 12, tzinfo=UTC).timestamp()  # a Thursday, in meteorological summer
@@ -35,7 +35,7 @@ def test_doctests_pass():
 
 
 def test_public_api():
-    assert sorted(scoring.temporal.__all__) == ["TemporalCue", "TimeWindow", "temporal_cue", "time_affinity"]
+    assert sorted(scoring.temporal.__all__) == ["TemporalCue", "TimeWindow", "stated_start", "temporal_cue", "time_affinity"]
 
 
 def test_imports_only_the_standard_library():
@@ -402,3 +402,50 @@ def test_affinity_does_not_increase_with_distance(win, tolerance, near, far, bef
         stamps = (win.end + near, win.end + far)
     a, b = (time_affinity(s, win, tolerance_days=tolerance) for s in stamps)
     assert a >= b
+
+
+# -- stated_start: when a statement says it began to be true ------------------------------------
+
+SAID = datetime(2024, 6, 15, 12, tzinfo=UTC).timestamp()
+
+
+@pytest.mark.parametrize("text, start", [
+    ("I live in Porto since March 2024", "2024-03-01"),
+    ("Since May I live in Porto", "2024-05-01"),  # a month right after "since" is a date, not a verb
+    ("I've been vegan since June", "2024-06-01"),
+    ("since 2019 I work remotely", "2019-01-01"),
+    ("I live here since 2019-04-02", "2019-04-02"),
+    ("As of last month I work at Acme", "2024-05-01"),
+    ("as of yesterday I'm vegan", "2024-06-14"),
+    ("since last summer I keep bees", "2023-06-01"),
+    ("Starting in 2020 I work from home", "2020-01-01"),
+    ("In 2019 I moved to Porto", "2019-01-01"),
+    ("In June 2023 I started at Acme", "2023-06-01"),
+])
+def test_stated_start_reads_a_start_the_statement_names(text, start):
+    found = stated_start(text, now=SAID)
+    assert found is not None and datetime.fromtimestamp(found, UTC).date().isoformat() == start
+
+
+@pytest.mark.parametrize("text", [
+    "I live in Porto",
+    "I moved to Berlin in 2019",  # when an event happened, not a start the statement names
+    "In June I'm moving to Berlin",  # an undated opening may lie ahead
+    "In the morning I run",
+    "since 2030 I am retired",  # a start after the statement is no start
+    "since the divorce I live alone",
+    "since I moved I cycle to work",
+    "I was born in 1990",
+    "since recently I cycle",
+    "since 1850 the house stands",
+    "since March 2099",
+    "",
+])
+def test_stated_start_is_conservative(text):
+    assert stated_start(text, now=SAID) is None
+
+
+@given(st.text(max_size=80))
+def test_stated_start_never_raises_and_never_lies_ahead(text):
+    found = stated_start(text, now=SAID)
+    assert found is None or found <= SAID

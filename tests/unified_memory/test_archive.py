@@ -98,14 +98,14 @@ def test_a_file_of_schema_1_is_migrated_evicted_facts_become_archived(db_path, c
         conn.execute("UPDATE meta SET value = '1' WHERE key = 'schema_version'")
     conn.close()
     with UnifiedMemory(db_path, long_term_limit=2, clock=clock) as mem:
-        assert mem.stats().schema_version == SCHEMA_VERSION == 2
+        assert mem.stats().schema_version == SCHEMA_VERSION
         assert {f.id: f.status for f in mem.facts(include_archived=True)} == {
             ids[0]: "archived", ids[1]: "active", ids[2]: "active"}
         with pytest.warns(DeprecationWarning, match="archived_facts"):  # the old name still reads
             assert (mem.stats().archived_facts, mem.stats().evicted_facts) == (1, 1)
         assert mem.recall("passport number")[0].id == ids[0]
     conn = sqlite3.connect(db_path)
-    assert conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() == ("2",)
+    assert conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() == (str(SCHEMA_VERSION),)
     assert conn.execute("SELECT COUNT(*) FROM facts WHERE status = 'evicted'").fetchone() == (0,)
     conn.close()
     with UnifiedMemory(db_path, long_term_limit=2, clock=clock) as mem:  # opening a current file writes nothing
@@ -120,7 +120,7 @@ def test_an_export_of_schema_1_imports_evicted_facts_as_archived(clock):
         mem.export_jsonl(out)
     lines = out.getvalue().splitlines()
     header = json.loads(lines[0])
-    assert header["schema_version"] == 2
+    assert header["schema_version"] == SCHEMA_VERSION
     header["schema_version"] = 1
     rows = [json.loads(line) for line in lines[1:] if line]
     for row in rows:
@@ -233,8 +233,12 @@ def test_nothing_stored_is_ever_gone_except_by_forget_ttl_or_retention(operation
                               if i in present]
                 if candidates:
                     chosen = candidates[operation[1] % len(candidates)]
+                    before = mem.facts(include_archived=True, include_inactive=True)
                     mem.forget(ids=[chosen])
                     forgotten.add(chosen)
+                    # a fact promoted only from forgotten turns derives from them: forgotten with them
+                    turns = forgotten & set(messages_seen)
+                    forgotten |= {f.id for f in before if f.source_message_ids and set(f.source_message_ids) <= turns}
             listed = mem.facts(include_archived=True, include_inactive=True)
             facts_seen |= remembered | {f.id for f in listed}  # extracted facts count too, once stored
             for fact in listed:  # ids are random: forget picks by when a fact was first stored

@@ -40,14 +40,18 @@ def hits_table(hits: Sequence[RecallHit]) -> str:
                         [[h.score, h.tier, *(h.components.get(k) for k in COMPONENTS), h.text] for h in hits])
 
 
-def facts_table(facts: Sequence[Fact]) -> str:
-    """Facts as a table: importance, category, status, last update, text.
+def facts_table(facts: Sequence[Fact], *, history: bool = False) -> str:
+    """Facts as a table: importance, category, status, last update, text (``history``:
+    status, when each was true and when it was recorded, text).
 
     >>> print(facts_table([]))
     (no facts)
     """
     if not facts:
         return "(no facts)"
+    if history:
+        return format_table(["status", "valid from", "valid to", "recorded", "text"],
+                            [[f.status, f.valid_from, f.valid_to, f.recorded_at, f.text] for f in facts])
     return format_table(["importance", "category", "status", "updated", "text"],
                         [[f.importance, f.category, f.status, f.updated_at, f.text] for f in facts])
 
@@ -105,27 +109,28 @@ def context_text(block: ContextBlock) -> str:
 
 
 def cmd_recall(args: argparse.Namespace) -> int:
-    """``recall QUERY [--limit N] [--tiers ...] [--days N]``."""
+    """``recall QUERY [--limit N] [--tiers ...] [--days N] [--as-of DATE]``."""
     with open_memory(args, known_user=True) as mem:
-        hits = mem.recall(args.query, limit=args.limit, tiers=args.tiers, days=args.days)
+        hits = mem.recall(args.query, limit=args.limit, tiers=args.tiers, days=args.days, as_of=args.as_of)
         emit(args, hits, lambda: hits_table(hits))
     return 0
 
 
 def cmd_context(args: argparse.Namespace) -> int:
-    """``context [QUERY] [--max-tokens N]``."""
+    """``context [QUERY] [--max-tokens N] [--as-of DATE]``."""
     with open_memory(args, known_user=True) as mem:
-        block = mem.context(args.query, max_tokens=args.max_tokens)
+        block = mem.context(args.query, max_tokens=args.max_tokens, as_of=args.as_of)
         emit(args, block, lambda: context_text(block))
     return 0
 
 
 def cmd_facts(args: argparse.Namespace) -> int:
-    """``facts [--category C] [--archived] [--all] [--limit N]``."""
+    """``facts [--category C] [--archived] [--history] [--all] [--limit N]`` (``--history``: by time)."""
     with open_memory(args, known_user=True) as mem:
         facts = mem.facts(include_archived=args.archived, include_inactive=args.all, category=args.category,
-                          limit=args.limit, order="importance")
-        emit(args, facts, lambda: facts_table(facts))
+                          limit=args.limit, order="time" if args.history else "importance",
+                          include_history=args.history)
+        emit(args, facts, lambda: facts_table(facts, history=args.history))
     return 0
 
 

@@ -11,6 +11,7 @@ peanuts --json``); a parse error is one line on stderr and exit status 2.
 from __future__ import annotations
 
 import argparse
+from datetime import datetime
 from typing import Any, NoReturn
 
 from unified_memory.cli import _commands, _data, _demo
@@ -53,6 +54,15 @@ def _positive_float(text: str) -> float:
     if not value > 0:
         raise argparse.ArgumentTypeError(f"must be positive, got {text}")
     return value
+
+
+def _moment(text: str) -> str:
+    """An ISO 8601 date or date and time (``2024-03-01``, ``2024-03-01T12:00``; no zone: UTC)."""
+    try:
+        datetime.fromisoformat(text[:-1] + "+00:00" if text.endswith("Z") else text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an ISO date or date and time, got {text!r}") from None
+    return text
 
 
 def _global_options(parser: argparse.ArgumentParser, *, suppress: bool, user: bool = True) -> None:
@@ -107,15 +117,21 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_argument("--tiers", nargs="+", choices=TIERS, metavar="TIER",
                      help=f"only these tiers ({', '.join(TIERS)})")
     sub.add_argument("--days", type=_positive_float, metavar="N", help="only items from the last N days")
+    sub.add_argument("--as-of", type=_moment, metavar="DATE",
+                     help="what was true then (ISO date or date and time, UTC unless it says)")
 
     sub = command("context", _commands.cmd_context, "assemble a token-budgeted memory block for a query")
     sub.add_argument("query", nargs="?", metavar="QUERY", help="what the next LLM call is about (optional)")
     sub.add_argument("--max-tokens", type=_positive_int, metavar="N", help="token budget (default: configured)")
+    sub.add_argument("--as-of", type=_moment, metavar="DATE",
+                     help="from what was true then (ISO date or date and time, UTC unless it says)")
 
     sub = command("facts", _commands.cmd_facts, "list long-term facts, most important first")
     sub.add_argument("--category", metavar="C", help="only this category")
     sub.add_argument("--archived", action="store_true",
                      help="include archived facts (pushed out of the active ones by long_term_limit)")
+    sub.add_argument("--history", action="store_true",
+                     help="include superseded facts, with when each was true (valid from / to)")
     sub.add_argument("--all", action="store_true", help="include superseded, archived and expired facts")
     sub.add_argument("--limit", type=_positive_int, metavar="N", help="at most N facts")
 

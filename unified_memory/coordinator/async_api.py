@@ -37,6 +37,7 @@ import threading
 import weakref
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime
 from typing import Any, Literal, TypeVar
 
 from tiers.storage import Storage
@@ -216,9 +217,10 @@ class AsyncAPI(WritingAPI):
         tiers: Sequence[str] | str | None = None,
         days: float | None = None,
         where: Mapping[str, Any] | None = None,
+        as_of: datetime | str | float | None = None,
     ) -> list[RecallHit]:
         """Async :meth:`recall` (runs in a worker thread)."""
-        return await self._run(self.recall, query, limit=limit, tiers=tiers, days=days, where=where)
+        return await self._run(self.recall, query, limit=limit, tiers=tiers, days=days, where=where, as_of=as_of)
 
     async def acontext(
         self,
@@ -227,10 +229,12 @@ class AsyncAPI(WritingAPI):
         max_tokens: int | None = None,
         include_conversation: bool = True,
         limit: int | None = None,
+        as_of: datetime | str | float | None = None,
     ) -> ContextBlock:
         """Async :meth:`context` (runs in a worker thread)."""
         return await self._run(
-            self.context, query, max_tokens=max_tokens, include_conversation=include_conversation, limit=limit
+            self.context, query, max_tokens=max_tokens, include_conversation=include_conversation, limit=limit,
+            as_of=as_of,
         )
 
     async def aassemble_context(
@@ -265,11 +269,12 @@ class AsyncAPI(WritingAPI):
         category: str | None = None,
         limit: int | None = None,
         order: Literal["time", "importance"] = "time",
+        include_history: bool = False,
     ) -> list[Fact]:
         """Async :meth:`facts` (runs in a worker thread)."""
         return await self._run(
             self.facts, include_archived=include_archived, include_inactive=include_inactive, category=category,
-            limit=limit, order=order,
+            limit=limit, order=order, include_history=include_history,
         )
 
     async def aentities(self, *, type: str | None = None, limit: int | None = None) -> list[Entity]:

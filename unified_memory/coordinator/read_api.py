@@ -13,6 +13,7 @@ first layer of the class, over a typed :class:`~unified_memory.coordinator.view.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence, Set
+from datetime import datetime
 from typing import Any, Literal
 
 from tiers.entities import USER_ENTITY, EntityGraph
@@ -41,6 +42,7 @@ from unified_memory.validation import (
     check_optional_text,
     check_scope_id,
     check_text,
+    parse_when,
 )
 
 __all__ = ["ReadingAPI"]
@@ -107,12 +109,19 @@ class ReadingAPI:
     # -- reading ----------------------------------------------------------------------------
 
     def recall(self, query: str, *, limit: int = 10, tiers: Sequence[str] | str | None = None,
-               days: float | None = None, where: Mapping[str, Any] | None = None) -> list[RecallHit]:
+               days: float | None = None, where: Mapping[str, Any] | None = None,
+               as_of: datetime | str | float | None = None) -> list[RecallHit]:
         """Federated recall over the tiers, best first; each hit explains its score.
 
         ``tiers`` restricts to some of ``short_term``, ``long_term``, ``entity``,
         ``episodic``; ``days`` to items from the last N days; ``where`` to items whose
         metadata has these values. Recalled facts have their access reinforced.
+
+        ``as_of`` (a datetime, naive meaning UTC; an ISO 8601 string; POSIX seconds)
+        answers what was true then: the facts valid at that moment (one superseded
+        since is current then), the messages, entities and relations there were;
+        ``days`` and times the question names count back from it. Looking back does not
+        count as a use of the facts found.
 
         >>> from unified_memory import UnifiedMemory
 
@@ -120,11 +129,20 @@ class ReadingAPI:
         ...     _ = mem.remember("My favorite color is green", metadata={"topic": "taste"})
         ...     [h.text for h in mem.recall("favorite color", where={"topic": "taste"}, tiers="long_term")]
         ['My favorite color is green']
+
+        >>> from datetime import UTC, datetime
+        >>> now = [datetime(2024, 1, 1, tzinfo=UTC).timestamp()]
+        >>> with UnifiedMemory(clock=lambda: now[0]) as mem:
+        ...     _ = mem.remember("I live in Lisbon"); now[0] += 90 * 86400
+        ...     _ = mem.remember("I live in Porto")
+        ...     [h.text for h in mem.recall("where do I live?", tiers="long_term", as_of="2024-02-01")]
+        ['I live in Lisbon']
         """
         check_text("query", query)
         check_limit("limit", limit)
         chosen = self._check_tiers(tiers)
-        since = self._since(days)
+        moment = parse_when("as_of", as_of)
+        since = self._since(days, until=moment)
         if where is not None and not isinstance(where, Mapping):
             raise wrong_type("where", "dict", where)
         backend = self._view.backend
@@ -135,12 +153,12 @@ class ReadingAPI:
         hits = federated_recall(
             RecallRequest(query=search_query, scope=self._view.scope, limit=max(limit, depth), now=now, tiers=chosen,
                           since=since, where=dict(where) if where else None, mode=backend.mode, vector=vector,
-                          asked=query),
+                          asked=query, as_of=moment),
             (backend.facts, backend.graph, backend.window), ranking=backend.config.ranking)
         if backend.reranker is not None:
             hits = rerank(backend.reranker, query, hits, depth=depth)
         hits = hits[:limit]
-        touched = [h.id for h in hits if h.tier == "long_term"]
+        touched = [h.id for h in hits if h.tier == "long_term"] if moment is None else []
         if touched:
             with self._view.write():
                 backend.facts.touch(touched, now=now)
@@ -158,7 +176,7 @@ class ReadingAPI:
             raise invalid("tiers", f"choose from {list(TIERS)}, got {list(chosen)!r}")
         return chosen
 
-    def _since(self, days: float | None) -> float | None:
+    def _since(self, days: float | None, *, until: float | None = None) -> float | None:
         if days is None:
             return None
         if isinstance(days, bool) or not isinstance(days, int | float):
@@ -166,16 +184,20 @@ class ReadingAPI:
         if not days > 0:  # also NaN
             raise invalid("days", f"must be a positive number of days, got {days!r}")
         span = float(days) if days < 1e300 else float("inf")  # a huge int would overflow float()
-        return self._view.backend.clock() - span * 86400
+        return (self._view.backend.clock() if until is None else until) - span * 86400
 
     def context(self, query: str | None = None, *, max_tokens: int | None = None,
-                include_conversation: bool = True, limit: int | None = None) -> ContextBlock:
+                include_conversation: bool = True, limit: int | None = None,
+                as_of: datetime | str | float | None = None) -> ContextBlock:
         """A token-budgeted memory block for the next LLM call (see :mod:`unified_memory.retrieval.context`).
 
         With a query, the block holds the facts, entities and past episodes relevant
         to it; without one, the most important facts and most mentioned entities.
         ``tokens <= max_tokens`` always (``context_max_tokens`` by default); ``limit``
         caps how many memories it may hold (``context.recall_limit`` by default).
+        ``as_of`` (see :meth:`recall`) builds the block from what was true then: the
+        facts valid then, the entities and conversation turns there were (the running
+        summary, written later, is left out).
 
         >>> from unified_memory import UnifiedMemory
 
@@ -191,9 +213,10 @@ class ReadingAPI:
             check_text("query", query, allow_empty=True)
         backend = self._view.backend
         limit = check_limit("limit", limit) if limit is not None else self.config.context.recall_limit
+        moment = parse_when("as_of", as_of)
         sections: dict[str, list[RecallHit]] = {"facts": [], "entities": [], "episodes": []}
         if query and query.strip():  # every tier: a relevant turn deep in the window is shown as an episode
-            for hit in self.recall(query, limit=limit):  # unless the conversation section shows it anyway
+            for hit in self.recall(query, limit=limit, as_of=moment):  # unless the conversation shows it anyway
                 sections[{"long_term": "facts", "entity": "entities"}.get(hit.tier, "episodes")].append(hit)
         else:
             now = backend.clock()
@@ -201,13 +224,18 @@ class ReadingAPI:
                 RecallHit(id=f.id, tier="long_term", text=f.text, score=f.importance,
                           components={"importance": f.importance, "category": f.category},
                           metadata=f.metadata, created_at=f.updated_at)
-                for f in backend.facts.list(self._view.scope, limit=limit, order="importance", now=now)]
+                for f in backend.facts.list(self._view.scope, limit=limit, order="importance", now=now, as_of=moment)]
+            entities = backend.graph.entities(self._view.scope, limit=limit if moment is None else None)
+            if moment is not None:  # those there were then
+                entities = [e for e in entities if e.first_seen.timestamp() <= moment][:limit]
             sections["entities"] = [
                 RecallHit(id=e.id, tier="entity", text=EntityGraph.describe(e, []), score=float(e.mention_count), components={"mentions": e.mention_count},
                           metadata=e.metadata, created_at=e.last_seen)
-                for e in backend.graph.entities(self._view.scope, limit=limit) if e.name != USER_ENTITY]
+                for e in entities if e.name != USER_ENTITY]
         conversation = self.window() if include_conversation else []
-        summary = self.summary() if include_conversation else ""
+        if moment is not None:
+            conversation = [m for m in conversation if m.created_at is None or m.created_at.timestamp() <= moment]
+        summary = self.summary() if include_conversation and moment is None else ""
         if summary:  # what left the window, condensed, before the window (oldest first)
             conversation = [Message(role="system", name="summary of earlier turns",
                                     content=" / ".join(summary.splitlines())), *conversation]
@@ -232,10 +260,13 @@ class ReadingAPI:
         return self._view.backend.window.messages(self._view.scope)
 
     def facts(self, *, include_archived: bool = False, include_inactive: bool = False, category: str | None = None,
-              limit: int | None = None, order: Literal["time", "importance"] = "time") -> list[Fact]:
-        """This user's long-term facts: the active ones; with ``include_archived`` also
-        those ``long_term_limit`` archived; with ``include_inactive`` every fact kept,
-        whatever its status (superseded, archived, expired).
+              limit: int | None = None, order: Literal["time", "importance"] = "time",
+              include_history: bool = False) -> list[Fact]:
+        """This user's long-term facts: the active ones; with ``include_history`` also
+        the superseded ones, each with when it was true (``valid_from``, ``valid_to``) and
+        when the memory recorded and retired it (``recorded_at``, ``superseded_at``); with
+        ``include_archived`` also those ``long_term_limit`` archived; with
+        ``include_inactive`` every fact kept, whatever its status (superseded, archived, expired).
 
         >>> from unified_memory import UnifiedMemory
 
@@ -248,6 +279,7 @@ class ReadingAPI:
             check_limit("limit", limit)
         check_bool("include_archived", include_archived)
         check_bool("include_inactive", include_inactive)
+        check_bool("include_history", include_history)
         check_optional_text("category", category)
         if not isinstance(order, str):
             raise wrong_type("order", "str", order)
@@ -255,7 +287,8 @@ class ReadingAPI:
             raise invalid("order", f"must be 'time' or 'importance', got {order!r}")
         return self._view.backend.facts.list(self._view.scope, include_archived=include_archived,
                                              include_inactive=include_inactive, category=category, limit=limit,
-                                             order=order, now=self._view.backend.clock())
+                                             order=order, now=self._view.backend.clock(),
+                                             include_history=include_history)
 
     def entities(self, *, type: str | None = None, limit: int | None = None) -> list[Entity]:
         """This user's entities, most mentioned first."""

@@ -33,7 +33,7 @@ from typing import Any
 
 from tiers.entities import EntityGraph
 from tiers.episodic import EpisodicLog, LoggedMessage
-from tiers.history import statements
+from tiers.history import end_stated, statements
 from tiers.long_term import FactInput, LongTermFacts
 from tiers.storage import Scope
 from unified_memory.protocols import Extractor
@@ -147,7 +147,7 @@ class Promoter:
         written = self.facts.add(scope, flat, now=now) if flat else []
         retired = [old for write in written for old in write.superseded]
         if retired:  # what the old facts stated in the graph ("my_car Civic") ends with them
-            self.graph.end_stated(scope, statements(self.facts.storage, scope, retired), now=now)
+            end_stated(self.graph, scope, statements(self.facts.storage, scope, retired), now=now)
         for write in written:
             (report.facts_created if write.action == "created" else report.facts_reinforced).append(write.id)
             report.facts_superseded.extend(write.superseded)

@@ -72,7 +72,9 @@ class RecallRequest:
     (see :func:`first_person`): speakers and times named are read from it. ``since``
     (seconds) and ``where`` (metadata values) filter what the tiers return; ``mode`` is
     the retrieval method (``lexical``, ``embedding`` or ``hybrid``) and ``vector`` the
-    query's embedding when the mode uses one."""
+    query's embedding when the mode uses one. ``as_of`` (seconds) asks what was true
+    then (see :class:`~tiers.candidates.CandidateQuery`): the tiers return what stood
+    then, and recency and times named in the question count from it."""
 
     query: str
     scope: Scope
@@ -84,6 +86,12 @@ class RecallRequest:
     mode: str = "lexical"
     vector: Any = None
     asked: str | None = None
+    as_of: float | None = None
+
+    @property
+    def moment(self) -> float:
+        """The time the answer is for: ``as_of``, else ``now``."""
+        return self.now if self.as_of is None else self.as_of
 
 
 _SEARCH_MODES: dict[str, SearchMode] = {"lexical": "lexical", "embedding": "embedding", "hybrid": "hybrid"}
@@ -203,7 +211,7 @@ class _Fusion:
     def __init__(self, request: RecallRequest, ranking: RankingConfig) -> None:
         self.request = request
         self.ranking = ranking
-        self.now = request.now
+        self.now = request.moment
         self.mode = request.mode
         asked = request.asked or request.query
         self.query_terms, self.asked_terms = set(analyze(request.query)), set(analyze(asked))
@@ -282,7 +290,7 @@ def federated_recall(request: RecallRequest, sources: Sequence[RecallSource], *,
     query = CandidateQuery(scope=request.scope, text=request.query,
                            want=limit + max(10, limit // 2),  # importance and recency may reorder them
                            now=request.now, since=request.since, where=request.where, mode=mode,
-                           vector=request.vector)
+                           vector=request.vector, as_of=request.as_of)
     fusion = _Fusion(request, ranking)
     hits: list[_Hit] = []
     links: LinkedSource | None = None
@@ -304,7 +312,7 @@ def federated_recall(request: RecallRequest, sources: Sequence[RecallSource], *,
         for hit in hits:
             if hit.tier in ("episodic", "short_term") and hit.source in stale:
                 hit.score = round(hit.score * ranking.superseded_penalty, 9)
-    window_named = temporal_cue(request.asked or request.query, now=request.now).window
+    window_named = temporal_cue(request.asked or request.query, now=request.moment).window
     if window_named is not None and ranking.temporal_weight > 0:
         for hit in hits:
             _weigh_time(hit, window_named, ranking)
