@@ -123,6 +123,6 @@ may june july august september october november december i""".split())
 
 
 def _generic(word: str) -> bool:
-    """Weekdays, months and short numbers name a value only with the words around them."""
+    """Weekdays, months and numbers of up to three digits name a value only with the words around them."""
     low = word.casefold()
-    return low in _GENERIC or (low.isdigit() and len(low) < 3)
+    return low in _GENERIC or (low.isdigit() and len(low) < 4)

@@ -191,7 +191,8 @@ def slot_hits(sentence: str) -> list[Hit]:
     for kind, rx in _FRAMES:
         for m in rx.finditer(sentence):
             hit = _hit(sentence, kind, m)
-            if hit is not None and not _PAST.search(re.split(r"[;,]|\s[-\u2013\u2014]\s", sentence[:hit.start])[-1]):
+            before = sentence[:max(hit.start, m.start("obj"))] if hit is not None else ""
+            if hit is not None and not _PAST.search(re.split(r"[;,]|\s[-\u2013\u2014]\s", before)[-1]):
                 hits.append(hit)
     known = {h.value.casefold() for h in hits if h.predicate[3:] in _BRANDS}
     hits = [h for h in hits if h.predicate[3:] in _BRANDS or h.value.casefold() not in known]  # the kind wins

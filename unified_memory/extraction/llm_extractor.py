@@ -55,9 +55,16 @@ class FactReply(_Strict):
     category: str | None = Field(default=None, description="identity, health, location, work, relationship, "
                                                            "preference, plan, other")
     subject: str | None = Field(default=None, description="Who the fact is about: 'user' or a name.")
-    attribute: str | None = Field(default=None, description="Single-valued attribute it sets, e.g. 'residence', "
-                                                            "so a later fact can replace it.")
-    value: str | None = Field(default=None, description="The attribute's value, e.g. 'Lisbon'.")
+    attribute: str | None = Field(default=None, description="Single-valued attribute it sets, so a later fact "
+                                                            "can replace it: 'residence', 'employer', "
+                                                            "'job_title', 'partner', 'diet', 'car', 'phone', "
+                                                            "'number_of_cats', 'favorite_band', 'gp', "
+                                                            "'email', 'yoga_class' ...")
+    value: str | None = Field(default=None, description="The attribute's value now, e.g. 'Lisbon'.")
+    replaces: list[str] = Field(default_factory=list, description="When the message says something changed "
+                                "('I moved from Berlin to Lisbon', 'I sold the Civic and bought a Kia', 'Petra is "
+                                "no longer my coach'): the old values it says are no longer current, e.g. "
+                                "['Berlin'].")
 
 
 class EntityReply(_Strict):
@@ -94,6 +101,9 @@ SYSTEM_PROMPT = """You extract long-term memory from one chat message.
 Return facts worth remembering about the speaker and the people, places and things they mention
 (skip greetings, small talk and questions), the entities with their attributes, and relations
 between them as triples. Use only what the message (and the conversation before it) states.
+When the message changes something said before ("I moved to Porto", "I no longer drive the Civic",
+"my new manager is Dev"), state the new value as the fact, with its attribute, and list the old
+values in "replaces".
 Answer with ONE JSON object and nothing else, valid against this JSON schema:
 {schema}
 When there is nothing to remember, answer {{"facts": [], "entities": [], "triples": []}}."""
@@ -139,7 +149,8 @@ def _convert(reply: ExtractionReply) -> Extraction:
                            category=(f.category or "").strip() or None,
                            subject=(f.subject or "").strip() or None,
                            attribute=(f.attribute or "").strip() or None,
-                           value=(f.value or "").strip() or None)
+                           value=(f.value or "").strip() or None,
+                           replaces=[r.strip() for r in f.replaces if r.strip()])
              for f in reply.facts if f.text.strip()]
     entities = [ExtractedEntity(name=e.name.strip(), type=e.type.strip() or "thing", attributes=dict(e.attributes))
                 for e in reply.entities if e.name.strip()]

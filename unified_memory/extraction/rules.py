@@ -26,7 +26,10 @@ Choices worth knowing:
 * Only ``user`` messages yield facts about the user. In other roles "I" is the
   assistant (or a tool), so only statements about named third persons are kept.
 * ``message.name`` (a speaker name) is the subject of the user's triples and
-  entities; the fact slot's subject stays ``"user"``.
+  entities, and of the fact slots (case-folded: ``"caroline"``), so that in a
+  conversation of several speakers one's new home does not supersede another's;
+  without a name the slot's subject is ``"user"`` (pass the name on every message
+  or on none).
 * Dates, weekdays and months are never entities; they stay in the fact text.
 * A short answer to the assistant's question ("Where do you live?" -> "Lisbon")
   becomes a templated fact ("I live in Lisbon") with confidence 0.8.
@@ -186,6 +189,8 @@ class RuleExtractor:
                 return
         subject = (primary or hits[0]).who.key if (primary or hits) else (
             "user" if _FIRST_PERSON.search(sentence) else None)
+        if subject == "user" and out.speaker != "user":  # one speaker's update is not another's
+            subject = out.speaker.casefold()
         attribute = primary.attribute if primary else None
         value = primary.value if primary else None
         if primary and attribute == "relation":  # "my sister Maria": (maria, relation, sister)
@@ -249,7 +254,7 @@ def _clauses(sentence: str) -> list[tuple[int, int]]:
     spans: list[list[int]] = []
     for start, end in zip([0, *(c.end() for c in cuts)], [*(c.start() for c in cuts), len(sentence)], strict=True):
         piece = sentence[start:end]
-        alone = bool(find_hits(piece)) or assess_importance(piece).score >= 0.7
+        alone = bool(find_hits(piece)) or bool(slot_hits(piece)) or assess_importance(piece).score >= 0.7
         if spans and (not alone or _THEM.search(piece)):
             spans[-1][1] = end
         elif spans and not spans[-1][2]:  # the clause before says nothing on its own: it joins this one

@@ -323,11 +323,12 @@ def federated_recall(request: RecallRequest, sources: Sequence[RecallSource], *,
 
 def _forward(hits: list[_Hit], history: HistorySource, query: CandidateQuery, ranking: RankingConfig,
              wanted: frozenset[str]) -> list[_Hit]:
-    """History points forward. A superseded fact, and a message it was promoted from ("I
-    live in Lisbon", before the move), rank as history (``superseded_penalty``), and the
-    fact that holds the value now takes at least the score the old one had before that
-    penalty: whenever the past matches the query, the present answers first. Returns the
-    successors that were not hits yet (each marked ``successor_of``)."""
+    """History points forward. A superseded fact ranks as history (``superseded_penalty``)
+    and a message it was promoted from ("I live in Lisbon", before the move) is marked as
+    such (``superseded``; it keeps its rank: it is the evidence of what was true then); the
+    fact that holds the value now ranks above either (at least the score the old fact had
+    before its penalty): whenever the past matches the query, the present answers first.
+    Returns the successors that were not hits yet (each marked ``successor_of``)."""
     stale = [(h, h.id) for h in hits if h.tier == "long_term" and h.notes.get("status") == "superseded"]
     messages = [h for h in hits if h.tier in ("episodic", "short_term")]
     retired = history.retired_sources(query, [h.source for h in messages]) if messages else {}
@@ -341,9 +342,8 @@ def _forward(hits: list[_Hit], history: HistorySource, query: CandidateQuery, ra
     for hit, fact_id in stale:
         if hit.tier == "long_term":
             before = hit.score / penalty if penalty > 0 else hit.score
-        else:
-            before = hit.score
-            hit.score = round(hit.score * penalty, 9)
+        else:  # the turn stays where it ranks (it is the evidence of what was true then), marked as history
+            before = hit.score + 1e-9
             hit.notes.update(superseded=True, superseded_fact=fact_id)
         successor = successors.get(fact_id)
         if successor is None or "long_term" not in wanted:
@@ -360,6 +360,14 @@ def _forward(hits: list[_Hit], history: HistorySource, query: CandidateQuery, ra
         if current.score < before:
             current.score = round(before, 9)
             current.notes["successor_of"] = fact_id
+    # A successor speaks for its turn: "I no longer live in Utrecht; home is Antwerp" was cut
+    # in two facts, and the one holding the value is kept over its sibling (one hit per turn).
+    best: dict[str, float] = {}
+    for hit in hits:
+        best[hit.source] = max(best.get(hit.source, 0.0), hit.score)
+    for current in by_id.values():
+        if "successor_of" in current.notes and best.get(current.source, 0.0) >= current.score:
+            current.score = round(best[current.source] + 1e-9, 9)
     return added
 
 

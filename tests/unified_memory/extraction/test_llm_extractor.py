@@ -276,3 +276,22 @@ def test_arbitrary_replies_never_raise(replies: list[str]) -> None:
 
 def test_docstring_examples_run() -> None:
     assert doctest.testmod(extraction_module).failed == 0
+
+
+def test_an_update_the_model_reports_supersedes_the_old_value() -> None:
+    """The schema carries ``replaces``: the model names the old value, memory supersedes the fact that held it."""
+    first = json.dumps({"facts": [{"text": "I drive a Honda Civic", "importance": 0.7, "subject": "user",
+                                   "attribute": "car", "value": "Honda Civic"}], "entities": [], "triples": []})
+    second = json.dumps({"facts": [{"text": "I sold the Civic and bought a Kia Niro", "importance": 0.7,
+                                    "subject": "user", "attribute": "vehicle", "value": "Kia Niro",
+                                    "replaces": ["Civic"]}], "entities": [], "triples": []})
+    assert "replaces" in extraction_schema()["$defs"]["FactReply"]["properties"]
+    llm = ScriptedLLM(first, second, default='{"facts": [], "entities": [], "triples": []}')
+    with UnifiedMemory(extractor=LLMExtractor(llm)) as mem:
+        mem.add_turn("I drive a Honda Civic", "Nice", extract=True)
+        mem.add_turn("I sold the Civic and bought a Kia Niro", "Congrats", extract=True)
+        history = {f.text: f for f in mem.facts(include_history=True)}
+        assert history["I drive a Honda Civic"].status == "superseded"
+        assert history["I drive a Honda Civic"].superseded_by == history["I sold the Civic and bought a Kia Niro"].id
+        assert mem.recall("which car do I drive", tiers="long_term")[0].text == "I sold the Civic and bought a Kia Niro"
+    assert '"replaces"' in llm.prompts[0][0]["content"]

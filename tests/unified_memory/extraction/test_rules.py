@@ -164,9 +164,9 @@ def test_wh_word_opening_a_statement_is_not_a_question():
     assert ("user", "lived_in", "Paris") in triples(extract("When I was young I lived in Paris"))
 
 
-def test_speaker_name_is_the_graph_subject_but_the_slot_stays_user():
+def test_speaker_name_is_the_subject_of_the_graph_and_of_the_slot():
     out = extract("I live in Lisbon and my friend Tom works at Google.", name="Caroline")
-    assert [(f.subject, f.attribute, f.value) for f in out.facts] == [("user", "residence", "Lisbon")]
+    assert [(f.subject, f.attribute, f.value) for f in out.facts] == [("caroline", "residence", "Lisbon")]
     assert {("Caroline", "lives_in", "Lisbon"), ("Caroline", "has_friend", "Tom"), ("Tom", "works_at", "Google")} \
         <= triples(out)
     found = entities(out)
