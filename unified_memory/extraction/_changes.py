@@ -76,6 +76,7 @@ way time times day days back new old current currently mine myself ourselves own
 live lives living lived stay staying cook cooking work working make making take taking took keep keeping
 moved went switched changed upgraded relocated from sold left gave quit stopped
 company club building job jobs team firm office hobby behind place places home house flat apartment city town
+eat eating ate drink drinking follow following date dating see seeing play playing own owning
 """.split())
 
 

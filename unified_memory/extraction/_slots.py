@@ -65,7 +65,7 @@ _PARTNERS = {"girlfriend": "partner", "boyfriend": "partner", "partner": "partne
 _NOT_SLOTS = frozenset("""name names favourite favorite fave friend friends sister brother mom mum mother dad
 father parents son daughter kids kid children child cousin aunt uncle niece nephew grandma grandpa neighbour
 neighbor colleague colleagues coworker roommate flatmate doctor's allergy allergies question point idea
-guess bad fault pleasure turn plan plans day week life problem issue mistake thing things hobby hobbies""".split())
+guess bad fault pleasure turn plan plans life problem issue mistake thing things hobby hobbies""".split())
 _CANON = {"smartwatch": "watch", "cell": "phone", "mobile": "phone", "smartphone": "phone", "laptop": "computer",
           "automobile": "car", "landlady": "landlord", "gp": "gp", "beehive": "hive", "beehives": "hives",
           "home": "residence", "place": "residence", "apartment": "residence", "flat": "residence",
@@ -126,7 +126,11 @@ _FRAMES: tuple[tuple[str, re.Pattern[str]], ...] = tuple((kind, re.compile(rx, r
     ("partner", r"(?:\bi'm|\bi\s+am|\bwe're)\s+(?:now\s+)?(?:dating|seeing|with|engaged\s+to|married\s+to|"
                 r"in\s+a\s+relationship\s+with|going\s+out\s+with)\s+(?:a\s+(?:woman|man|guy|girl)\s+named\s+)?"
                 r"(?P<obj>(?-i:[A-Z][a-z'-]+))"),
-    ("partner", r"\b(?:started\s+(?:seeing|dating)|remarried,?\s+to|dating)\s+(?P<obj>(?-i:[A-Z][a-z'-]+))"),
+    ("partner", r"\b(?:started\s+(?:seeing|dating)|remarried,?\s+to|dating|(?:'ve|have)\s+been\s+(?:seeing|dating))"
+                r"\s+(?P<obj>(?-i:[A-Z][a-z'-]+))"),
+    # I'm doing the DASH diet / now I'm following a low-sodium renal diet / I'm on the Whole30 plan
+    ("diet", r"\b(?:on|follow|follows|following|doing|do|started|trying)\s+(?:a|an|the)\s+(?P<obj>[\w-]+(?:\s+[\w-]+){0,2}?)"
+             r"\s+(?:diet|plan|regime|regimen)\b"),
     # I play padel / I'm learning Rust / I'm taking cello lessons / I'm studying for the CFA
     ("play", r"\b(?:play|plays|playing)\s+(?:the\s+|an?\s+)?(?:[\w-]+\s+)?(?P<obj>[a-z-]+)\b"),
     ("learn", r"\b(?:learning|learn|studying|taking)\s+(?:to\s+)?(?:the\s+|an?\s+)?(?P<obj>[\w-]+)"),
@@ -150,7 +154,8 @@ def _canon(noun: str) -> str | None:
     words = [w for w in re.split(r"[\s-]+", noun.casefold().strip()) if w and w not in _DROP_MODS]
     if words and words[0] in ("favourite", "favorite", "fave") and len(words) > 1:
         return "favorite_" + "_".join(words[1:])  # the rule extractor's own name for it
-    if not words or any(w in _NOT_SLOTS for w in words) or re.search(r"\s(?-i:[A-Z])", noun):
+    if not words or words in (["day"], ["week"], ["night"]) or any(w in _NOT_SLOTS for w in words) \
+            or re.search(r"\s(?-i:[A-Z])", noun):
         return None  # "my sister Maria is ...": a person, not an attribute
     joined = " ".join(words)
     if joined in _PARTNERS:
@@ -180,6 +185,9 @@ def _counted(sentence: str, number_at: int) -> str | None:
 
 
 _NOT_WHEN = frozenset("the a an my our his her their to and usually always often also still now then go".split())
+_WHEN = re.compile(r"(?i)(?:every\s+|on\s+)?(?:(?:mon|tues|wednes|thurs|fri|satur|sun)days?|\d{1,2}(?::\d\d)?\s*"
+                   r"(?:am|pm|h)?)\b")
+_FROM = re.compile(r"(?i)\bfrom\s+(?:[\w-]+\s+){0,2}$")  # "went from dating Chloe to ...": the old value
 _PAST = re.compile(r"(?i)(?:\bnot\b|n't\b|\bnever\b|\bno\s+longer\b|\bused\s+to\b)")
 
 
@@ -192,7 +200,8 @@ def slot_hits(sentence: str) -> list[Hit]:
         for m in rx.finditer(sentence):
             hit = _hit(sentence, kind, m)
             before = sentence[:max(hit.start, m.start("obj"))] if hit is not None else ""
-            if hit is not None and not _PAST.search(re.split(r"[;,]|\s[-\u2013\u2014]\s", before)[-1]):
+            clause = re.split(r"[;,]|\s[-\u2013\u2014]\s", before)[-1]
+            if hit is not None and not _PAST.search(clause) and not _FROM.search(clause):
                 hits.append(hit)
     known = {h.value.casefold() for h in hits if h.predicate[3:] in _BRANDS}
     hits = [h for h in hits if h.predicate[3:] in _BRANDS or h.value.casefold() not in known]  # the kind wins
@@ -220,15 +229,16 @@ def _hit(sentence: str, kind: str, m: re.Match[str]) -> Hit | None:
         return _make(m, "number_of_" + noun if noun else None, raw, "possession")
     if kind == "when":
         words = [w for w in m.group("noun").casefold().split() if w not in _NOT_WHEN]
-        return _make(m, "schedule_" + "_".join(words) if words else None, raw, "schedule")
+        return _make(m, "schedule_" + re.sub(r"_(?:day|time|night)$", "", "_".join(words)) if words else None, raw,
+                     "schedule")
     if kind == "reach":
         noun = (m.groupdict().get("noun") or "").casefold()
         what = "email" if "@" in raw else "number"
         return _make(m, f"{noun}_{what}" if noun and noun != what else what, raw, "contact")
     if kind in ("team", "boss", "diet"):
         attribute = {"team": "team", "boss": "manager", "diet": "diet"}[kind]
-        return _make(m, attribute, clean_value(raw, "name") if kind != "diet" else word, "preference",
-                     "diet" if kind == "diet" else None)
+        return _make(m, attribute, clean_value(raw, "name") if kind != "diet" else raw, "health" if kind == "diet"
+                     else "preference", "diet" if kind == "diet" else None)
     if kind in ("partner", "home", "work"):
         attribute = {"partner": "partner", "home": "residence", "work": "employer"}[kind]
         if kind == "home" and ((m.groupdict().get("what") or "").casefold() == "cabin" or re.search(
@@ -255,5 +265,7 @@ def _hit(sentence: str, kind: str, m: re.Match[str]) -> Hit | None:
         return _make(m, "residence", value, "location", "lives_in")  # "changed our address to Glendale"
     if slot and kind == "chg" and slot.endswith("s") and not slot.endswith("ss"):
         slot = slot[:-1]  # "switched trainers to Kofi": the trainer
+    if slot and _WHEN.match(value):  # "my gym day is Friday", "our standup to 9:15": when it happens
+        slot = "schedule_" + re.sub(r"_(?:day|days|time|night|nights|slot)$", "", slot)
     # No category of its own: the importance assessment's (an appointment is a schedule, an email a contact)
     return _make(m, slot, value, "")

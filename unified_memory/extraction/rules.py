@@ -141,8 +141,12 @@ class RuleExtractor:
                 clause = clause[:1].upper() + clause[1:] if start else clause
                 self._sentence(sentence[start:end].strip(" ,;:-\u2013\u2014"), is_user, out, clause,
                                changed=bool(changes))
-        if retired and out.facts:  # the message's last statement holds the new value ("sold X and bought Y")
-            out.facts[-1].replaces = retired
+        if retired and out.facts:  # the message's last statement of a value holds the new one ("sold X and bought Y")
+            holder = next((f for f in reversed(out.facts) if f.attribute), out.facts[-1])
+            holder.replaces = retired
+        for fact in out.facts:  # with a partner now, "I'm single" is history
+            if fact.attribute == "partner" and "single" not in fact.replaces:
+                fact.replaces = [*fact.replaces, "single"]
         if is_user and not out.facts and context:
             self._short_answer(text.strip(), context[-1], out)
         if speaker != "user" and any(t.subject == speaker for t in out.triples.values()):

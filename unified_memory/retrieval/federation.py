@@ -316,7 +316,8 @@ def federated_recall(request: RecallRequest, sources: Sequence[RecallSource], *,
     if window_named is not None and ranking.temporal_weight > 0:
         for hit in hits:
             _weigh_time(hit, window_named, ranking)
-    hits = [hit for hit in hits if _relevance_of(hit) > 0]  # nothing of the query matched: not a hit
+    # nothing of the query matched: not a hit (unless it holds the value of history that matched)
+    hits = [hit for hit in hits if _relevance_of(hit) > 0 or "successor_of" in hit.notes]
     hits.sort(key=lambda h: (-h.score, TIER_ORDER[h.tier], h.id))
     return [_recall_hit(hit) for hit in _diverse(_one_per_source(hits), limit, ranking.diversity)]
 
