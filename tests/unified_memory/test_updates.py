@@ -130,6 +130,7 @@ def test_recall_hits_of_history_say_so_and_point_to_the_successor() -> None:
     ("I'm not vegetarian anymore.", ["vegetarian"]),
     ("My rent went from 900 to 950 a month.", ["rent 900"]),
     ("I moved to Oslo.", []),
+    ("I love to get lost in good books.", []),
     ("Do you still live in Rome?", []),
 ])
 def test_change_statements_name_what_they_retire(sentence, expected):
@@ -151,7 +152,9 @@ def test_everyday_attributes_fill_a_slot(sentence, attribute, value):
 
 
 @pytest.mark.parametrize("sentence", ["I don't drive the Mazda anymore.", "I used to play the cello.",
-                                      "My sister Maria is a nurse.", "My friend is Paul."])
+                                      "My sister Maria is a nurse.", "My friend is Paul.",
+                                      "It's one of the reasons I love travelling.", "I lost my job at Acme.",
+                                      "My day is going well."])
 def test_a_denied_past_or_someone_else_s_value_fills_no_slot_of_the_speaker(sentence):
     assert slot_hits(sentence) == []
 

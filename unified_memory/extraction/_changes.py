@@ -52,7 +52,9 @@ _PATTERNS: tuple[re.Pattern[str], ...] = tuple(re.compile(p, re.I) for p in (
     r"(?P<what>(?:[^,.;:!?()\"]|[.:](?=\w))*?)" + _END,
     # "I sold the Civic", "I left St. Brigid's", "gave up the BMW", "quit nursing", "broke up with Marco"
     r"\b(?:sold|left|quit|ditched|dropped|gave\s+up(?:\s+on)?|stopped|broke\s+up\s+with|split\s+(?:up\s+)?from|"
-    r"divorced|dumped|moved\s+out\s+of|got\s+rid\s+of|cancelled|canceled|lost)\s+" + _OLD + _END,
+    r"divorced|dumped|moved\s+out\s+of|got\s+rid\s+of|cancelled|canceled|"
+    r"lost(?!\s+(?:in|track|touch|interest|weight|sleep|count|it|myself|my\s+(?:mind|way|temper|voice))\b))\s+"
+    + _OLD + _END,
     # "Marco and I broke up", "Karen left the company", "Vince Tate sold the building"
     r"(?:^|[;,.]\s*)(?P<old>(?-i:(?:(?:Dr|Mr|Mrs|Ms|Miss|Prof)\.?\s+)?[A-Z][\w'-]+(?:\s+[A-Z][\w'-]+)?))"
     r"(?:\s+and\s+(?:i|we))?\s+(?:broke\s+up|split\s+up|left|sold|retired|quit|moved\s+away)\b",

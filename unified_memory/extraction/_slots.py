@@ -102,7 +102,7 @@ _FRAMES: tuple[tuple[str, re.Pattern[str]], ...] = tuple((kind, re.compile(rx, r
               r"(?:(?:old|new|little|diesel|electric|used|rescue)\s+)?" + _VAL + _VAL_END),
     # we have three cats / I speak three languages / now run four hives / down to two motorbikes
     ("count", r"\b(?:have|has|own|keep|run|speak|do|are|there\s+are|down\s+to|up\s+to|it's)\s+(?:only\s+)?"
-              r"(?P<obj>" + _NUMBER + r")\b(?:\s+(?:[a-z-]+\s+){0,2}?" + _NOUN + r")?(?=\s|[,.;!?]|$)"),
+              r"(?P<obj>" + _NUMBER + r")\b(?!\s+of\b)(?:\s+(?:[a-z-]+\s+){0,2}?" + _NOUN + r")?(?=\s|[,.;!?]|$)"),
     ("count", r"\b(?P<obj>" + _NUMBER + r")\s+(?:left|in\s+the\s+\w+\s+now|now)\b"),
     # my running club meets at 6 pm / my shift starts at 7 am
     ("poss", r"\b(?:my|our)\s+(?P<noun>(?:[\w'-]+\s+){0,2}?[\w'-]+)\s+(?:now\s+)?(?:meets|starts|begins|runs|takes\s+place)"
@@ -188,7 +188,7 @@ _NOT_WHEN = frozenset("the a an my our his her their to and usually always often
 _WHEN = re.compile(r"(?i)(?:every\s+|on\s+)?(?:(?:mon|tues|wednes|thurs|fri|satur|sun)days?|\d{1,2}(?::\d\d)?\s*"
                    r"(?:am|pm|h)?)\b")
 _FROM = re.compile(r"(?i)\bfrom\s+(?:[\w-]+\s+){0,2}$")  # "went from dating Chloe to ...": the old value
-_PAST = re.compile(r"(?i)(?:\bnot\b|n't\b|\bnever\b|\bno\s+longer\b|\bused\s+to\b)")
+_PAST = re.compile(r"(?i)(?:\bnot\b|n't\b|\bnever\b|\bno\s+longer\b|\bused\s+to\b|\blost\b|\bquit\b)")
 
 
 def slot_hits(sentence: str) -> list[Hit]:
