@@ -36,8 +36,9 @@ value as current (a clause cut from the new statement, "Karen left the company",
   statement of the current value outranks the statement of the change.
 - **old as current in context**: in ``context(question, max_tokens=600).text``, a line of the
   ``## Facts`` section names the old value but not the new one, does not mark it as past, and no line
-  above it in the block names the new value. (Nothing in the block marks a superseded fact as such
-  today, so a superseded fact shown before the new value counts.)
+  above it in the block names the new value. (The block marks a superseded fact "(until YYYY-MM)" and
+  a message that stated one "(no longer current)": such a line marks its value as past. Before issue
+  16 nothing was marked, so a superseded fact shown before the new value counted.)
 - **old above new anywhere**: the same over every line of the block (facts, entities, episodes and
   the conversation summary).
 - *new in recall / new in context*: some hit of the top 10 / the block names the new value; *old in
