@@ -212,3 +212,10 @@ def test_a_superseded_fact_never_outranks_its_successor(moves):
             named = [h for h in hits if h.tier == "long_term" and any(c in h.text for c in CITIES)]
             if named and question.startswith(("where", "which")):
                 assert current in named[0].text, (question, [h.text for h in hits])
+
+
+@pytest.mark.parametrize("text", ["A" * 50_000, "word " * 10_000, "my A is " * 2_000, "Aa " * 5_000 + "is where I live"])
+def test_a_sentence_longer_than_any_statement_of_an_attribute_fills_no_slot_and_retires_nothing(text):
+    """Past ``MAX_SENTENCE`` characters the frames are not tried at all (their backtracking
+    grows with the square of the length: adversarial input must not stall a write)."""
+    assert slot_hits(text) == [] and replaced(text) == []

@@ -23,6 +23,8 @@ from __future__ import annotations
 
 import re
 
+from unified_memory.extraction._slots import MAX_SENTENCE
+
 __all__ = ["replaced", "CHANGE_CUE"]
 
 _VERBS = (r"moved|move|went|go|switched|switch|changed|change|upgraded|downgraded|relocated|promoted|shifted|"
@@ -86,8 +88,8 @@ def replaced(sentence: str) -> list[str]:
     """The phrases naming values that ``sentence`` says are no longer current: the
     capitalised names, numbers and addresses of the old part when it has some, else its
     content words (see the module docstring)."""
-    if not CHANGE_CUE.search(sentence):
-        return []
+    if len(sentence) > MAX_SENTENCE or not CHANGE_CUE.search(sentence):
+        return []  # a statement of a change is short (and the patterns' cost grows with the square)
     found: list[str] = []
     for number, pattern in enumerate(_PATTERNS):
         for m in pattern.finditer(sentence):

@@ -23,9 +23,11 @@ import re
 
 from unified_memory.extraction._patterns import Hit, Subject, clean_value
 
-__all__ = ["slot_hits"]
+__all__ = ["slot_hits", "MAX_SENTENCE"]
 
 _USER = Subject("user")
+#: Longer sentences fill no slot (a statement of one attribute is short; the frames backtrack).
+MAX_SENTENCE = 400
 _FRAME = {"frame": "slot"}  # Hit.extra of the hits found here
 # Kinds of things people own one of at a time, by brand or product line.
 _BRANDS: dict[str, tuple[str, ...]] = {
@@ -195,6 +197,8 @@ def slot_hits(sentence: str) -> list[Hit]:
     """The speaker's attributes in one sentence (see the module docstring). A value the
     sentence denies or puts in the past ("I don't drive the Mazda anymore", "I used to
     play bass") fills no slot."""
+    if len(sentence) > MAX_SENTENCE:  # not an everyday statement; and the frames' cost grows with the square
+        return []
     hits: list[Hit] = []
     for kind, rx in _FRAMES:
         for m in rx.finditer(sentence):
