@@ -48,7 +48,8 @@ def current_successors(storage: Storage, scope: Scope, ids: Sequence[str], *,
             break
         marks = ",".join("?" * len(set(pending.values())))
         rows = {row[0]: row[1:] for row in storage.execute(
-            f"SELECT id, status, superseded_by, valid_from, valid_to FROM facts WHERE user_id = ? AND id IN ({marks})",
+            f"SELECT id, status, superseded_by, valid_from, valid_to FROM facts INDEXED BY facts_id "
+            f"WHERE user_id = ? AND id IN ({marks})",
             [scope.user_id, *set(pending.values())]).fetchall()}
         following: dict[str, str] = {}
         for origin, at in pending.items():
@@ -65,8 +66,10 @@ def current_successors(storage: Storage, scope: Scope, ids: Sequence[str], *,
 
 def retired_sources(storage: Storage, scope: Scope, sources: Sequence[str], *,
                     as_of: float | None = None) -> dict[str, str]:
-    """Of the message ids ``sources``: those a superseded fact of the user was promoted
-    from, each with (one of) its superseded facts (``as_of``: superseded by then)."""
+    """Of the message ids ``sources``: those a superseded fact of the user was first
+    promoted from (the turn recall names as the fact's source), each with (one of) its
+    superseded facts (``as_of``: superseded by then). An index on that first source keeps
+    this a lookup however many facts were superseded."""
     wanted = list(dict.fromkeys(s for s in sources if s))
     if not wanted:
         return {}
@@ -75,9 +78,9 @@ def retired_sources(storage: Storage, scope: Scope, sources: Sequence[str], *,
         chunk = wanted[start:start + 500]
         marks = ",".join("?" * len(chunk))
         for fact_id, source in storage.execute(
-            "SELECT facts.id, j.value FROM facts INDEXED BY facts_status, json_each(facts.source_message_ids) AS j "
-            f"WHERE facts.user_id = ? AND facts.status = 'superseded' AND j.value IN ({marks}) "
-            "AND (? IS NULL OR facts.valid_to <= ?) ORDER BY facts.seq",
+            "SELECT id, json_extract(source_message_ids, '$[0]') FROM facts INDEXED BY facts_retired_source "
+            f"WHERE user_id = ? AND status = 'superseded' AND json_extract(source_message_ids, '$[0]') IN ({marks}) "
+            "AND (? IS NULL OR valid_to <= ?) ORDER BY seq",
             [scope.user_id, *chunk, as_of, as_of],
         ).fetchall():
             found.setdefault(source, fact_id)
@@ -91,7 +94,7 @@ def statements(storage: Storage, scope: Scope, ids: Sequence[str]) -> list[tuple
         return []
     marks = ",".join("?" * len(ids))
     return [(loads(sources, []), text) for sources, text in storage.execute(
-        f"SELECT source_message_ids, text FROM facts WHERE user_id = ? AND id IN ({marks})",
+        f"SELECT source_message_ids, text FROM facts INDEXED BY facts_id WHERE user_id = ? AND id IN ({marks})",
         [scope.user_id, *ids]).fetchall()]
 
 

@@ -449,7 +449,7 @@ class LongTermFacts:
             return {}
         marks = ",".join("?" * len(set(chain.values())))
         rows = {row["id"]: row for row in self.storage.query(
-            f"SELECT {_AS_OF_COLUMNS} FROM facts WHERE user_id = ? AND id IN ({marks})",
+            f"SELECT {_AS_OF_COLUMNS} FROM facts INDEXED BY facts_id WHERE user_id = ? AND id IN ({marks})",
             [query.scope.user_id, *set(chain.values())])}
         return {old: _fact_candidate(Candidate(new, rows[new], None, None), query.as_of)
                 for old, new in chain.items() if new in rows}

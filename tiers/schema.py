@@ -101,6 +101,8 @@ CREATE TABLE IF NOT EXISTS facts (
 CREATE UNIQUE INDEX IF NOT EXISTS facts_id ON facts(id);
 CREATE INDEX IF NOT EXISTS facts_key ON facts(user_id, norm_key);
 CREATE INDEX IF NOT EXISTS facts_status ON facts(user_id, status);
+CREATE INDEX IF NOT EXISTS facts_retired_source ON facts(user_id, json_extract(source_message_ids, '$[0]'))
+    WHERE status = 'superseded';
 CREATE INDEX IF NOT EXISTS facts_slot ON facts(user_id, subject, attribute) WHERE attribute IS NOT NULL;
 CREATE INDEX IF NOT EXISTS facts_expiry ON facts(user_id, expires_at) WHERE expires_at IS NOT NULL;
 
