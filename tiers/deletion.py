@@ -8,12 +8,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from tiers.storage import Storage
+from tiers.storage import Storage, loads
 from tiers.user_tables import DERIVED_TABLES, quote_name, user_tables
 from tiers.vectors import content_hash
 from unified_memory.errors import NotFoundError, StorageError
 
-__all__ = ["delete_user_rows", "find_items", "delete_items", "prune_embeddings"]
+__all__ = ["delete_user_rows", "find_items", "delete_items", "derived_from_messages", "bare_values", "prune_embeddings"]
 
 
 def delete_user_rows(storage: Storage, user_id: str) -> dict[str, int]:
@@ -21,7 +21,7 @@ def delete_user_rows(storage: Storage, user_id: str) -> dict[str, int]:
     included (referencing tables first); returns the count per table. Call inside
     ``storage.atomic()``.
 
-    >>> from tiers.storage import Storage
+    >>> from tiers.storage import Storage, loads
     >>> store = Storage(None)
     >>> with store.atomic():
     ...     delete_user_rows(store, "ada")["messages"]
@@ -40,7 +40,7 @@ def find_items(storage: Storage, user_id: str, ids: Sequence[str]) -> dict[str, 
     ``id`` column): ``{table: [ids]}``. Ids of other users are not found: an unknown id
     raises :class:`NotFoundError` naming the field ``ids``.
 
-    >>> from tiers.storage import Storage
+    >>> from tiers.storage import Storage, loads
     >>> find_items(Storage(None), "ada", ["fact_x"])
     Traceback (most recent call last):
     ...
@@ -103,11 +103,42 @@ def delete_items(storage: Storage, user_id: str, items: Mapping[str, Sequence[st
     return deleted
 
 
+def derived_from_messages(storage: Storage, user_id: str, messages: set[str]) -> dict[str, list[str]]:
+    """What the user's messages ``messages`` alone gave rise to (``{table: [ids]}`` for
+    :func:`delete_items`): the facts all of whose source messages are among them, and the
+    relations stated in one of them and never again."""
+    ordered = sorted(messages)
+    facts: set[str] = set()
+    triples: list[str] = []
+    for start in range(0, len(ordered), 500):
+        chunk = ordered[start:start + 500]
+        marks = ",".join("?" * len(chunk))
+        facts.update(fact_id for fact_id, sources in storage.execute(
+            "SELECT DISTINCT facts.id, facts.source_message_ids FROM facts, json_each(facts.source_message_ids) AS j "
+            f"WHERE facts.user_id = ? AND j.value IN ({marks})", [user_id, *chunk]).fetchall()
+            if set(loads(sources, [])) <= messages)
+        triples += [row[0] for row in storage.execute(
+            f"SELECT id FROM triples WHERE user_id = ? AND mention_count <= 1 AND source_message_id IN ({marks})",
+            [user_id, *chunk]).fetchall()]
+    return {"facts": sorted(facts), "triples": triples}
+
+
+def bare_values(storage: Storage, user_id: str, entity_ids: Iterable[str]) -> list[str]:
+    """Of ``entity_ids``, the user's plain values (``thing`` entities) left in no relation."""
+    ids = sorted(set(entity_ids))
+    if not ids:
+        return []
+    return [row[0] for row in storage.execute(
+        f"SELECT id FROM entities e WHERE user_id = ? AND type = 'thing' AND id IN ({','.join('?' * len(ids))}) "
+        "AND NOT EXISTS (SELECT 1 FROM triples t WHERE t.subject_id = e.id OR t.object_id = e.id)",
+        [user_id, *ids]).fetchall()]
+
+
 def prune_embeddings(storage: Storage, user_id: str, live_texts: Iterable[str]) -> int:
     """Delete ``user_id``'s cached embeddings (every model) of texts not in
     ``live_texts``; returns how many. Call inside ``storage.atomic()``.
 
-    >>> from tiers.storage import Storage
+    >>> from tiers.storage import Storage, loads
     >>> store = Storage(None)
     >>> with store.atomic():
     ...     _ = store.execute("INSERT INTO embeddings VALUES ('ada', 'm', ?, 1, x'00000000')", [content_hash("hi")])

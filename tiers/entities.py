@@ -33,7 +33,7 @@ from tiers.documents import Candidate, DocumentIndex, SearchMode
 from tiers.storage import Scope, Storage, dumps, loads, new_id, recall_filter
 from unified_memory.types import Entity, ExtractedEntity, ExtractedTriple, Triple, utc_from_timestamp
 
-__all__ = ["EntityGraph", "norm_name", "entity_importance", "USER_ENTITY", "FUNCTIONAL_PREDICATES",
+__all__ = ["EntityGraph", "norm_name", "single_valued", "entity_importance", "USER_ENTITY", "FUNCTIONAL_PREDICATES",
            "ENTITY_LENGTH_NORMALISATION"]
 
 USER_ENTITY = "user"
@@ -46,6 +46,12 @@ ENTITY_LENGTH_NORMALISATION = 0.3
 #: Relations that hold one object at a time: a new object ends the previous relation.
 FUNCTIONAL_PREDICATES = frozenset({"lives_in", "works_at", "works_as", "name", "age", "birthday",
                                    "relationship_status"})
+
+
+def single_valued(predicate: str) -> bool:
+    """Whether a subject holds one object of ``predicate`` at a time (a new one ends the old):
+    the :data:`FUNCTIONAL_PREDICATES`, and the speaker's slots (``my_car``, ``my_gp``...)."""
+    return predicate in FUNCTIONAL_PREDICATES or predicate.startswith("my_")
 
 
 def norm_name(name: str) -> str:
@@ -284,7 +290,7 @@ class EntityGraph:
                      triple.confidence, now, now, source_message_id, dumps(metadata or {})])
             ids.append(triple_id)
             touched.update((subject_id, object_id))
-            if predicate in FUNCTIONAL_PREDICATES or predicate.startswith("my_"):
+            if single_valued(predicate):
                 touched.update(self._end_others(scope, subject_id, predicate, triple_id, now))
         self.refresh(scope.user_id, touched)
         return ids

@@ -26,7 +26,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from scoring.text import term_set
-from tiers.entities import FUNCTIONAL_PREDICATES, EntityGraph
+from tiers.entities import EntityGraph, single_valued
 from tiers.storage import Scope, Storage, loads
 
 __all__ = ["current_successors", "retired_sources", "statements", "end_stated"]
@@ -112,7 +112,7 @@ def end_stated(graph: EntityGraph, scope: Scope, stated: Sequence[tuple[Sequence
                 "SELECT t.id, t.predicate, t.object_id, o.name FROM triples t JOIN entities o ON o.id = t.object_id "
                 f"WHERE t.user_id = ? AND t.agent_id = ? AND t.valid_to IS NULL AND t.source_message_id IN ({marks})",
                 [scope.user_id, scope.agent_id, *sources]).fetchall():
-            if (predicate in FUNCTIONAL_PREDICATES or predicate.startswith("my_")) and term_set(name) <= words:
+            if single_valued(predicate) and term_set(name) <= words:
                 ended[triple_id] = object_id
     graph.storage.executemany("UPDATE triples SET valid_to = ? WHERE id = ?", [[now, t] for t in ended])
     graph.refresh(scope.user_id, set(ended.values()))

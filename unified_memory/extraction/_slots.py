@@ -149,7 +149,6 @@ _FRAMES: tuple[tuple[str, re.Pattern[str]], ...] = tuple((kind, re.compile(rx, r
     ("work", r"\b(?:joined|hired\s+at|hired\s+by|job\s+at|role\s+at|position\s+at|teach\s+\w+\s+at|drive\s+for|"
              r"workplace\s+is|employer\s+is)\s+(?:the\s+)?(?P<obj>(?-i:[A-Z][\w.'&-]*(?:\s+[A-Z][\w.'&-]*){0,3}))"),
 ))
-_AT_WORK = re.compile(r"(?i)\b(?:at|with)\s+(?:the\s+)?$")
 
 
 def _canon(noun: str) -> str | None:
@@ -173,12 +172,11 @@ def _kind(value: str) -> str | None:
     return found
 
 
-def _counted(sentence: str, number_at: int) -> str | None:
+def _counted(sentence: str) -> str | None:
     """What a bare number counts: the sentence's first plural noun ("the rabbits had babies; we have seven"),
-    else the thing there is another of ("another cat, so now we have three")."""
-    del number_at  # the noun may come after the number too ("... so I have two left of my tortoises")
-    before: list[str] = re.findall(r"\b([a-z]{3,}(?:s|es|fish|sheep|deer|geese|mice|children))\b", sentence.casefold())
-    nouns = [w for w in before if w not in ("was", "has", "is", "does", "goes", "yes", "this", "his", "its", "plus",
+    before or after the number, else the thing there is another of ("another cat, so now we have three")."""
+    plurals: list[str] = re.findall(r"\b([a-z]{3,}(?:s|es|fish|sheep|deer|geese|mice|children))\b", sentence.casefold())
+    nouns = [w for w in plurals if w not in ("was", "has", "is", "does", "goes", "yes", "this", "his", "its", "plus",
                                              "less", "glass", "class", "address", "business", "sometimes", "always")]
     if nouns:
         return nouns[0]
@@ -228,7 +226,7 @@ def _hit(sentence: str, kind: str, m: re.Match[str]) -> Hit | None:
         noun = m.groupdict().get("noun")
         if "speak" in m.group(0).casefold() and not noun:
             noun = "languages"
-        noun = noun if noun and noun.endswith(("s", "fish", "sheep", "deer")) else _counted(sentence, m.start("obj"))
+        noun = noun if noun and noun.endswith(("s", "fish", "sheep", "deer")) else _counted(sentence)
         noun = _CANON.get(noun, noun) if noun else None
         return _make(m, "number_of_" + noun if noun else None, raw, "possession")
     if kind == "when":

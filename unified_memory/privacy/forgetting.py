@@ -16,12 +16,18 @@ reported. :meth:`UnifiedMemory.forget <unified_memory.UnifiedMemory.forget>` han
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from tiers.deletion import delete_items, delete_user_rows, find_items, prune_embeddings
+from tiers.deletion import (
+    bare_values,
+    delete_items,
+    delete_user_rows,
+    derived_from_messages,
+    find_items,
+    prune_embeddings,
+)
 from tiers.scope import Scope
 from tiers.user_tables import user_tables
 from unified_memory.coordinator.backend import Backend
@@ -91,24 +97,6 @@ def forget(view: MemoryView, *, user_id: str | None = None, ids: Sequence[str] |
     return counts
 
 
-def _derived_facts(storage: Any, user_id: str, messages: set[str]) -> list[str]:
-    """The user's facts every source message of which is in ``messages``."""
-    ordered = sorted(messages)
-    candidates: set[str] = set()
-    for start in range(0, len(ordered), 500):
-        chunk = ordered[start:start + 500]
-        marks = ",".join("?" * len(chunk))
-        candidates.update(row[0] for row in storage.execute(
-            "SELECT DISTINCT facts.id FROM facts, json_each(facts.source_message_ids) AS j "
-            f"WHERE facts.user_id = ? AND j.value IN ({marks})", [user_id, *chunk]).fetchall())
-    if not candidates:
-        return []
-    marks = ",".join("?" * len(candidates))
-    return sorted(fact_id for fact_id, sources in storage.execute(
-        f"SELECT id, source_message_ids FROM facts WHERE user_id = ? AND id IN ({marks})",
-        [user_id, *sorted(candidates)]).fetchall() if set(json.loads(sources or "[]")) <= messages)
-
-
 def _forget_items(backend: Backend, user_id: str, ids: list[str]) -> dict[str, int]:
     """Delete these items of the user and what derives from them (inside a write)."""
     storage = backend.storage
@@ -116,20 +104,11 @@ def _forget_items(backend: Backend, user_id: str, ids: list[str]) -> dict[str, i
     deleted = delete_items(storage, user_id, found)
     gone_messages = {row["id"] for row in deleted.get("messages", [])}
     if gone_messages:  # facts and relations taken only from forgotten turns derive from them: they go too
-        derived = {"facts": _derived_facts(storage, user_id, gone_messages), "triples": [
-            row[0] for row in storage.execute(
-                f"SELECT id FROM triples WHERE user_id = ? AND mention_count <= 1 AND source_message_id IN "
-                f"({','.join('?' * len(gone_messages))})", [user_id, *sorted(gone_messages)]).fetchall()]}
-        removed = delete_items(storage, user_id, derived)
-        for table, rows in removed.items():
-            deleted.setdefault(table, []).extend(rows)
+        removed = delete_items(storage, user_id, derived_from_messages(storage, user_id, gone_messages))
         # a value that was only the object of such a relation ("zebra-secret-4711") goes with it
-        values = sorted({row["object_id"] for row in removed.get("triples", [])})
-        orphans = [row[0] for row in storage.execute(
-            f"SELECT id FROM entities e WHERE user_id = ? AND type = 'thing' AND id IN ({','.join('?' * len(values))}) "
-            "AND NOT EXISTS (SELECT 1 FROM triples t WHERE t.subject_id = e.id OR t.object_id = e.id)",
-            [user_id, *values]).fetchall()] if values else []
-        for table, rows in delete_items(storage, user_id, {"entities": orphans}).items() if orphans else ():
+        values = {row["object_id"] for row in removed.get("triples", [])}
+        orphans = delete_items(storage, user_id, {"entities": bare_values(storage, user_id, values)})
+        for table, rows in [*removed.items(), *orphans.items()]:
             deleted.setdefault(table, []).extend(rows)
     counts = {table.name: len(deleted.get(table.name, [])) for table in user_tables(storage)}
     # A message that had left its window may be in its conversation's running summary.
