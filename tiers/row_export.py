@@ -49,7 +49,7 @@ from tiers.user_tables import (
     user_tables,
     users_in,
 )
-from unified_memory.errors import MemoryValueError, StorageError
+from unified_memory.errors import ConflictError, MemoryValueError, StorageError
 
 __all__ = [
     "FORMAT",
@@ -153,9 +153,9 @@ class ImportResult:
     users: set[str] = field(default_factory=set)
 
 
-def _fail(source: str, line: int | None, message: str) -> MemoryValueError:
+def _fail(source: str, line: int | None, message: str, *, conflict: bool = False) -> MemoryValueError:
     where = f"{source}, line {line}" if line is not None else source
-    return MemoryValueError(f"source: {where}: {message}", field="source")
+    return (ConflictError if conflict else MemoryValueError)(f"source: {where}: {message}", field="source")
 
 
 def _check_value(column: Column, value: Any) -> Any:
@@ -341,11 +341,11 @@ def import_rows(storage: Storage, parsed: ParsedExport, *, user_id: str | None =
                     continue
                 if existing.get("user_id") != row["user_id"]:
                     raise _fail(source, number, f"{name} {dict(zip(table.identity, key, strict=True))} "
-                                                "already belongs to another user")
+                                                "already belongs to another user", conflict=True)
                 differ = [c for c in table.column_names if c != table.surrogate and existing[c] != row[c]]
                 if differ:
                     raise _fail(source, number, f"{name} {dict(zip(table.identity, key, strict=True))} "
-                                                f"already exists with different {', '.join(differ)}")
+                                                f"already exists with different {', '.join(differ)}", conflict=True)
                 if table.surrogate:
                     mapping[row[table.surrogate]] = existing[table.surrogate]
                 result.skipped += 1

@@ -179,6 +179,15 @@ CREATE TABLE IF NOT EXISTS index_snapshots (
     PRIMARY KEY (user_id, kind)
 );
 -- The running summary of what left each conversation's window (summarize-on-trim).
+CREATE TABLE IF NOT EXISTS api_keys (
+    id TEXT PRIMARY KEY,
+    owner TEXT,
+    admin INTEGER NOT NULL DEFAULT 0,
+    digest TEXT NOT NULL,
+    label TEXT NOT NULL DEFAULT '',
+    created_at REAL NOT NULL,
+    revoked_at REAL
+);
 CREATE TABLE IF NOT EXISTS summaries (
     user_id TEXT NOT NULL,
     agent_id TEXT NOT NULL DEFAULT '',

@@ -26,6 +26,7 @@ from unified_memory.config import ContextConfig, EvictionConfig, MemoryConfig, R
 from unified_memory.errors import (
     ClosedError,
     ConfigError,
+    ConflictError,
     DependencyError,
     LLMError,
     MemoryTypeError,
@@ -118,7 +119,7 @@ __all__ = [
     "MemoryConfig", "RankingConfig", "EvictionConfig", "ContextConfig", "VectorConfig",
     "Message", "Fact", "Entity", "Triple", "Episode", "RecallHit", "ContextBlock", "SectionUsage", "MemoryStats",
     "ExtractedFact", "ExtractedEntity", "ExtractedTriple", "Extraction",
-    "UnifiedMemoryError", "MemoryValueError", "MemoryTypeError", "ConfigError", "NotFoundError",
+    "UnifiedMemoryError", "MemoryValueError", "MemoryTypeError", "ConfigError", "NotFoundError", "ConflictError",
     "StorageError", "ClosedError", "DependencyError", "LLMError",
     "RuleExtractor", "HeuristicImportanceScorer", "score_importance", "assess_importance", "make_token_counter",
     "Embedder", "Extractor", "ImportanceScorer", "LLM", "Reranker", "TokenCounter", "VectorIndex",

@@ -7,7 +7,9 @@ built-in ``ValueError`` or ``TypeError`` so generic handlers keep working::
     UnifiedMemoryError
     ├── MemoryValueError (ValueError)      bad value from the caller; names the field
     │   ├── ConfigError                    an invalid MemoryConfig field or override
-    │   └── NotFoundError (also KeyError)  an id or name that is not in this memory
+    │   ├── NotFoundError (also KeyError)  an id or name that is not in this memory
+    │   └── ConflictError                  the write contradicts what is stored (an imported
+    │                                      row whose id exists with other content)
     ├── MemoryTypeError (TypeError)        wrong type from the caller; names the field
     ├── StorageError                       the database file cannot be used (not ours,
     │   │                                  corrupted, written by a newer version)
@@ -37,6 +39,7 @@ __all__ = [
     "MemoryTypeError",
     "ConfigError",
     "NotFoundError",
+    "ConflictError",
     "StorageError",
     "ClosedError",
     "StoreUnavailableError",
@@ -73,6 +76,11 @@ class NotFoundError(MemoryValueError, KeyError):
 
     def __str__(self) -> str:  # KeyError would repr() the message otherwise
         return str(self.args[0]) if self.args else ""
+
+
+class ConflictError(MemoryValueError):
+    """The write contradicts what is stored, e.g. an imported row whose id is already taken
+    with other content (caused by the caller; over HTTP a 409)."""
 
 
 class StorageError(UnifiedMemoryError):

@@ -14,7 +14,7 @@ import argparse
 from datetime import datetime
 from typing import Any, NoReturn
 
-from unified_memory.cli import _commands, _data, _demo
+from unified_memory.cli import _commands, _data, _demo, _service
 from unified_memory.cli._common import PROG, CliError
 from unified_memory.types import TIERS
 
@@ -177,4 +177,29 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_argument("--id", dest="ids", action="append", metavar="ID",
                      help="forget only this record and what derives from it (repeatable)")
     sub.add_argument("--yes", "-y", action="store_true", help="do not ask for confirmation")
+
+    sub = command("keys", None, "manage the service's API keys (create, list, revoke)", parent=common_no_user)
+    keys = sub.add_subparsers(dest="keys_command", metavar="ACTION", required=True)
+    create = keys.add_parser("create", parents=[common_no_user], help="create a key (printed once, on the last line)",
+                             description="create an API key for one user, or an admin key for every user; "
+                                         "the key is printed once, on the last line (only its hash is stored)")
+    create.set_defaults(handler=_service.cmd_keys_create)
+    create.add_argument("--user", metavar="USER", help="the user the key acts for")
+    create.add_argument("--admin", action="store_true", help="a key for every user (and the admin routes)")
+    create.add_argument("--label", metavar="TEXT", default="", help="a note shown by 'keys list'")
+    listing = keys.add_parser("list", parents=[common_no_user], help="list the keys (ids, users; never the keys)")
+    listing.set_defaults(handler=_service.cmd_keys_list)
+    revoke = keys.add_parser("revoke", parents=[common_no_user], help="revoke a key by its id")
+    revoke.set_defaults(handler=_service.cmd_keys_revoke)
+    revoke.add_argument("key_id", metavar="KEY_ID", help="the id column of 'keys list'")
+
+    sub = command("serve", _service.cmd_serve, "run the HTTP service (JSON API, MCP at /mcp) over the memory file",
+                  parent=common_no_user)
+    sub.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    sub.add_argument("--port", type=_positive_int, default=8080, help="port (default 8080)")
+    sub.add_argument("--max-body-bytes", type=_positive_int, default=2 * 1024 * 1024, metavar="N",
+                     help="refuse request bodies over N bytes with 413 (default 2 MiB; imports: 256 MiB)")
+    sub.add_argument("--no-mcp", action="store_true", help="do not mount the MCP server at /mcp")
+    sub.add_argument("--log-level", choices=("debug", "info", "warning", "error"), default="info",
+                     help="log level (the access log is one JSON line per request at info)")
     return parser

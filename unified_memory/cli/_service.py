@@ -1,0 +1,105 @@
+"""The service commands: ``keys create / list / revoke`` (the API keys in the memory file) and
+``serve`` (the HTTP service, with MCP at ``/mcp``). The server extra is imported only here,
+only when these commands run.
+
+    >>> import tempfile
+    >>> db = tempfile.mkdtemp() + "/m.db"
+    >>> main_args = argparse.Namespace(db=db, user="ada", admin=False, label="", json=False)
+    >>> cmd_keys_create(main_args)  # doctest: +ELLIPSIS
+    created key ... for user 'ada' (shown once: only its hash is stored)
+    um_...
+    0
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import sys
+
+from unified_memory.cli._common import CliError, db_path, emit, open_memory, say
+from unified_memory.cli._format import format_table
+from unified_memory.errors import DependencyError
+
+__all__ = ["cmd_keys_create", "cmd_keys_list", "cmd_keys_revoke", "cmd_serve"]
+
+INSTALL_HINT = "pip install 'unified-memory[server]'"
+
+
+def _ring(args: argparse.Namespace):  # type: ignore[no-untyped-def]
+    from tiers.keys import KeyRing
+    from tiers.storage import Storage
+
+    return KeyRing(Storage(db_path(args)))
+
+
+def _when(stamp: float | None) -> str:
+    return "" if stamp is None else datetime.datetime.fromtimestamp(stamp, datetime.UTC).strftime("%Y-%m-%d %H:%M")
+
+
+def cmd_keys_create(args: argparse.Namespace) -> int:
+    """Create a key for ``--user`` (or an admin key with ``--admin``); the key is the last line printed."""
+    user = getattr(args, "user", None)
+    if args.admin and user:
+        raise CliError("keys create: give --user USER or --admin, not both")
+    if not args.admin and not user:
+        raise CliError("keys create: give --user USER (a key for that user) or --admin (a key for every user)")
+    if user is not None:
+        from unified_memory.validation import check_scope_id
+
+        check_scope_id("user", user)
+    ring = _ring(args)
+    try:
+        record, key = ring.create(None if args.admin else user, admin=args.admin, label=args.label or "")
+    finally:
+        ring.storage.close()
+    whom = "every user (admin)" if args.admin else f"user {user!r}"
+    if getattr(args, "json", False):
+        emit(args, {"id": record.id, "user": record.owner, "admin": record.admin, "key": key}, lambda: "")
+    else:
+        say(f"created key {record.id} for {whom} (shown once: only its hash is stored)")
+        say(key)
+    return 0
+
+
+def cmd_keys_list(args: argparse.Namespace) -> int:
+    """The keys in the file (never the keys themselves)."""
+    ring = _ring(args)
+    try:
+        records = ring.list()
+    finally:
+        ring.storage.close()
+    data = [{"id": r.id, "user": r.owner, "admin": r.admin, "label": r.label, "created_at": r.created_at,
+             "revoked_at": r.revoked_at} for r in records]
+    emit(args, {"keys": data}, lambda: format_table(
+        ["id", "user", "admin", "label", "created", "revoked"],
+        [[r.id, r.owner or "*", "yes" if r.admin else "", r.label, _when(r.created_at), _when(r.revoked_at)]
+         for r in records]) if records else "no keys")
+    return 0
+
+
+def cmd_keys_revoke(args: argparse.Namespace) -> int:
+    """Revoke a key by its id (the ``id`` column of ``keys list``)."""
+    ring = _ring(args)
+    try:
+        found = ring.revoke(args.key_id)
+    finally:
+        ring.storage.close()
+    if not found:
+        raise CliError(f"keys revoke: no key {args.key_id!r} in {str(db_path(args))!r} (see 'keys list')")
+    emit(args, {"revoked": args.key_id}, lambda: f"revoked key {args.key_id}")
+    return 0
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    """Run the HTTP service (and MCP at /mcp) until interrupted."""
+    try:
+        from unified_memory.service.app import serve
+    except ImportError as exc:
+        raise DependencyError(f"serve needs the server extra: {INSTALL_HINT} ({exc})") from None
+    memory = open_memory(args, must_exist=False)
+    settings = {"max_body_bytes": args.max_body_bytes, "mcp": not args.no_mcp}
+    print(f"unified-memory: serving {str(db_path(args))!r} on http://{args.host}:{args.port} "
+          f"(API docs at /docs, MCP at /mcp)", file=sys.stderr, flush=True)
+    serve(memory, host=args.host, port=args.port, settings=settings, log_level=args.log_level)
+    return 0

@@ -1,0 +1,179 @@
+"""The HTTP service: :func:`create_app` builds the FastAPI application over one memory file,
+:func:`serve` runs it with uvicorn (``unified-memory serve``).
+
+One process serves every user of the file: each request is scoped to the user in its path
+and runs on the memory's worker thread (the async twins), so the event loop only parses,
+authenticates and answers. Liveness is ``GET /healthz`` (the process answers), readiness
+``GET /readyz`` (the memory file answers a query). On shutdown (SIGTERM / Ctrl-C) uvicorn
+stops accepting connections and lets the requests in flight finish; then the memory is
+closed on its worker, after every write queued before it.
+
+    >>> import tempfile, os
+    >>> from unified_memory import UnifiedMemory
+    >>> from unified_memory.service.app import create_app
+    >>> app = create_app(UnifiedMemory(os.path.join(tempfile.mkdtemp(), "m.db")))
+    >>> sorted(r.path for r in app.routes if "{user_id}" in getattr(r, "path", ""))[:3]
+    ['/v1/users/{user_id}', '/v1/users/{user_id}/context', '/v1/users/{user_id}/entities']
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import AsyncIterator
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, ConfigDict, Field
+from starlette.exceptions import HTTPException
+
+from tiers.keys import KeyRing
+from tiers.storage import Storage
+from unified_memory._version import __version__
+from unified_memory.errors import UnifiedMemoryError
+from unified_memory.memory import UnifiedMemory
+from unified_memory.service.auth import Gate, Refusal
+from unified_memory.service.errors import TooLarge, error_body, field_of_location, status_of
+from unified_memory.service.gatekeeper import Gatekeeper
+from unified_memory.service.middleware import AccessLog, BodyLimit
+from unified_memory.service.routes import admin_router, router
+
+__all__ = ["ServiceSettings", "create_app", "serve"]
+
+log = logging.getLogger("unified_memory.service")
+
+
+class ServiceSettings(BaseModel):
+    """What an operator may tune. ``max_body_bytes``: any request body (413 above it);
+    ``max_import_bytes``: ``POST /import`` bodies; ``max_failed_auth`` failed
+    authentications per client address per ``failed_auth_window`` seconds before 429;
+    ``mcp``: mount the MCP server at ``/mcp``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    max_body_bytes: int = Field(default=2 * 1024 * 1024, ge=1024)
+    max_import_bytes: int = Field(default=256 * 1024 * 1024, ge=1024)
+    max_failed_auth: int = Field(default=20, ge=1)
+    failed_auth_window: float = Field(default=60.0, gt=0)
+    mcp: bool = True
+
+
+def _request_id(request: Request) -> str | None:
+    return getattr(request.state, "request_id", None)
+
+
+def _install_error_handlers(app: FastAPI) -> None:
+    @app.exception_handler(UnifiedMemoryError)
+    async def library_error(request: Request, exc: UnifiedMemoryError) -> JSONResponse:
+        status, kind = status_of(exc)
+        if status >= 500:
+            log.error("request %s failed: %s: %s", _request_id(request), type(exc).__name__, exc)
+        return JSONResponse(error_body(kind, str(exc), exc.field, _request_id(request)), status_code=status)
+
+    @app.exception_handler(Refusal)
+    async def refused(request: Request, exc: Refusal) -> JSONResponse:
+        return JSONResponse(error_body(exc.type, exc.message, exc.field, _request_id(request)),
+                            status_code=exc.status, headers=exc.headers)
+
+    @app.exception_handler(RequestValidationError)
+    async def schema_error(request: Request, exc: RequestValidationError) -> JSONResponse:
+        errors = list(exc.errors())
+        first = errors[0] if errors else {}
+        if first.get("type") == "json_invalid" or (
+                tuple(first.get("loc", ())) == ("body",) and isinstance(first.get("input"), bytes | str)):
+            return JSONResponse(error_body("malformed_json", "the body must be a JSON object (Content-Type: "
+                                           f"application/json): {first.get('msg', '')}", "body",
+                                           _request_id(request)), status_code=400)
+        # the most specific error: a union's members each fail, the one naming a field says most
+        first = max(errors, key=lambda e: len(field_of_location(e.get("loc", ())) or ""), default=first)
+        field = field_of_location(first.get("loc", ()))
+        message = f"{field or 'body'}: {first.get('msg', 'invalid')}"
+        if len(errors) > 1:
+            message += f" (and {len(errors) - 1} more)"
+        return JSONResponse(error_body("invalid", message, field or "body", _request_id(request)), status_code=422)
+
+    @app.exception_handler(TooLarge)
+    async def too_large(request: Request, exc: TooLarge) -> JSONResponse:
+        return JSONResponse(error_body("too_large", str(exc), "body", _request_id(request)), status_code=413)
+
+    @app.exception_handler(HTTPException)
+    async def http_error(request: Request, exc: HTTPException) -> JSONResponse:
+        kind = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "invalid")
+        return JSONResponse(error_body(kind, str(exc.detail), None, _request_id(request)),
+                            status_code=exc.status_code, headers=getattr(exc, "headers", None))
+
+    @app.exception_handler(Exception)
+    async def internal(request: Request, exc: Exception) -> JSONResponse:
+        log.exception("request %s failed", _request_id(request))
+        return JSONResponse(error_body("internal", "internal error; see the server log", None,
+                                       _request_id(request)), status_code=500)
+
+
+def create_app(memory: UnifiedMemory, *, keys: KeyRing | None = None,
+               settings: ServiceSettings | dict[str, Any] | None = None) -> FastAPI:
+    """The service over ``memory`` (its file holds the API keys unless ``keys`` is given).
+
+    The application owns the memory from then on: it is closed when the application shuts down.
+    """
+    chosen = settings if isinstance(settings, ServiceSettings) else ServiceSettings(**(settings or {}))
+    ring = keys if keys is not None else KeyRing(Storage(memory.path))
+    mcp_app, mcp_lifespan = _mcp(memory) if chosen.mcp else (None, None)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        async with contextlib.AsyncExitStack() as stack:
+            if mcp_lifespan is not None:
+                await stack.enter_async_context(mcp_lifespan())
+            try:
+                yield
+            finally:
+                await memory.__aexit__(None, None, None)  # on the worker, after the writes queued before
+                ring.storage.close()
+
+    app = FastAPI(title="unified-memory", version=__version__, lifespan=lifespan,
+                  description="Tiered long-term memory for LLM agents, over HTTP. Send "
+                              "`Authorization: Bearer <key>` (create one with `unified-memory keys create`).")
+    app.state.memory = memory
+    app.state.keys = ring
+    app.state.settings = chosen
+    _install_error_handlers(app)
+    app.include_router(router)
+    app.include_router(admin_router)
+
+    @app.get("/healthz", tags=["operations"], summary="Liveness: the process answers")
+    async def healthz() -> dict[str, str]:
+        return {"status": "ok"}
+
+    @app.get("/readyz", tags=["operations"], summary="Readiness: the memory file answers")
+    async def readyz() -> JSONResponse:
+        try:
+            await memory.astats()
+        except UnifiedMemoryError as exc:
+            return JSONResponse({"status": "unavailable", "reason": type(exc).__name__}, status_code=503)
+        return JSONResponse({"status": "ready"})
+
+    if mcp_app is not None:
+        app.mount("/mcp", mcp_app)
+    # Outermost first: request id and access log, then keys, then the body limit.
+    app.add_middleware(BodyLimit, limit=chosen.max_body_bytes, limits={"/import": chosen.max_import_bytes})
+    app.add_middleware(Gatekeeper, gate=Gate(ring, max_failures=chosen.max_failed_auth,
+                                             window=chosen.failed_auth_window))
+    app.add_middleware(AccessLog)
+    return app
+
+
+def _mcp(memory: UnifiedMemory) -> tuple[Any, Any]:
+    """The MCP server's ASGI app and the lifespan it needs, or (None, None) without the MCP module."""
+    return None, None
+
+
+def serve(memory: UnifiedMemory, *, host: str = "127.0.0.1", port: int = 8080,
+          settings: ServiceSettings | dict[str, Any] | None = None, log_level: str = "info") -> None:
+    """Run the service until SIGINT / SIGTERM (requests in flight finish, then the memory closes)."""
+    import uvicorn
+
+    logging.basicConfig(level=log_level.upper(), format="%(message)s")
+    uvicorn.run(create_app(memory, settings=settings), host=host, port=port, log_level=log_level,
+                access_log=False, timeout_graceful_shutdown=30, lifespan="on")

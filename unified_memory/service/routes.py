@@ -1,0 +1,213 @@
+"""The routes of ``/v1/users/{user_id}``: writes, reads, export / import, forgetting.
+
+Every handler awaits the memory's async twins (``aadd_turn``, ``arecall``, ...), which run
+in the memory's worker thread, so the event loop never waits on SQLite. ``agent_id`` and
+``session_id`` are query parameters scoping the call as in ``UnifiedMemory.scoped``.
+"""
+
+from __future__ import annotations
+
+import io
+import tempfile
+from collections.abc import Iterator
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Query, Request
+from fastapi.responses import StreamingResponse
+
+from unified_memory.errors import MemoryValueError, NotFoundError
+from unified_memory.memory import UnifiedMemory
+from unified_memory.service.auth import Principal, Refusal
+from unified_memory.service.schemas import (
+    ContextIn,
+    Deleted,
+    FactIn,
+    FactPage,
+    FactsIn,
+    IdOut,
+    Ids,
+    Imported,
+    MessagesIn,
+    RecallIn,
+    RecallOut,
+    TripleIn,
+    TurnIn,
+)
+
+__all__ = ["router", "admin_router"]
+
+router = APIRouter(prefix="/v1/users/{user_id}", tags=["memory"])
+admin_router = APIRouter(prefix="/v1", tags=["admin"])
+
+
+def memory_for(request: Request, user_id: str, agent_id: str | None = None,
+               session_id: str | None = None) -> UnifiedMemory:
+    """The service's memory scoped to the path's user (the gatekeeper checked the key for it)."""
+    principal: Principal | None = getattr(request.state, "principal", None)
+    if principal is None or not principal.may_act_for(user_id):
+        raise Refusal(403, "forbidden", "this API key does not grant access to that user", field="user_id")
+    base: UnifiedMemory = request.app.state.memory
+    return base.scoped(user_id=user_id, agent_id=agent_id, session_id=session_id)
+
+
+Memory = Annotated[UnifiedMemory, Depends(memory_for)]
+
+
+def _json(record: Any) -> dict[str, Any]:
+    return record.model_dump(mode="json")  # type: ignore[no-any-return]
+
+
+# -- writing ---------------------------------------------------------------------------------
+
+@router.post("/turns", response_model=Ids, status_code=201, summary="Log a user message and the reply")
+async def add_turn(body: TurnIn, mem: Memory) -> Ids:
+    return Ids(ids=await mem.aadd_turn(body.user, body.assistant, when=body.when, metadata=body.metadata,
+                                       extract=body.extract))
+
+
+@router.post("/messages", response_model=Ids, status_code=201, summary="Log messages (one transaction)")
+async def add_messages(body: MessagesIn, mem: Memory) -> Ids:
+    messages = [m.model_dump(exclude_none=True) for m in body.messages]
+    for given, message in zip(body.messages, messages, strict=True):
+        if given.content is None:
+            message["content"] = None  # a tool-calling assistant message has no content
+    return Ids(ids=await mem.aadd_messages(messages, extract=body.extract))
+
+
+@router.post("/facts", response_model=IdOut, status_code=201, summary="Store a long-term fact")
+async def remember(body: FactIn, mem: Memory) -> IdOut:
+    return IdOut(id=await mem.aremember(body.text, importance=body.importance, category=body.category,
+                                        metadata=body.metadata, ttl_days=body.ttl_days))
+
+
+@router.post("/facts/batch", response_model=Ids, status_code=201, summary="Store many facts (all or none)")
+async def remember_many(body: FactsIn, mem: Memory) -> Ids:
+    items = [f if isinstance(f, str) else f.model_dump(exclude_none=True) for f in body.facts]
+    return Ids(ids=await mem.aremember_many(items))
+
+
+@router.post("/triples", response_model=IdOut, status_code=201, summary="Add a relation to the graph")
+async def add_triple(body: TripleIn, mem: Memory) -> IdOut:
+    return IdOut(id=await mem.aadd_triple(body.subject, body.predicate, body.object, confidence=body.confidence,
+                                          metadata=body.metadata))
+
+
+@router.delete("/facts/{fact_id}", response_model=Deleted, summary="Forget one fact (and what derives from it)")
+async def forget_fact(fact_id: str, mem: Memory) -> Deleted:
+    if not fact_id.startswith("fact_"):
+        raise NotFoundError(f"fact_id: no fact {fact_id[:80]!r}", field="fact_id")
+    try:
+        return Deleted(deleted=await mem.aforget(ids=[fact_id]))
+    except NotFoundError:
+        raise NotFoundError(f"fact_id: no fact {fact_id[:80]!r}", field="fact_id") from None
+
+
+# -- reading ---------------------------------------------------------------------------------
+
+@router.post("/recall", response_model=RecallOut, summary="Federated recall over the tiers")
+async def recall(body: RecallIn, mem: Memory) -> RecallOut:
+    hits = await mem.arecall(body.query, limit=body.limit, tiers=body.tiers, days=body.days, where=body.where,
+                             as_of=body.as_of)
+    return RecallOut(hits=[_json(h) for h in hits])
+
+
+@router.post("/context", summary="A token-budgeted memory block for the next LLM call")
+async def context(body: ContextIn, mem: Memory) -> dict[str, Any]:
+    block = await mem.acontext(body.query, max_tokens=body.max_tokens, include_conversation=body.include_conversation,
+                               limit=body.limit, as_of=body.as_of)
+    return _json(block)
+
+
+@router.get("/facts", response_model=FactPage, summary="This user's facts, a page at a time")
+async def facts(mem: Memory, limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+                offset: Annotated[int, Query(ge=0)] = 0, category: str | None = None,
+                include_archived: bool = False, include_inactive: bool = False,
+                include_history: bool = False) -> FactPage:
+    every = await mem.afacts(category=category, include_archived=include_archived,
+                             include_inactive=include_inactive, include_history=include_history)
+    page = every[offset:offset + limit]
+    following = offset + limit
+    return FactPage(facts=[_json(f) for f in page], total=len(every),
+                    next_offset=following if following < len(every) else None)
+
+
+@router.get("/entities", summary="This user's entities, most mentioned first")
+async def entities(mem: Memory, type: str | None = None,
+                   limit: Annotated[int | None, Query(ge=1)] = None) -> dict[str, Any]:
+    return {"entities": [_json(e) for e in await mem.aentities(type=type, limit=limit)]}
+
+
+@router.get("/triples", summary="This user's relations (optionally those touching one entity)")
+async def triples(mem: Memory, entity: str | None = None) -> dict[str, Any]:
+    return {"triples": [_json(t) for t in await mem.atriples(entity)]}
+
+
+@router.get("/episodes", summary="This user's episodic log, oldest first")
+async def episodes(mem: Memory, days: float | None = None, session: str | None = None,
+                   limit: Annotated[int | None, Query(ge=1)] = None) -> dict[str, Any]:
+    return {"episodes": [_json(e) for e in await mem.aepisodes(days=days, session_id=session, limit=limit)]}
+
+
+@router.get("/stats", summary="Counts of what this user's memory holds")
+async def stats(mem: Memory) -> dict[str, Any]:
+    found = _json(await mem.astats())
+    found["path"] = None  # the server's file system is not the caller's business
+    return found
+
+
+# -- moving and forgetting -------------------------------------------------------------------
+
+def _chunks(spool: Any) -> Iterator[bytes]:
+    try:
+        spool.seek(0)
+        while chunk := spool.read(1 << 16):
+            yield chunk
+    finally:
+        spool.close()
+
+
+@router.get("/export", summary="This user's rows of every tier as JSON Lines (streamed)",
+            response_class=StreamingResponse)
+async def export(mem: Memory) -> StreamingResponse:
+    spool = tempfile.SpooledTemporaryFile(max_size=8 << 20, mode="w+b")  # noqa: SIM115 - closed by _chunks
+    try:
+        text = io.TextIOWrapper(spool, encoding="utf-8", newline="\n", write_through=True)
+        await mem.aexport_jsonl(text)
+        text.detach()
+    except BaseException:
+        spool.close()
+        raise
+    return StreamingResponse(_chunks(spool), media_type="application/x-ndjson",
+                             headers={"Content-Disposition": f'attachment; filename="{_file_name(mem.user_id)}"'})
+
+
+def _file_name(user_id: str) -> str:
+    safe = "".join(c if c.isalnum() or c in "-_" else "_" for c in user_id)[:64]
+    return f"memory-{safe or 'user'}.jsonl"
+
+
+@router.post("/import", response_model=Imported, summary="Import an export (JSON Lines) into this user")
+async def import_rows(request: Request, mem: Memory) -> Imported:
+    body = await request.body()
+    try:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise MemoryValueError(f"source: not UTF-8: {exc}", field="source") from None
+    return Imported(imported=await mem.aimport_jsonl(io.StringIO(text), user_id=mem.user_id))
+
+
+@router.delete("", response_model=Deleted, summary="Forget everything of this user")
+async def forget_user(mem: Memory) -> Deleted:
+    return Deleted(deleted=await mem.aforget(user_id=mem.user_id))
+
+
+# -- admin -----------------------------------------------------------------------------------
+
+@admin_router.get("/users", summary="The users this file holds (admin key)")
+async def users(request: Request) -> dict[str, Any]:
+    principal: Principal | None = getattr(request.state, "principal", None)
+    if principal is None or not principal.admin:
+        raise Refusal(403, "forbidden", "this needs an admin API key", field="authorization")
+    base: UnifiedMemory = request.app.state.memory
+    return {"users": await base.ausers()}
+

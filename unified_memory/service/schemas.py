@@ -1,0 +1,134 @@
+"""The JSON bodies of the HTTP API (pydantic). Unknown fields are refused (422 naming the
+field); the values' own rules (ranges, non-empty text, known tiers) are the library's, so a
+request and a Python call are checked alike. Answers are the library's records as JSON
+(:class:`~unified_memory.types.RecallHit`, :class:`~unified_memory.types.Fact`, ...).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+__all__ = ["TurnIn", "MessageIn", "MessagesIn", "FactIn", "FactsIn", "TripleIn", "RecallIn", "ContextIn",
+           "Ids", "IdOut", "Deleted", "Imported", "FactPage", "RecallOut"]
+
+Moment = str | float | None
+
+
+class _Body(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+
+class TurnIn(_Body):
+    """``POST /turns``: a user message and, optionally, the assistant's reply."""
+
+    user: str
+    assistant: str | None = None
+    when: Moment = None
+    metadata: dict[str, Any] | None = None
+    extract: bool | None = None
+
+
+class MessageIn(_Body):
+    """One message, OpenAI-style."""
+
+    role: str
+    content: str | None = None
+    name: str | None = None
+    when: Moment = None
+    metadata: dict[str, Any] | None = None
+    tool_calls: list[dict[str, Any]] | None = None
+    tool_call_id: str | None = None
+
+
+class MessagesIn(_Body):
+    """``POST /messages``: messages logged in one transaction."""
+
+    messages: list[MessageIn] = Field(min_length=1)
+    extract: bool | None = None
+
+
+class FactIn(_Body):
+    """``POST /facts``: one long-term fact."""
+
+    text: str
+    importance: float | None = None
+    category: str | None = None
+    metadata: dict[str, Any] | None = None
+    ttl_days: float | None = None
+
+
+class FactsIn(_Body):
+    """``POST /facts/batch``: facts stored in one transaction (all or none)."""
+
+    facts: list[str | FactIn] = Field(min_length=1)
+
+
+class TripleIn(_Body):
+    """``POST /triples``: a relation of the entity graph."""
+
+    subject: str
+    predicate: str
+    object: str
+    confidence: float = 1.0
+    metadata: dict[str, Any] | None = None
+
+
+class RecallIn(_Body):
+    """``POST /recall``."""
+
+    query: str
+    limit: int = 10
+    tiers: list[str] | str | None = None
+    days: float | None = None
+    where: dict[str, Any] | None = None
+    as_of: Moment = None
+
+
+class ContextIn(_Body):
+    """``POST /context``."""
+
+    query: str | None = None
+    max_tokens: int | None = None
+    include_conversation: bool = True
+    limit: int | None = None
+    as_of: Moment = None
+
+
+class Ids(BaseModel):
+    """The ids of what was written, in order."""
+
+    ids: list[str]
+
+
+class IdOut(BaseModel):
+    """The id of what was written."""
+
+    id: str
+
+
+class Deleted(BaseModel):
+    """Rows deleted per table."""
+
+    deleted: dict[str, int]
+
+
+class Imported(BaseModel):
+    """Rows imported."""
+
+    imported: int
+
+
+class FactPage(BaseModel):
+    """One page of facts; ``next_offset`` is None on the last page."""
+
+    facts: list[dict[str, Any]]
+    total: int
+    next_offset: int | None
+
+
+class RecallOut(BaseModel):
+    """Recall hits, best first."""
+
+    hits: list[dict[str, Any]]
