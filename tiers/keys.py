@@ -15,8 +15,8 @@ memories, so exporting or forgetting a user neither copies nor removes them.
     >>> record, key = ring.create("ada")
     >>> ring.verify(key).owner, ring.verify(key + "x")
     ('ada', None)
-    >>> ring.revoke(record.id); ring.verify(key) is None
-    True
+    >>> ring.revoke(record.id), ring.verify(key) is None
+    (True, True)
 """
 
 from __future__ import annotations

@@ -34,10 +34,16 @@ def _subparsers(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentP
 
 
 def _own_options(parser: argparse.ArgumentParser) -> set[str]:
-    """The option strings a subcommand adds itself (not the global ones it shares, not -h)."""
-    return {option for group in parser._action_groups if group.title != "global options"
-            for action in group._group_actions if not isinstance(action, argparse._HelpAction)
-            for option in action.option_strings}
+    """The option strings a subcommand adds itself (not the global ones it shares, not -h), and
+    those of its own actions (``keys create --admin``)."""
+    own = {option for group in parser._action_groups if group.title != "global options"
+           for action in group._group_actions if not isinstance(action, argparse._HelpAction)
+           for option in action.option_strings}
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for nested in action.choices.values():
+                own |= _own_options(nested)
+    return own
 
 
 def _mentions(text: str, option: str) -> bool:
