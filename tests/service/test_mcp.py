@@ -24,6 +24,7 @@ import uvicorn  # noqa: E402
 from mcp import Client  # noqa: E402
 from mcp.client.stdio import StdioServerParameters  # noqa: E402
 from mcp.client.streamable_http import streamable_http_client  # noqa: E402
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS  # noqa: E402
 from starlette.applications import Starlette  # noqa: E402
 from starlette.routing import Route  # noqa: E402
 
@@ -220,20 +221,43 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-@pytest.fixture
-def http_url(tmp_path):
+def user_from_header_http_middleware(memory: UnifiedMemory) -> Any:
+    """The same as a ``BaseHTTPMiddleware`` dispatch (FastAPI's ``@app.middleware("http")``)."""
+    from starlette.responses import Response
+
+    async def dispatch(request: Any, call_next: Any) -> Any:
+        user = request.headers.get("x-user")
+        if not user:
+            return Response(status_code=401)
+        token = current_memory.set(memory.scoped(user_id=user))
+        try:
+            return await call_next(request)
+        finally:
+            current_memory.reset(token)
+
+    return dispatch
+
+
+@pytest.fixture(params=["asgi-middleware", "fastapi-http-middleware"])
+def http_url(tmp_path, request):
     memory = UnifiedMemory(tmp_path / "http.db", retrieval="lexical")
     mcp_asgi, sessions = mcp_http_app(build_mcp_server())
 
     @asynccontextmanager
-    async def lifespan(app: Starlette):
+    async def lifespan(app: Any):
         async with sessions.run():
             yield
 
-    app = Starlette(routes=[Route("/mcp", endpoint=mcp_asgi)], lifespan=lifespan)
+    if request.param == "asgi-middleware":
+        app: Any = UserFromHeader(Starlette(routes=[Route("/mcp", endpoint=mcp_asgi)], lifespan=lifespan), memory)
+    else:  # as the service will be: FastAPI, the MCP app on the route /mcp, a middleware in front
+        from fastapi import FastAPI
+
+        app = FastAPI(lifespan=lifespan)
+        app.router.routes.append(Route("/mcp", endpoint=mcp_asgi))
+        app.middleware("http")(user_from_header_http_middleware(memory))
     port = free_port()
-    server = uvicorn.Server(uvicorn.Config(UserFromHeader(app, memory), host="127.0.0.1", port=port,
-                                           log_level="warning", lifespan="on"))
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on"))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     deadline = time.monotonic() + 15
@@ -257,6 +281,9 @@ def test_streamable_http_serves_each_request_as_the_user_the_middleware_chose(ht
     async def scenario() -> None:
         (ada_http, ada), (bob_http, bob) = await connect("ada"), await connect("bob")
         async with ada_http, bob_http, ada, bob:
+            # auto speaks the 2026 protocol (each POST served inline), legacy the handshake era
+            # (served in the session manager's task group): the middleware's memory reaches both
+            assert (ada.protocol_version in HANDSHAKE_PROTOCOL_VERSIONS) == (mode == "legacy")
             assert {t.name for t in (await ada.list_tools()).tools} == TOOLS
             ada_fact = (await ada.call_tool("remember", {"text": f"My favourite tea is sencha ({mode})"}))
             assert not ada_fact.is_error, text_of(ada_fact)
@@ -277,3 +304,69 @@ def test_streamable_http_serves_each_request_as_the_user_the_middleware_chose(ht
     run(scenario())
     with httpx2.Client() as plain:  # no user: the middleware refuses before MCP is reached
         assert plain.post(http_url, json={}).status_code == 401
+
+
+def test_http_server_without_a_memory_for_the_request_answers_an_error_and_no_data():
+    server = build_mcp_server()  # memory_for reads current_memory, which nothing set here
+
+    async def call() -> Any:
+        async with Client(server) as client:
+            return await client.call_tool("recall", {"query": "anything"})
+
+    result = run(call())
+    assert result.is_error and "recall" in text_of(result) and not result.structured_content
+
+
+def test_stdio_stdout_carries_only_protocol_messages(tmp_path):
+    import json
+    import subprocess
+
+    messages = [
+        {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}},
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "log_turn", "arguments": {
+            "user": "I live in Lisbon", "assistant": "Lovely city"}}},
+        {"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "recall", "arguments": {
+            "query": "Lisbon", "limit": 0}}},
+    ]
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.Popen([sys.executable, "-m", "unified_memory", "--retrieval", "lexical", "mcp", "--db",
+                             str(tmp_path / "m.db"), "--user", "ada"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=env, cwd=tmp_path)
+    watchdog = threading.Timer(60, proc.kill)
+    watchdog.start()
+    try:
+        assert proc.stdin is not None and proc.stdout is not None
+        proc.stdin.write("".join(json.dumps(m) + "\n" for m in messages))
+        proc.stdin.flush()
+        lines = [proc.stdout.readline() for _ in range(3)]  # stdin stays open until every reply is in
+        proc.stdin.close()
+        lines += proc.stdout.readlines()
+        assert proc.wait(30) == 0, proc.stderr.read() if proc.stderr else ""
+    finally:
+        watchdog.cancel()
+        proc.kill()
+        proc.wait()
+        for stream in (proc.stdout, proc.stderr):
+            if stream is not None:
+                stream.close()
+    replies = [json.loads(line) for line in lines]  # every line is JSON-RPC
+    assert all(r.get("jsonrpc") == "2.0" for r in replies) and [r.get("id") for r in replies] == [1, 2, 3]
+    assert replies[1]["result"]["structuredContent"]["ids"] and not replies[1]["result"].get("isError")
+    assert replies[2]["result"]["isError"] and replies[2]["result"]["content"][0]["text"].startswith("limit:")
+
+
+def test_mcp_command_without_the_server_extra_says_what_to_install(tmp_path):
+    import subprocess
+
+    fake = tmp_path / "no-extra" / "mcp"
+    fake.mkdir(parents=True)
+    (fake / "__init__.py").write_text('raise ModuleNotFoundError("No module named \'mcp\'", name="mcp")\n')
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(fake.parent), str(ROOT)])}
+    done = subprocess.run([sys.executable, "-m", "unified_memory", "mcp", "--db", str(tmp_path / "m.db"),
+                           "--user", "ada"], capture_output=True, text=True, timeout=60, env=env, cwd=tmp_path,
+                          stdin=subprocess.DEVNULL)
+    assert done.returncode == 1 and done.stdout == ""
+    assert "pip install 'unified-memory[server]'" in done.stderr
+    assert not (tmp_path / "m.db").exists()

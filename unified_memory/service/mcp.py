@@ -60,6 +60,7 @@ from mcp_types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import BaseModel, Field
 from starlette.types import ASGIApp
 
+from unified_memory._version import __version__
 from unified_memory.errors import MemoryTypeError, MemoryValueError, invalid
 from unified_memory.retrieval.context import clean_item
 from unified_memory.types import TIERS, RecallHit
@@ -165,7 +166,7 @@ def _hit(hit: RecallHit) -> Hit:
 
 def _line(number: int, hit: RecallHit) -> str:
     """``1. [long_term, 2024-05-08] I keep bees (score 0.83, id fact_…)`` on one line."""
-    tags = [hit.tier]
+    tags: list[str] = [hit.tier]
     if hit.created_at is not None:
         tags.append(hit.created_at.strftime("%Y-%m-%d"))
     if hit.components.get("superseded") or hit.components.get("status") == "superseded":
@@ -227,7 +228,7 @@ def build_mcp_server(memory_for: Callable[[], UnifiedMemory] = memory_from_conte
     >>> result.structured_content["text"], mem.facts()[0].text
     ('I keep bees', 'I keep bees')
     """
-    server: MCPServer[Any] = MCPServer(name, instructions=INSTRUCTIONS, log_level="WARNING")
+    server: MCPServer[Any] = MCPServer(name, instructions=INSTRUCTIONS, version=__version__, log_level="WARNING")
     writes = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False,
                              open_world_hint=False)
     reads = ToolAnnotations(read_only_hint=True, open_world_hint=False)
