@@ -1,7 +1,8 @@
 """The ``unified-memory`` command line (also ``python -m unified_memory``).
 
 Commands: ``demo``, ``recall``, ``context``, ``facts``, ``entities``, ``graph``,
-``episodes``, ``stats``, ``reindex``, ``ingest``, ``export``, ``import``, ``forget``.
+``episodes``, ``stats``, ``reindex``, ``ingest``, ``export``, ``import``, ``forget``,
+``mcp`` (MCP over stdio for one user; needs the ``server`` extra).
 Global options (before or after the command): ``--db PATH`` (default
 ``$UNIFIED_MEMORY_DB``, else ``unified_memory.db`` here), ``--user USER``, ``--json``
 (one JSON document on stdout), ``--retrieval {auto,lexical,embedding,hybrid}``,

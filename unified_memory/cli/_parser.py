@@ -14,7 +14,7 @@ import argparse
 from datetime import datetime
 from typing import Any, NoReturn
 
-from unified_memory.cli import _commands, _data, _demo, _service
+from unified_memory.cli import _commands, _data, _demo, _mcp, _service
 from unified_memory.cli._common import PROG, CliError
 from unified_memory.types import TIERS
 
@@ -167,6 +167,11 @@ def build_parser() -> argparse.ArgumentParser:
     sub = command("import", _data.cmd_import, "import memories from a JSON lines export")
     sub.add_argument("file", metavar="FILE")
     sub.add_argument("--as-user", metavar="U", help="import everything as user U")
+
+    sub = command("mcp", _mcp.cmd_mcp, "serve --user's memory to an MCP client over stdin/stdout (tools: "
+                  "remember, recall, context, log_turn, forget); needs the server extra")
+    sub.add_argument("--agent", metavar="A", help="the agent's own scope within the user's memory (optional)")
+    sub.add_argument("--session", metavar="S", help="the conversation's session id (optional)")
 
     sub = command("forget", _data.cmd_forget, "delete a user's memories, or some records by id",
                   parent=common_no_user, epilog=FORGET_EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter,
