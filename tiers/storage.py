@@ -40,6 +40,17 @@ __all__ = ["Storage", "Scope", "SCHEMA_VERSION", "new_id", "dumps", "loads", "NO
 
 _PAGE_CACHE_KIB = 64 * 1024  # per connection; SQLite allocates it only as pages are read
 
+# The files this process has open through SQLite (resolved path -> connections). The header of a
+# file is read with a plain open() only while no connection of this process has it open: closing
+# any descriptor of a file drops every POSIX lock the process holds on it (SQLite's too), and a
+# connection that lost its WAL read lock no longer sees other processes' commits (or worse).
+_open_files: dict[str, int] = {}
+_open_files_lock = threading.Lock()
+
+
+def _file_key(path: Path) -> str:
+    return os.path.realpath(path)
+
 
 class Storage:
     """One SQLite database (a file, or in memory when ``path`` is None).
@@ -55,15 +66,27 @@ class Storage:
         self.origin = uuid.uuid4().hex  # tells this connection's journal entries from others' (tiers.journal)
         self._closed = False
         self._writers = writer_queue(self.path) if self.path is not None else None
+        self._file_key: str | None = None
         if self.path is not None:
             try:
-                refuse_foreign_file(self.path)
-                missing = bool(self.path.parent) and not self.path.parent.exists()
+                key = _file_key(self.path)
+                with _open_files_lock:  # counted before connecting: no header read while we connect
+                    if not _open_files.get(key):  # one open here was checked already
+                        refuse_foreign_file(self.path)
+                    _open_files[key] = _open_files.get(key, 0) + 1
+                    self._file_key = key
             except OSError as exc:  # e.g. a name too long for the file system, no permission
                 raise StorageError(f"path: cannot use {str(self.path)[:200]!r}: {exc.strerror or exc}",
                                    field="path") from None
-            if missing:
-                raise StorageError(f"path: directory {str(self.path.parent)!r} does not exist", field="path")
+        try:
+            self._connect(busy_timeout_ms)
+        except BaseException:
+            self._release_file()
+            raise
+
+    def _connect(self, busy_timeout_ms: int) -> None:
+        if self.path is not None and bool(self.path.parent) and not self.path.parent.exists():
+            raise StorageError(f"path: directory {str(self.path.parent)!r} does not exist", field="path")
         target = ":memory:" if self.path is None else str(self.path)
         try:
             conn = sqlite3.connect(target, timeout=busy_timeout_ms / 1000, check_same_thread=False)
@@ -264,3 +287,15 @@ class Storage:
                 with contextlib.suppress(sqlite3.Error):
                     self.db.conn.execute("PRAGMA optimize")
             self.db.conn.close()
+            self._release_file()
+
+    def _release_file(self) -> None:
+        """Uncount this connection's file (see ``_open_files``)."""
+        if self._file_key is not None:
+            with _open_files_lock:
+                left = _open_files.get(self._file_key, 1) - 1
+                if left > 0:
+                    _open_files[self._file_key] = left
+                else:
+                    _open_files.pop(self._file_key, None)
+            self._file_key = None

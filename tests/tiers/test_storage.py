@@ -171,3 +171,25 @@ def test_a_forked_child_does_not_inherit_a_writer_turn_held_in_the_parent(tmp_pa
     _, status = os.waitpid(pid, 0)
     storage.close()
     assert os.WEXITSTATUS(status) == 0
+
+
+def test_a_second_connection_in_the_process_keeps_seeing_other_processes_commits(tmp_path):
+    """Opening the file again in this process must not drop the locks SQLite holds on it (a plain
+    open()/close() of the file would): a connection that lost its WAL read lock went on reading an
+    old snapshot, so a key created by ``unified-memory keys create`` was never seen by the server."""
+    import subprocess
+    import sys
+
+    path = tmp_path / "m.db"
+    first, second = Storage(path), Storage(path)
+    insert = ("from tiers.storage import Storage; s = Storage({path!r});\n"
+              "with s.atomic(): s.execute(\"INSERT INTO meta(key, value) VALUES (?, 'x')\", [{key!r}])\n"
+              "s.close()")
+    for key in ("one", "two", "three"):
+        subprocess.run([sys.executable, "-c", insert.format(path=str(path), key=key)], check=True)
+        assert second.get_meta(key) == "x" and first.get_meta(key) == "x"
+    third = Storage(path)  # a third open, after the others read
+    subprocess.run([sys.executable, "-c", insert.format(path=str(path), key="four")], check=True)
+    assert [s.get_meta("four") for s in (first, second, third)] == ["x", "x", "x"]
+    for store in (first, second, third):
+        store.close()

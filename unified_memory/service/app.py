@@ -11,8 +11,8 @@ closed on its worker, after every write queued before it.
     >>> import tempfile, os
     >>> from unified_memory import UnifiedMemory
     >>> from unified_memory.service.app import create_app
-    >>> app = create_app(UnifiedMemory(os.path.join(tempfile.mkdtemp(), "m.db")))
-    >>> sorted(r.path for r in app.routes if "{user_id}" in getattr(r, "path", ""))[:3]
+    >>> app = create_app(UnifiedMemory(os.path.join(tempfile.mkdtemp(), "m.db"), retrieval="lexical"))
+    >>> sorted(p for p in app.openapi()["paths"] if "{user_id}" in p)[:3]
     ['/v1/users/{user_id}', '/v1/users/{user_id}/context', '/v1/users/{user_id}/entities']
 """
 
@@ -28,6 +28,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException
+from starlette.routing import Route
 
 from tiers.keys import KeyRing
 from tiers.storage import Storage
@@ -154,8 +155,8 @@ def create_app(memory: UnifiedMemory, *, keys: KeyRing | None = None,
             return JSONResponse({"status": "unavailable", "reason": type(exc).__name__}, status_code=503)
         return JSONResponse({"status": "ready"})
 
-    if mcp_app is not None:
-        app.mount("/mcp", mcp_app)
+    if mcp_app is not None:  # a Route, not a mount: clients use exactly /mcp (a mount would redirect it)
+        app.router.routes.append(Route("/mcp", endpoint=mcp_app, methods=["GET", "POST", "DELETE"]))
     # Outermost first: request id and access log, then keys, then the body limit.
     app.add_middleware(BodyLimit, limit=chosen.max_body_bytes, limits={"/import": chosen.max_import_bytes})
     app.add_middleware(Gatekeeper, gate=Gate(ring, max_failures=chosen.max_failed_auth,
@@ -165,8 +166,30 @@ def create_app(memory: UnifiedMemory, *, keys: KeyRing | None = None,
 
 
 def _mcp(memory: UnifiedMemory) -> tuple[Any, Any]:
-    """The MCP server's ASGI app and the lifespan it needs, or (None, None) without the MCP module."""
-    return None, None
+    """The MCP server's ASGI app (each request runs with :data:`~unified_memory.service.mcp.current_memory`
+    set to the memory of the user the gatekeeper admitted, scoped by the ``agent_id`` / ``session_id``
+    query parameters) and the session manager's ``run`` for the lifespan."""
+    from urllib.parse import parse_qs
+
+    from unified_memory.service.mcp import build_mcp_server, current_memory, mcp_http_app
+
+    inner, sessions = mcp_http_app(build_mcp_server())
+
+    class ScopedMCP:  # an ASGI app (an instance, so Starlette's Route passes it scope, receive, send)
+        async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+            user = scope.get("state", {}).get("user_id")
+            if user is None:  # the gatekeeper admits no /mcp request without a user
+                raise Refusal(401, "unauthorized", "missing API key", field="authorization")
+            query = parse_qs(scope.get("query_string", b"").decode("latin-1"))
+            view = memory.scoped(user_id=user, agent_id=(query.get("agent_id") or [None])[0],
+                                 session_id=(query.get("session_id") or [None])[0])
+            token = current_memory.set(view)
+            try:
+                await inner(scope, receive, send)
+            finally:
+                current_memory.reset(token)
+
+    return ScopedMCP(), sessions.run
 
 
 def serve(memory: UnifiedMemory, *, host: str = "127.0.0.1", port: int = 8080,
