@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from scoring.text import term_set
 from tiers.storage import Storage, loads
 from tiers.user_tables import DERIVED_TABLES, quote_name, user_tables
 from tiers.vectors import content_hash
@@ -21,7 +22,8 @@ def delete_user_rows(storage: Storage, user_id: str) -> dict[str, int]:
     included (referencing tables first); returns the count per table. Call inside
     ``storage.atomic()``.
 
-    >>> from tiers.storage import Storage, loads
+    >>> from scoring.text import term_set
+from tiers.storage import Storage, loads
     >>> store = Storage(None)
     >>> with store.atomic():
     ...     delete_user_rows(store, "ada")["messages"]
@@ -40,7 +42,8 @@ def find_items(storage: Storage, user_id: str, ids: Sequence[str]) -> dict[str, 
     ``id`` column): ``{table: [ids]}``. Ids of other users are not found: an unknown id
     raises :class:`NotFoundError` naming the field ``ids``.
 
-    >>> from tiers.storage import Storage, loads
+    >>> from scoring.text import term_set
+from tiers.storage import Storage, loads
     >>> find_items(Storage(None), "ada", ["fact_x"])
     Traceback (most recent call last):
     ...
@@ -123,6 +126,23 @@ def derived_from_messages(storage: Storage, user_id: str, messages: set[str]) ->
     return {"facts": sorted(facts), "triples": triples}
 
 
+def derived_from_facts(storage: Storage, user_id: str, facts: Sequence[Mapping[str, Any]]) -> dict[str, list[str]]:
+    """What forgotten facts stored directly (``remember``: no source message) alone gave rise to
+    (``{"triples": [ids]}`` for :func:`delete_items`): the relations written with the fact
+    (no source message, the same moment, stated once) whose object the fact's text names.
+    ``facts`` are the deleted rows (``text``, ``created_at``, ``source_message_ids``)."""
+    triples: list[str] = []
+    for fact in facts:
+        if loads(fact.get("source_message_ids"), []):
+            continue  # promoted from turns: its relations carry the turn (derived_from_messages)
+        words = term_set(str(fact.get("text") or ""))
+        triples += [triple_id for triple_id, name in storage.execute(
+            "SELECT t.id, o.name FROM triples t JOIN entities o ON o.id = t.object_id WHERE t.user_id = ? "
+            "AND t.source_message_id IS NULL AND t.mention_count <= 1 AND t.created_at = ?",
+            [user_id, fact.get("created_at")]).fetchall() if term_set(name) and term_set(name) <= words]
+    return {"triples": sorted(set(triples))}
+
+
 def bare_values(storage: Storage, user_id: str, entity_ids: Iterable[str]) -> list[str]:
     """Of ``entity_ids``, the user's plain values (``thing`` entities) left in no relation."""
     ids = sorted(set(entity_ids))
@@ -138,7 +158,8 @@ def prune_embeddings(storage: Storage, user_id: str, live_texts: Iterable[str]) 
     """Delete ``user_id``'s cached embeddings (every model) of texts not in
     ``live_texts``; returns how many. Call inside ``storage.atomic()``.
 
-    >>> from tiers.storage import Storage, loads
+    >>> from scoring.text import term_set
+from tiers.storage import Storage, loads
     >>> store = Storage(None)
     >>> with store.atomic():
     ...     _ = store.execute("INSERT INTO embeddings VALUES ('ada', 'm', ?, 1, x'00000000')", [content_hash("hi")])

@@ -24,6 +24,7 @@ from tiers.deletion import (
     bare_values,
     delete_items,
     delete_user_rows,
+    derived_from_facts,
     derived_from_messages,
     find_items,
     prune_embeddings,
@@ -103,13 +104,20 @@ def _forget_items(backend: Backend, user_id: str, ids: list[str]) -> dict[str, i
     found = find_items(storage, user_id, ids)  # NotFoundError before anything is deleted
     deleted = delete_items(storage, user_id, found)
     gone_messages = {row["id"] for row in deleted.get("messages", [])}
+    derived: dict[str, list[str]] = {}
     if gone_messages:  # facts and relations taken only from forgotten turns derive from them: they go too
-        removed = delete_items(storage, user_id, derived_from_messages(storage, user_id, gone_messages))
-        # a value that was only the object of such a relation ("zebra-secret-4711") goes with it
-        values = {row["object_id"] for row in removed.get("triples", [])}
-        orphans = delete_items(storage, user_id, {"entities": bare_values(storage, user_id, values)})
-        for table, rows in [*removed.items(), *orphans.items()]:
-            deleted.setdefault(table, []).extend(rows)
+        derived = derived_from_messages(storage, user_id, gone_messages)
+    removed = delete_items(storage, user_id, derived) if derived else {}
+    # relations a remembered fact stated ("My PIN is 4711": user my_pin 4711) go with the fact
+    gone_facts = [*deleted.get("facts", []), *removed.get("facts", [])]
+    stated = delete_items(storage, user_id, derived_from_facts(storage, user_id, gone_facts)) if gone_facts else {}
+    for table, rows in stated.items():
+        removed.setdefault(table, []).extend(rows)
+    # a value that was only the object of such a relation ("zebra-secret-4711") goes with it
+    values = {row["object_id"] for row in removed.get("triples", [])}
+    orphans = delete_items(storage, user_id, {"entities": bare_values(storage, user_id, values)}) if values else {}
+    for table, rows in [*removed.items(), *orphans.items()]:
+        deleted.setdefault(table, []).extend(rows)
     counts = {table.name: len(deleted.get(table.name, [])) for table in user_tables(storage)}
     # A message that had left its window may be in its conversation's running summary.
     in_window = {row["message_seq"] for row in deleted.get("window", [])}

@@ -333,6 +333,24 @@ def test_forget_by_ids_removes_the_items_and_what_derives_from_them(tmp_path, cl
     assert scan(tmp_path) == []
 
 
+def test_forgetting_a_remembered_fact_takes_the_relations_it_stated(clock):
+    """``remember`` writes the relations its text states with no source message; forgetting the
+    fact takes them (and a value left in no relation), not those another fact or turn stated."""
+    with UnifiedMemory(user_id="ada", clock=clock) as mem:
+        tea, bees = mem.remember_many(["My favourite tea is sencha", "My favourite insect is the honeybee"])
+        clock.advance(seconds=5)
+        mem.add_turn("My favourite drink is sencha", "ok")  # sencha stated again, by a turn
+        stated = {t.as_text() for t in mem.triples()}
+        counts = mem.forget(ids=[tea])
+        left = {t.as_text() for t in mem.triples()}
+        assert counts["triples"] >= 1 and not any("tea" in t for t in left)
+        assert any("insect" in t for t in left) and any("drink" in t for t in left)
+        assert left < stated and "sencha" in [e.name for e in mem.entities()]  # still the drink's object
+        assert tea not in [h.id for h in mem.recall("favourite tea sencha")]
+        mem.forget(ids=[bees])
+        assert "honeybee" not in [e.name for e in mem.entities()]
+
+
 def test_forget_unknown_or_foreign_ids_deletes_nothing(clock):
     with UnifiedMemory(user_id="ada", clock=clock) as mem:
         mine = mem.remember("I keep bees")
