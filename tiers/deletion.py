@@ -22,8 +22,7 @@ def delete_user_rows(storage: Storage, user_id: str) -> dict[str, int]:
     included (referencing tables first); returns the count per table. Call inside
     ``storage.atomic()``.
 
-    >>> from scoring.text import term_set
-from tiers.storage import Storage, loads
+    >>> from tiers.storage import Storage, loads
     >>> store = Storage(None)
     >>> with store.atomic():
     ...     delete_user_rows(store, "ada")["messages"]
@@ -42,8 +41,7 @@ def find_items(storage: Storage, user_id: str, ids: Sequence[str]) -> dict[str, 
     ``id`` column): ``{table: [ids]}``. Ids of other users are not found: an unknown id
     raises :class:`NotFoundError` naming the field ``ids``.
 
-    >>> from scoring.text import term_set
-from tiers.storage import Storage, loads
+    >>> from tiers.storage import Storage, loads
     >>> find_items(Storage(None), "ada", ["fact_x"])
     Traceback (most recent call last):
     ...
@@ -158,8 +156,7 @@ def prune_embeddings(storage: Storage, user_id: str, live_texts: Iterable[str]) 
     """Delete ``user_id``'s cached embeddings (every model) of texts not in
     ``live_texts``; returns how many. Call inside ``storage.atomic()``.
 
-    >>> from scoring.text import term_set
-from tiers.storage import Storage, loads
+    >>> from tiers.storage import Storage, loads
     >>> store = Storage(None)
     >>> with store.atomic():
     ...     _ = store.execute("INSERT INTO embeddings VALUES ('ada', 'm', ?, 1, x'00000000')", [content_hash("hi")])

@@ -11,6 +11,9 @@ assembles token-budgeted context blocks.
     ...     mem.recall("peanuts")[0].text
     "I'm allergic to peanuts"
 
+:class:`RemoteMemory` is the same interface over the memory service's HTTP API (needs
+httpx: ``pip install 'unified-memory[server]'``).
+
 Only the leaf modules (errors, types, config) load eagerly; the coordinator and
 its tiers load on first use (PEP 562), so importing ``tiers`` or ``scoring``
 first works and ``import unified_memory`` stays light.
@@ -24,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 from unified_memory._version import __version__
 from unified_memory.config import ContextConfig, EvictionConfig, MemoryConfig, RankingConfig, VectorConfig
 from unified_memory.errors import (
+    AuthenticationError,
     ClosedError,
     ConfigError,
     ConflictError,
@@ -32,6 +36,7 @@ from unified_memory.errors import (
     MemoryTypeError,
     MemoryValueError,
     NotFoundError,
+    PermissionDeniedError,
     StorageError,
     StoreUnavailableError,
     UnifiedMemoryError,
@@ -54,6 +59,8 @@ from unified_memory.types import (
 
 _LAZY = {
     "UnifiedMemory": "unified_memory.memory",
+    "RemoteMemory": "unified_memory.remote.client",
+    "MemoryClient": "unified_memory.protocols",
     "remember": "unified_memory.agents.remember",
     "register_store": "unified_memory.agents.remember",
     "get_store": "unified_memory.agents.remember",
@@ -113,14 +120,14 @@ _LAZY = {
 }
 
 __all__ = [
-    "UnifiedMemory", "remember", "register_store", "get_store",
+    "UnifiedMemory", "RemoteMemory", "MemoryClient", "remember", "register_store", "get_store",
     "MemoryEvent", "MemoryTool", "memory_tools", "remember_tool", "recall_tool", "run_tool_call",
     "LLMExtractor", "OpenAICompatibleLLM", "as_llm", "ExtractiveSummarizer", "LLMSummarizer", "Summarizer",
     "MemoryConfig", "RankingConfig", "EvictionConfig", "ContextConfig", "VectorConfig",
     "Message", "Fact", "Entity", "Triple", "Episode", "RecallHit", "ContextBlock", "SectionUsage", "MemoryStats",
     "ExtractedFact", "ExtractedEntity", "ExtractedTriple", "Extraction",
     "UnifiedMemoryError", "MemoryValueError", "MemoryTypeError", "ConfigError", "NotFoundError", "ConflictError",
-    "StorageError", "ClosedError", "DependencyError", "LLMError",
+    "StorageError", "ClosedError", "DependencyError", "LLMError", "AuthenticationError", "PermissionDeniedError",
     "RuleExtractor", "HeuristicImportanceScorer", "score_importance", "assess_importance", "make_token_counter",
     "Embedder", "Extractor", "ImportanceScorer", "LLM", "Reranker", "TokenCounter", "VectorIndex",
     "Conversation", "ConversationState", "ConversationLog", "CompactionConfig", "CompactionStats",
@@ -185,12 +192,14 @@ if TYPE_CHECKING:
         Embedder,
         Extractor,
         ImportanceScorer,
+        MemoryClient,
         Redactor,
         Reranker,
         Summarizer,
         TokenCounter,
         VectorIndex,
     )
+    from unified_memory.remote.client import RemoteMemory
     from unified_memory.retrieval.tokens import make_token_counter
 
 

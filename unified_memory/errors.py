@@ -14,7 +14,10 @@ built-in ``ValueError`` or ``TypeError`` so generic handlers keep working::
     ├── StorageError                       the database file cannot be used (not ours,
     │   │                                  corrupted, written by a newer version)
     │   ├── ClosedError                    the memory was closed
-    │   └── StoreUnavailableError          a conversation store's server cannot be reached
+    │   └── StoreUnavailableError          a conversation store's server (or the memory
+    │                                      service RemoteMemory talks to) cannot be reached
+    ├── AuthenticationError (PermissionError)   the memory service refused the API key (HTTP 401 / 429)
+    ├── PermissionDeniedError (PermissionError) the API key does not grant that user (HTTP 403)
     └── DependencyError (ImportError)      an optional extra is not installed
 
 Example::
@@ -43,6 +46,8 @@ __all__ = [
     "StorageError",
     "ClosedError",
     "StoreUnavailableError",
+    "AuthenticationError",
+    "PermissionDeniedError",
     "DependencyError",
     "LLMError",
 ]
@@ -100,6 +105,26 @@ class StoreUnavailableError(StorageError):
     >>> err = StoreUnavailableError("store: no Redis server at 127.0.0.1:1", field="store")
     >>> isinstance(err, StorageError), err.field
     (True, 'store')
+    """
+
+
+class AuthenticationError(UnifiedMemoryError, PermissionError):
+    """The memory service refused the API key: missing, unknown or revoked (HTTP 401), or too
+    many failed attempts from this address (HTTP 429). ``field`` is ``"api_key"``.
+
+    >>> err = AuthenticationError("api_key: invalid API key", field="api_key")
+    >>> isinstance(err, PermissionError), err.field
+    (True, 'api_key')
+    """
+
+
+class PermissionDeniedError(UnifiedMemoryError, PermissionError):
+    """The API key is valid but does not grant this: another user's memory, or a call that
+    needs an admin key (HTTP 403). The service says nothing of the other user.
+
+    >>> err = PermissionDeniedError("user_id: this API key does not grant access to that user", field="user_id")
+    >>> isinstance(err, PermissionError), err.field
+    (True, 'user_id')
     """
 
 

@@ -14,10 +14,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
-from unified_memory.types import Extraction, Message
+from unified_memory.types import ContextBlock, Extraction, Fact, MemoryStats, Message, RecallHit
 
 __all__ = ["TokenCounter", "ImportanceScorer", "Redactor", "Extractor", "Embedder", "VectorIndex", "Reranker", "Summarizer",
-           "LLM", "ConversationStore"]
+           "LLM", "ConversationStore", "MemoryClient"]
 
 
 @runtime_checkable
@@ -146,3 +146,43 @@ class ConversationStore(Protocol):
     def delete(self, session_id: str, *, namespace: str = "default") -> bool: ...
 
     def list(self, *, namespace: str = "default") -> list[str]: ...
+
+
+@runtime_checkable
+class MemoryClient(Protocol):
+    """What ``@remember`` and the memory tools use of a memory: a local
+    :class:`~unified_memory.UnifiedMemory` or a :class:`~unified_memory.remote.client.RemoteMemory`
+    talking to the memory service both fit.
+
+    >>> from unified_memory import UnifiedMemory
+    >>> isinstance(UnifiedMemory(), MemoryClient)
+    True
+    """
+
+    @property
+    def user_id(self) -> str: ...
+
+    def scoped(self, *, user_id: str | None = None, agent_id: str | None = None,
+               session_id: str | None = None) -> MemoryClient: ...
+
+    def context(self, query: str | None = None, *, max_tokens: int | None = None,
+                include_conversation: bool = True, limit: int | None = None,
+                as_of: Any = None) -> ContextBlock: ...
+
+    def add_turn(self, user: str, assistant: str | None = None, *, when: Any = None,
+                 metadata: Mapping[str, Any] | None = None, extract: bool | None = None,
+                 extractor: Extractor | None = None) -> list[str]: ...
+
+    def recall(self, query: str, *, limit: int = 10, tiers: Sequence[str] | str | None = None,
+               days: float | None = None, where: Mapping[str, Any] | None = None,
+               as_of: Any = None) -> list[RecallHit]: ...
+
+    def remember(self, text: str, *, importance: float | None = None, category: str | None = None,
+                 metadata: Mapping[str, Any] | None = None, ttl_days: float | None = None) -> str: ...
+
+    def facts(self, *, include_archived: bool = False, include_inactive: bool = False, category: str | None = None,
+              limit: int | None = None, order: Any = "time", include_history: bool = False) -> list[Fact]: ...
+
+    def stats(self) -> MemoryStats: ...
+
+    def report_failure(self, kind: str, error: str) -> None: ...

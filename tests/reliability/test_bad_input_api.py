@@ -1036,10 +1036,12 @@ NOT_FUZZED = {
         "IngestReport", "StrategyOutcome", "MemoryEvent", "ConversationState")},
     **{n: "an exception class" for n in (
         "UnifiedMemoryError", "MemoryValueError", "MemoryTypeError", "ConfigError", "NotFoundError",
-        "StorageError", "ClosedError", "DependencyError", "LLMError", "StoreUnavailableError")},
+        "StorageError", "ClosedError", "DependencyError", "LLMError", "StoreUnavailableError", "ConflictError", "AuthenticationError",
+        "PermissionDeniedError")},
     **{n: "a typing.Protocol (no behaviour)" for n in (
         "Embedder", "Extractor", "ImportanceScorer", "LLM", "Reranker", "TokenCounter", "VectorIndex",
-        "Summarizer", "ConversationStore", "Redactor")},
+        "Summarizer", "ConversationStore", "Redactor", "MemoryClient")},
+    "RemoteMemory": "an HTTP client: needs a running service; fuzzed against one in tests/service/test_remote_bad_input.py",
     "RedisConversationStore": "needs a Redis server (no network here); shares _common's key/ttl/state checks",
     "OpenAICompatibleLLM": "an HTTP client; its input errors are LLMError, covered by the llm tests",
     "LLMExtractor": "wraps an LLM; covered through remember(extraction_model=...) and the llm tests",

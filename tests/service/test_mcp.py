@@ -114,18 +114,20 @@ def test_stdio_tools_remember_recall_context_log_forget(tmp_path):
             after = await client.call_tool("recall", {"query": "peanuts allergy"})
             assert fact_id not in {h["id"] for h in after.structured_content["hits"]}
             assert "I am allergic to peanuts" not in text_of(after)
-            # what recall still shows (the entity the fact named) goes by its own ids, several at once
-            rest = [h["id"] for h in after.structured_content["hits"] if "peanuts" in h["text"]]
-            assert rest and not (await client.call_tool("forget", {"ids": rest})).is_error
-            final = await client.call_tool("recall", {"query": "peanuts allergy"})
-            assert final.structured_content["hits"] == [] and text_of(final).startswith("No memories match")
+            # the relation the fact stated and its value went with it: nothing about peanuts is left
+            assert after.structured_content["hits"] == [] and text_of(after).startswith("No memories match")
             # the rest stays: forget deletes only the ids given
             assert any("Reykjavik" in h["text"] for h in
                        (await client.call_tool("recall", {"query": "Zelda"})).structured_content["hits"])
+            # several ids at once: the turn's two messages, and what was taken only from them
+            both = await client.call_tool("forget", {"ids": ids})
+            assert not both.is_error and both.structured_content["deleted"]["messages"] == 2
+            assert ids[0] not in {h["id"] for h in
+                                  (await client.call_tool("recall", {"query": "Zelda"})).structured_content["hits"]}
 
     run(scenario())
     with UnifiedMemory(db, user_id="ada", retrieval="lexical") as mem:
-        assert mem.stats().messages == 2 and not [f for f in mem.facts() if "peanuts" in f.text]
+        assert mem.stats().messages == 0 and not [f for f in mem.facts() if "peanuts" in f.text]
 
 
 @pytest.mark.parametrize("tool, arguments, field", [

@@ -41,18 +41,20 @@ from typing import Any
 
 from unified_memory.errors import NotFoundError, invalid, wrong_type
 from unified_memory.memory import UnifiedMemory
+from unified_memory.protocols import MemoryClient
 
 __all__ = ["remember", "register_store", "get_store", "ENTRY_METHODS"]
 
 ENTRY_METHODS = ("run", "arun", "__call__", "chat")
 _INPUT_NAMES = ("message", "input", "prompt", "query", "text", "content")
 _LOG = logging.getLogger(__name__)
-_STORES: dict[str, UnifiedMemory] = {}
+_STORES: dict[str, MemoryClient] = {}
 _STORES_LOCK = threading.Lock()
 
 
-def register_store(name: str, memory: UnifiedMemory) -> None:
-    """Make ``memory`` available to ``@remember(store=name)`` (lauren-ai's style).
+def register_store(name: str, memory: MemoryClient) -> None:
+    """Make ``memory`` (a ``UnifiedMemory`` or a ``RemoteMemory``) available to
+    ``@remember(store=name)`` (lauren-ai's style).
 
     >>> register_store("user_memory", UnifiedMemory())
     >>> get_store("user_memory").user_id
@@ -60,13 +62,13 @@ def register_store(name: str, memory: UnifiedMemory) -> None:
     """
     if not isinstance(name, str) or not name.strip():
         raise invalid("name", f"must be a non-empty str, got {name!r}")
-    if not isinstance(memory, UnifiedMemory):
-        raise wrong_type("memory", "UnifiedMemory", memory)
+    if not isinstance(memory, MemoryClient):
+        raise wrong_type("memory", "UnifiedMemory or RemoteMemory", memory)
     with _STORES_LOCK:
         _STORES[name] = memory
 
 
-def get_store(name: str) -> UnifiedMemory:
+def get_store(name: str) -> MemoryClient:
     """The memory registered under ``name``.
 
     >>> get_store("nowhere")
@@ -84,17 +86,19 @@ def get_store(name: str) -> UnifiedMemory:
     return memory
 
 
-def _resolve_store(store: Any) -> Callable[[], UnifiedMemory]:
+def _resolve_store(store: Any) -> Callable[[], MemoryClient]:
     """``store`` as a way to get the memory at call time (a registered name may be
-    registered after the class is decorated)."""
-    if isinstance(store, UnifiedMemory):
+    registered after the class is decorated). A ``UnifiedMemory``, a ``RemoteMemory`` or
+    anything else with the :class:`~unified_memory.protocols.MemoryClient` methods is used as is."""
+    if isinstance(store, UnifiedMemory | MemoryClient):
         return lambda: store
     if isinstance(store, os.PathLike) or (isinstance(store, str) and store.endswith((".db", ".sqlite", ".sqlite3"))):
         opened = UnifiedMemory(store)
         return lambda: opened
     if isinstance(store, str) and store.strip():
         return lambda: get_store(store)
-    raise wrong_type("store", "UnifiedMemory, a path to a .db file, or a name given to register_store", store)
+    raise wrong_type("store", "UnifiedMemory, RemoteMemory, a path to a .db file, or a name given to register_store",
+                     store)
 
 
 def _input_text(signature: inspect.Signature, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> str | None:
@@ -130,7 +134,7 @@ def _output_text(result: Any) -> str | None:
 class _Binding:
     """What one decorated method needs at each call."""
 
-    store: Callable[[], UnifiedMemory]
+    store: Callable[[], MemoryClient]
     extract: bool
     inject: bool
     top_k: int
@@ -141,7 +145,7 @@ class _Binding:
     signature: inspect.Signature
     extractor: Any = None  # an LLMExtractor over ``extraction_model``, or None: the memory's own
 
-    def _failed(self, stage: str, exc: BaseException, memory: UnifiedMemory | None = None) -> None:
+    def _failed(self, stage: str, exc: BaseException, memory: MemoryClient | None = None) -> None:
         """Log, report to ``on_error`` and to the memory's event hooks (kind ``agent``), raise if asked."""
         _LOG.warning("memory %s failed: %s: %s", stage, type(exc).__name__, exc)
         if memory is not None:
@@ -151,7 +155,7 @@ class _Binding:
         if self.raise_errors:
             raise exc
 
-    def memory_for(self, agent: Any, kwargs: Mapping[str, Any]) -> UnifiedMemory | None:
+    def memory_for(self, agent: Any, kwargs: Mapping[str, Any]) -> MemoryClient | None:
         try:
             memory = self.store()
             user_id = kwargs.get("user_id") or getattr(agent, "user_id", None)
@@ -161,7 +165,7 @@ class _Binding:
             return None
 
     @contextmanager
-    def injected(self, agent: Any, memory: UnifiedMemory | None, text: str | None) -> Iterator[None]:
+    def injected(self, agent: Any, memory: MemoryClient | None, text: str | None) -> Iterator[None]:
         """The memory block in front of the agent's prompt for the duration of the call."""
         if not self.inject or memory is None or text is None:
             yield
@@ -191,7 +195,7 @@ class _Binding:
                 else:
                     delattr(agent, name)  # the class attribute shows through again
 
-    def record(self, memory: UnifiedMemory | None, text: str | None, result: Any) -> None:
+    def record(self, memory: MemoryClient | None, text: str | None, result: Any) -> None:
         if not self.extract or memory is None or text is None:
             return
         try:
@@ -229,8 +233,8 @@ def remember(store: Any = None, *, extract: bool = True, inject: bool = True, to
              extraction_model: Any = None) -> Callable[[type], type]:
     """Class decorator giving an agent long-term memory (see the module docstring).
 
-    ``store`` is a :class:`UnifiedMemory`, a path to a ``.db`` file, or a name given to
-    :func:`register_store`. Each entry method found (``run``, ``arun``, ``__call__``,
+    ``store`` is a :class:`UnifiedMemory`, a :class:`~unified_memory.remote.client.RemoteMemory`
+    (the memory service), a path to a ``.db`` file, or a name given to :func:`register_store`. Each entry method found (``run``, ``arun``, ``__call__``,
     ``chat``) is wrapped, or only ``method``. ``extraction_model`` (an LLM or a
     ``messages -> str`` callable) extracts the agent's turns with an
     :class:`~unified_memory.extraction.llm_extractor.LLMExtractor` instead of the memory's extractor.
@@ -244,7 +248,7 @@ def remember(store: Any = None, *, extract: bool = True, inject: bool = True, to
     'ok'
     """
     if store is None:
-        raise invalid("store", "give a UnifiedMemory, a .db path, or a name given to register_store")
+        raise invalid("store", "give a UnifiedMemory, a RemoteMemory, a .db path, or a name given to register_store")
     resolve = _resolve_store(store)
     for name, flag in (("extract", extract), ("inject", inject), ("raise_errors", raise_errors)):
         if not isinstance(flag, bool):

@@ -10,7 +10,7 @@ from __future__ import annotations
 import io
 import tempfile
 from collections.abc import Iterator
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import StreamingResponse
@@ -122,9 +122,9 @@ async def context(body: ContextIn, mem: Memory) -> dict[str, Any]:
 async def facts(mem: Memory, limit: Annotated[int, Query(ge=1, le=1000)] = 100,
                 offset: Annotated[int, Query(ge=0)] = 0, category: str | None = None,
                 include_archived: bool = False, include_inactive: bool = False,
-                include_history: bool = False) -> FactPage:
+                include_history: bool = False, order: Literal["time", "importance"] = "time") -> FactPage:
     every = await mem.afacts(category=category, include_archived=include_archived,
-                             include_inactive=include_inactive, include_history=include_history)
+                             include_inactive=include_inactive, include_history=include_history, order=order)
     page = every[offset:offset + limit]
     following = offset + limit
     return FactPage(facts=[_json(f) for f in page], total=len(every),

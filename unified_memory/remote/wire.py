@@ -1,0 +1,422 @@
+"""What goes over the wire for :class:`~unified_memory.remote.client.RemoteMemory`: each method's
+arguments checked locally with the library's own checks (a bad value raises before any request,
+naming the same field a local ``UnifiedMemory`` would), turned into a :class:`Call` (method, path
+under ``/v1/users/{user_id}``, JSON body, query parameters, how to read the answer), and the
+service's error answers turned back into the library's error classes (:func:`error_from`).
+
+No httpx here: the transport (:mod:`unified_memory.remote.transport`) sends the calls.
+
+    >>> call = recall("bees", limit=3, tiers="long_term", days=None, where=None, as_of="2024-01-01")
+    >>> call.method, call.path, call.json
+    ('POST', '/recall', {'query': 'bees', 'limit': 3, 'tiers': ['long_term'], 'as_of': 1704067200.0})
+    >>> type(error_from(404, {"error": {"type": "not_found", "field": "fact_id", "message": "no fact"}},
+    ...                 "http://127.0.0.1:8080")).__name__
+    'NotFoundError'
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence, Set
+from dataclasses import dataclass, field
+from typing import Any, Generic, TypeVar
+
+from unified_memory.errors import (
+    AuthenticationError,
+    ConflictError,
+    MemoryTypeError,
+    MemoryValueError,
+    NotFoundError,
+    PermissionDeniedError,
+    StorageError,
+    StoreUnavailableError,
+    UnifiedMemoryError,
+    invalid,
+    wrong_type,
+)
+from unified_memory.types import (
+    TIERS,
+    ContextBlock,
+    Entity,
+    Episode,
+    ExtractedFact,
+    Fact,
+    MemoryStats,
+    RecallHit,
+    Triple,
+)
+from unified_memory.validation import (
+    check_bool,
+    check_limit,
+    check_metadata,
+    check_optional_text,
+    check_scope_id,
+    check_text,
+    check_ttl_days,
+    check_unit,
+    parse_when,
+    to_message,
+)
+
+__all__ = ["Call", "error_from", "check_user", "add_turn", "add_message", "add_messages", "remember",
+           "remember_many", "add_triple", "recall", "context", "facts_query", "entities", "triples", "episodes",
+           "stats", "forget_fact", "forget_user", "users", "PAGE", "facts_page", "check_export", "import_rows",
+           "check_forget", "check_held", "add_counts"]
+
+T = TypeVar("T")
+PAGE = 1000  # the service's largest page of facts
+# The service's names of fields that the library calls otherwise.
+_RENAMED = {"facts": "texts_or_facts", "object": "obj", "session": "session_id"}
+_ROOT = re.compile(r"[.\[]")
+# A 422 about the kind of value, not the value: the library's wrong_type or pydantic's type errors.
+_TYPE_WORDS = re.compile(r": expected |should be a valid (string|integer|number|boolean|dictionary|list|array)"
+                         r"|should be an? (object|list|dict)|Input should be a valid", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class Call(Generic[T]):
+    """One request: ``path`` is under ``/v1/users/{user}`` (the memory's user, or ``user``),
+    or under ``/v1`` when ``admin``; ``parse`` reads the JSON answer; ``fields`` renames the
+    service's field names in error answers to the library's."""
+
+    method: str
+    path: str
+    parse: Callable[[Any], T]
+    json: dict[str, Any] | None = None
+    params: dict[str, Any] = field(default_factory=dict)
+    fields: Mapping[str, str] = field(default_factory=dict)
+    user: str | None = None
+    admin: bool = False
+
+
+def check_user(name: str, value: Any, *, optional: bool = False) -> str | None:
+    """A scope id the service can address in a path (no ``/``: the server routes decoded paths)."""
+    checked = check_scope_id(name, value, optional=optional)
+    if checked is not None and name == "user_id" and ("/" in checked or checked in (".", "..")):
+        raise invalid(name, f"the memory service cannot address a user id like {checked!r:.80} in a URL")
+    return checked
+
+
+def _ids(body: Any) -> list[str]:
+    return [str(i) for i in body["ids"]]
+
+
+def _id(body: Any) -> str:
+    return str(body["id"])
+
+
+def _extract(value: Any) -> bool | None:
+    if value is not None and not isinstance(value, bool):
+        raise wrong_type("extract", "bool or None", value)
+    return value
+
+
+def _number(name: str, value: Any) -> float:
+    """A positive number of days, as a float JSON can carry (a huge one is clamped, as the library does)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise wrong_type(name, "a number of days", value)
+    if not value > 0:  # also NaN
+        raise invalid(name, f"must be a positive number of days, got {value!r}")
+    return float(value) if value < 1e300 else 1e300
+
+
+def _drop_none(data: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in data.items() if v is not None}
+
+
+# -- writing ---------------------------------------------------------------------------------
+
+def _message_json(name: str, value: Any) -> dict[str, Any]:
+    """One message as the service's ``MessageIn``, checked by the library's own ``to_message``."""
+    message = to_message(name, value)
+    for extra in ("images", "reasoning_details"):
+        if getattr(message, extra) is not None:
+            raise invalid(f"{name}.{extra}", "cannot be sent to the memory service")
+    out = message.model_dump(mode="json", include={"role", "content", "name", "tool_calls", "tool_call_id",
+                                                   "metadata"}, exclude_none=True)
+    out["content"] = message.content
+    if message.created_at is not None:
+        out["when"] = message.created_at.timestamp()
+    return out
+
+
+def add_turn(user: Any, assistant: Any, *, when: Any, metadata: Any, extract: Any, extractor: Any) -> Call[list[str]]:
+    """``POST /turns``."""
+    if extractor is not None:
+        raise invalid("extractor", "cannot run over HTTP: the memory service extracts with its own extractor")
+    body = {"user": check_text("user", user),
+            "assistant": None if assistant is None else check_text("assistant", assistant, allow_empty=True),
+            "when": parse_when("when", when), "metadata": check_metadata("metadata", metadata) or None,
+            "extract": _extract(extract)}
+    return Call("POST", "/turns", _ids, json=_drop_none(body))
+
+
+def add_message(role: Any, content: Any, *, name: Any, when: Any, metadata: Any, tool_calls: Any,
+                tool_call_id: Any, extract: Any) -> Call[str]:
+    """``POST /messages`` with one message."""
+    message = _message_json("message", {"role": role, "content": content, "name": name, "tool_calls": tool_calls,
+                                        "tool_call_id": tool_call_id,
+                                        "metadata": check_metadata("metadata", metadata),
+                                        "when": parse_when("when", when)})
+    return Call("POST", "/messages", lambda body: _ids(body)[0],
+                json=_drop_none({"messages": [message], "extract": _extract(extract)}),
+                fields={"messages[0]": "message", "messages": "message"})
+
+
+def add_messages(messages: Any, *, extract: Any) -> Call[list[str]] | None:
+    """``POST /messages``; None for no messages (nothing to send)."""
+    flag = _extract(extract)
+    if isinstance(messages, str | bytes | Mapping) or not isinstance(messages, Iterable):
+        raise wrong_type("messages", "list of Message or dict", messages)
+    items = [_message_json(f"messages[{i}]", m) for i, m in enumerate(messages)]
+    if not items:
+        return None
+    return Call("POST", "/messages", _ids, json=_drop_none({"messages": items, "extract": flag}))
+
+
+def _fact(name: str, item: Any, *, keywords: bool = False) -> str | dict[str, Any]:
+    """One fact as the service's ``FactIn`` (``keywords``: the arguments of ``remember``)."""
+    def at(key: str) -> str:
+        return key if keywords else f"{name}.{key}"
+
+    if isinstance(item, str):
+        return check_text(name, item)
+    if isinstance(item, ExtractedFact):
+        spec: dict[str, Any] = {"text": item.text, "importance": item.importance, "category": item.category}
+    elif isinstance(item, Mapping):
+        spec = dict(item)
+        unknown = set(spec) - {"text", "importance", "category", "metadata", "ttl_days"}
+        if unknown:
+            raise invalid(name, f"unknown keys {sorted(map(str, unknown))}")
+    else:
+        raise wrong_type(name, "str, dict or ExtractedFact", item)
+    category = spec.get("category")
+    if category is not None:
+        check_optional_text(at("category"), category)
+    ttl = check_ttl_days(at("ttl_days"), spec.get("ttl_days"), now=time.time())
+    return _drop_none({"text": check_text(at("text"), spec.get("text")),
+                       "importance": check_unit(at("importance"), spec.get("importance")),
+                       "category": category, "metadata": check_metadata(at("metadata"), spec.get("metadata")) or None,
+                       "ttl_days": None if ttl is None else float(ttl)})
+
+
+def remember(text: Any, *, importance: Any, category: Any, metadata: Any, ttl_days: Any) -> Call[str]:
+    """``POST /facts``."""
+    fact = _fact("", {"text": text, "importance": importance, "category": category, "metadata": metadata,
+                      "ttl_days": ttl_days}, keywords=True)
+    assert isinstance(fact, dict)
+    return Call("POST", "/facts", _id, json=fact)
+
+
+def remember_many(texts_or_facts: Any) -> Call[list[str]] | None:
+    """``POST /facts/batch``; None for no facts."""
+    if isinstance(texts_or_facts, str | bytes | Mapping) or not isinstance(texts_or_facts, Iterable):
+        raise wrong_type("texts_or_facts", "list of str, dict or ExtractedFact", texts_or_facts)
+    items = [_fact(f"texts_or_facts[{i}]", item) for i, item in enumerate(texts_or_facts)]
+    return Call("POST", "/facts/batch", _ids, json={"facts": items}) if items else None
+
+
+def add_triple(subject: Any, predicate: Any, obj: Any, *, confidence: Any, metadata: Any) -> Call[str]:
+    """``POST /triples``."""
+    body = {"subject": check_text("subject", subject).strip(), "predicate": check_text("predicate", predicate).strip(),
+            "object": check_text("obj", obj).strip(), "confidence": check_unit("confidence", confidence, optional=False),
+            "metadata": check_metadata("metadata", metadata) or None}
+    return Call("POST", "/triples", _id, json=_drop_none(body))
+
+
+# -- reading ---------------------------------------------------------------------------------
+
+def _tiers(tiers: Any) -> list[str] | None:
+    if tiers is None:
+        return None
+    if not isinstance(tiers, str | Sequence | Set):
+        raise wrong_type("tiers", "a tier name or a list of them", tiers)
+    chosen = (tiers,) if isinstance(tiers, str) else tuple(tiers)
+    unknown = [t for t in chosen if not isinstance(t, str) or t not in TIERS]
+    if unknown or not chosen:
+        raise invalid("tiers", f"choose from {list(TIERS)}, got {list(chosen)!r}")
+    return list(chosen)
+
+
+def _where(where: Any) -> dict[str, Any] | None:
+    if where is None:
+        return None
+    if not isinstance(where, Mapping):
+        raise wrong_type("where", "dict", where)
+    return check_metadata("where", where)
+
+
+def recall(query: Any, *, limit: Any, tiers: Any, days: Any, where: Any, as_of: Any) -> Call[list[RecallHit]]:
+    """``POST /recall``."""
+    body = {"query": check_text("query", query), "limit": check_limit("limit", limit), "tiers": _tiers(tiers),
+            "days": None if days is None else _number("days", days), "where": _where(where),
+            "as_of": parse_when("as_of", as_of)}
+    return Call("POST", "/recall", lambda answer: [RecallHit.model_validate(h) for h in answer["hits"]],
+                json=_drop_none(body))
+
+
+def context(query: Any, *, max_tokens: Any, include_conversation: Any, limit: Any, as_of: Any) -> Call[ContextBlock]:
+    """``POST /context``."""
+    body = {"query": None if query is None else check_text("query", query, allow_empty=True),
+            "max_tokens": None if max_tokens is None else check_limit("max_tokens", max_tokens),
+            "include_conversation": check_bool("include_conversation", include_conversation),
+            "limit": None if limit is None else check_limit("limit", limit), "as_of": parse_when("as_of", as_of)}
+    return Call("POST", "/context", ContextBlock.model_validate, json=_drop_none(body))
+
+
+def facts_query(*, include_archived: Any, include_inactive: Any, category: Any, limit: Any, order: Any,
+                include_history: Any) -> tuple[dict[str, Any], int | None]:
+    """The query parameters of ``GET /facts`` (without paging) and the number of facts wanted."""
+    wanted = None if limit is None else check_limit("limit", limit)
+    params = {"include_archived": check_bool("include_archived", include_archived),
+              "include_inactive": check_bool("include_inactive", include_inactive),
+              "include_history": check_bool("include_history", include_history),
+              "category": check_optional_text("category", category)}
+    if not isinstance(order, str):
+        raise wrong_type("order", "str", order)
+    if order not in ("time", "importance"):
+        raise invalid("order", f"must be 'time' or 'importance', got {order!r}")
+    params["order"] = order
+    return _drop_none(params), wanted
+
+
+def facts_page(params: Mapping[str, Any], offset: int, size: int) -> Call[tuple[list[Fact], int | None]]:
+    """``GET /facts``: one page; the answer is ``(facts, next_offset)``."""
+    return Call("GET", "/facts", lambda body: ([Fact.model_validate(f) for f in body["facts"]], body["next_offset"]),
+                params={**params, "offset": offset, "limit": size})
+
+
+def entities(*, type: Any, limit: Any) -> Call[list[Entity]]:
+    """``GET /entities``."""
+    params = {"type": check_optional_text("type", type), "limit": None if limit is None else check_limit("limit", limit)}
+    return Call("GET", "/entities", lambda body: [Entity.model_validate(e) for e in body["entities"]],
+                params=_drop_none(params))
+
+
+def triples(entity: Any) -> Call[list[Triple]]:
+    """``GET /triples``."""
+    params = {} if entity is None else {"entity": check_text("entity", entity)}
+    return Call("GET", "/triples", lambda body: [Triple.model_validate(t) for t in body["triples"]], params=params)
+
+
+def episodes(*, days: Any, session_id: Any, limit: Any) -> Call[list[Episode]]:
+    """``GET /episodes``."""
+    params = {"days": None if days is None else _number("days", days),
+              "session": check_scope_id("session_id", session_id, optional=True),
+              "limit": None if limit is None else check_limit("limit", limit)}
+    return Call("GET", "/episodes", lambda body: [Episode.model_validate(e) for e in body["episodes"]],
+                params=_drop_none(params))
+
+
+def stats() -> Call[MemoryStats]:
+    """``GET /stats`` (``path`` is None: the server's file is not the caller's business)."""
+    return Call("GET", "/stats", MemoryStats.model_validate)
+
+
+# -- forgetting and admin --------------------------------------------------------------------
+
+def _deleted(body: Any) -> dict[str, int]:
+    return {str(k): int(v) for k, v in body["deleted"].items()}
+
+
+def forget_fact(fact_id: str, user: str | None) -> Call[dict[str, int]]:
+    """``DELETE /facts/{id}``."""
+    from urllib.parse import quote
+
+    return Call("DELETE", f"/facts/{quote(fact_id, safe='')}", _deleted, user=user, fields={"fact_id": "ids"})
+
+
+def forget_user(user: str | None) -> Call[dict[str, int]]:
+    """``DELETE /v1/users/{user}``."""
+    return Call("DELETE", "", _deleted, user=user)
+
+
+def users() -> Call[list[str]]:
+    """``GET /v1/users`` (an admin key)."""
+    return Call("GET", "/users", lambda body: [str(u) for u in body["users"]], admin=True)
+
+
+# -- errors ----------------------------------------------------------------------------------
+
+def _renamed(name: str | None, fields: Mapping[str, str]) -> str | None:
+    if not name:
+        return name
+    for old, new in {**_RENAMED, **fields}.items():
+        if name == old or (name.startswith(old) and _ROOT.match(name[len(old):])):
+            return new + name[len(old):]
+    return name
+
+
+def error_from(status: int, body: Any, url: str, fields: Mapping[str, str] | None = None) -> UnifiedMemoryError:
+    """The library's error for the service's answer ``status`` / ``body`` (``{"error": {...}}``)."""
+    error = body.get("error") if isinstance(body, Mapping) else None
+    error = error if isinstance(error, Mapping) else {}
+    given = error.get("field") if isinstance(error.get("field"), str) else None
+    message = str(error.get("message") or (body if isinstance(body, str) else "") or f"HTTP {status}")[:2000]
+    name = _renamed(given, fields or {})
+    if name and given and message.startswith(given):
+        message = name + message[len(given):]
+    elif name and not message.startswith(name):
+        message = f"{name}: {message}"
+    if error.get("request_id"):
+        message += f" (request {error['request_id']})"
+    if status in (401, 429):
+        return AuthenticationError(f"api_key: {message} ({url})", field="api_key")
+    if status == 403:
+        return PermissionDeniedError(message if name else f"user_id: {message}", field=name or "user_id")
+    if status == 404:
+        return NotFoundError(message, field=name)
+    if status == 409:
+        return ConflictError(message, field=name)
+    if status == 413:
+        return MemoryValueError(f"body: {message}", field="body")
+    if 400 <= status < 500:
+        kind = MemoryTypeError if _TYPE_WORDS.search(message) else MemoryValueError
+        return kind(message if name else f"body: {message}", field=name or "body")
+    if status == 503:
+        return StoreUnavailableError(f"url: the memory service at {url} is unavailable: {message}", field="url")
+    return StorageError(f"url: the memory service at {url} failed (HTTP {status}): {message}", field="url")
+
+
+def check_export(all_users: Any) -> None:
+    """``export_jsonl(all_users=...)``: over HTTP only this user's rows can be exported."""
+    if check_bool("all_users", all_users):
+        raise invalid("all_users", "the memory service exports one user at a time (GET /export of that user)")
+
+
+def import_rows(user: str | None) -> Call[int]:
+    """``POST /import`` (the JSON Lines go as the body), into ``user`` or the memory's user."""
+    return Call("POST", "/import", lambda body: int(body["imported"]), user=user)
+
+
+def check_forget(user_id: Any, ids: Any) -> tuple[str | None, list[str] | None]:
+    """The user and the fact ids of ``forget``: over HTTP ``ids`` may name facts only."""
+    user = check_user("user_id", user_id, optional=True)
+    if ids is None:
+        return user, None
+    if isinstance(ids, str | bytes) or not isinstance(ids, Iterable):
+        raise wrong_type("ids", "a list of ids", ids)
+    checked = list(ids)
+    if not checked:
+        raise invalid("ids", "must not be empty (leave ids out to forget everything of the user)")
+    for item in checked:
+        if not isinstance(item, str) or not item:
+            raise invalid("ids", f"every id must be a non-empty str, got {item!r:.80}")
+        if not item.startswith("fact_"):
+            raise invalid("ids", f"the memory service forgets facts one by one (fact_...); got {item!r:.80}: "
+                                 "forget the whole user, or use a local UnifiedMemory for messages and entities")
+    return user, list(dict.fromkeys(checked))
+
+
+def check_held(ids: Sequence[str], held: Set[str]) -> None:
+    """Every id is a fact of the user (else nothing is deleted, as ``UnifiedMemory.forget`` does)."""
+    unknown = [i for i in ids if i not in held]
+    if unknown:
+        raise NotFoundError(f"ids: no fact {unknown[0]!r:.80} of this user", field="ids")
+
+
+def add_counts(total: dict[str, int], counts: Mapping[str, int]) -> None:
+    """Add one deletion's rows per table to ``total``."""
+    for table, count in counts.items():
+        total[table] = total.get(table, 0) + count
