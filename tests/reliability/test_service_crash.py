@@ -16,8 +16,10 @@ and a fresh service on the same file must list:
 * a batch, a turn or a message list the kill cut short: all of its rows or none (export);
 * no text twice, and recall still finds a sample of the acknowledged facts by marker.
 
-The graceful variant stops the service with SIGTERM during the writes: the process exits 0
-and every request answered 2xx is present. The last check runs ``integrity_check`` and
+The graceful variant stops the service with SIGTERM during the writes: the process exits 0,
+every write the service's access log shows answered 2xx reached its client (the requests in
+flight finish; a client sends its marker as ``X-Request-ID``), and every request answered 2xx
+is present. The last check runs ``integrity_check`` and
 ``foreign_key_check`` after the service has stopped.
 
 Figures: ``kills``, ``terms``, ``acknowledged_writes``, ``in_flight``, ``lost``,
@@ -78,6 +80,7 @@ class Ledger:
     triples: dict[str, set[str]] = field(default_factory=lambda: collections.defaultdict(set))
     in_flight: list[tuple[str, str, list[str]]] = field(default_factory=list)  # (user, table, texts)
     unexpected: list[str] = field(default_factory=list)  # answers neither 2xx nor a dropped connection
+    answered: set[str] = field(default_factory=set)  # request ids (the tags) answered 2xx
     acknowledged: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -114,7 +117,7 @@ def write_until_stopped(url: str, user: str, key: str, name: str, seed: int, led
             path, body, table, texts = _request(rng, op, tag)
             params = {k: v for k, v in (("agent_id", rng.choice(AGENTS)), ("session_id", rng.choice(SESSIONS))) if v}
             try:
-                answer = client.post(path, json=body, params=params)
+                answer = client.post(path, json=body, params=params, headers={"X-Request-ID": tag})
             except httpx.TransportError:  # the service went away: this write may or may not be there
                 with ledger.lock:
                     ledger.in_flight.append((user, table, texts))
@@ -126,6 +129,7 @@ def write_until_stopped(url: str, user: str, key: str, name: str, seed: int, led
             made = answer.json()
             ids = made["ids"] if "ids" in made else [made["id"]]
             with ledger.lock:
+                ledger.answered.add(tag)
                 if table == "triples":
                     ledger.triples[user].update(ids)
                 else:
@@ -153,6 +157,18 @@ def run_writers(service: ServiceProcess, keys: dict[str, str], ledger: Ledger, r
         for thread in threads:
             thread.join(120)
         assert not any(thread.is_alive() for thread in threads), "a writer hung after the service went away"
+
+
+def served(log: str) -> set[str]:
+    """The request ids the service's access log says it answered 2xx (a write under ``/v1/users``)."""
+    found = set()
+    for line in log.splitlines():
+        with contextlib.suppress(ValueError):
+            entry = json.loads(line)
+            if isinstance(entry, dict) and str(entry.get("path", "")).startswith("/v1/users/") \
+                    and 200 <= entry.get("status", 0) < 300 and entry.get("method") == "POST":
+                found.add(entry["request_id"])
+    return found
 
 
 def integrity(db: Path) -> list[str]:
@@ -271,20 +287,26 @@ def test_sigterm_during_writes_finishes_them_and_exits_0(crash_file, figures):
     db, keys = crash_file
     rng = random.Random(SEED + 1)
     ledger = Ledger()
-    codes = []
-    for _ in range(TERMS):
-        service = ServiceProcess(db, log_path=db.parent / "serve.log").start()
+    codes, finished = [], 0
+    for term in range(TERMS):
+        service = ServiceProcess(db, log_path=db.parent / f"term-{term}.log").start()
         try:
             codes.append(run_writers(service, keys, ledger, rng, rng.uniform(0.2, MAX_DELAY), service.stop))
         finally:
             service.kill()
         assert not ledger.unexpected, ledger.unexpected[:5]
         assert codes[-1] == 0, f"the service exited with {codes[-1]} after SIGTERM:\n{service.log()[-3000:]}"
+        # Shutdown finishes the requests in flight: every write the service answered reached its client.
+        dropped = served(service.log()) - ledger.answered
+        assert not dropped, f"answered 2xx by the service but not received: {sorted(dropped)[:5]}"
+        finished += len(served(service.log()))
         problems = integrity(db)
         assert not problems, problems
         with ServiceProcess(db, log_path=db.parent / "serve.log") as checker:
             counts = check(checker, keys, ledger, rng)
     figures("service graceful stop", terms=TERMS, acknowledged_writes=ledger.acknowledged,
-            in_flight=len(ledger.in_flight), lost=counts["lost"], exit_codes=codes)
+            in_flight=len(ledger.in_flight), lost=counts["lost"], exit_codes=codes,
+            served=finished)
     assert counts["lost"] == 0
     assert ledger.acknowledged > TERMS
+    assert finished > 0  # the access log was read
