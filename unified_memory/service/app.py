@@ -20,7 +20,9 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import AsyncIterator
+import signal
+import threading
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -198,5 +200,28 @@ def serve(memory: UnifiedMemory, *, host: str = "127.0.0.1", port: int = 8080,
     import uvicorn
 
     logging.basicConfig(level=log_level.upper(), format="%(message)s")
-    uvicorn.run(create_app(memory, settings=settings), host=host, port=port, log_level=log_level,
-                access_log=False, timeout_graceful_shutdown=30, lifespan="on")
+    config = uvicorn.Config(create_app(memory, settings=settings), host=host, port=port, log_level=log_level,
+                            access_log=False, timeout_graceful_shutdown=30, lifespan="on")
+    _graceful_server(config).run()
+
+
+def _graceful_server(config: Any) -> Any:
+    """uvicorn's server, except that the SIGTERM / SIGINT that asked for a graceful shutdown is not
+    raised again once the shutdown is done (uvicorn does, so the process died of the signal):
+    a service stopped cleanly exits 0, as process supervisors and tests expect."""
+    import uvicorn
+
+    class GracefulServer(uvicorn.Server):
+        @contextlib.contextmanager
+        def capture_signals(self) -> Iterator[None]:
+            if threading.current_thread() is not threading.main_thread():
+                yield
+                return
+            original = {sig: signal.signal(sig, self.handle_exit) for sig in (signal.SIGINT, signal.SIGTERM)}
+            try:
+                yield
+            finally:
+                for sig, handler in original.items():
+                    signal.signal(sig, handler)
+
+    return GracefulServer(config)
