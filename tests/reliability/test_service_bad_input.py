@@ -410,7 +410,7 @@ def check(fuzz: Fuzzed, case: Case, state: dict[str, dict[str, str]]) -> None:
     before = state["digest"]
     state["digest"] = after = db_digest(fuzz.db)  # the next case compares with this, whatever happens here
     where = f"{case.why}: {case.method} {case.path[:120]}{case.query[:120]} -> {answer.status_code} {answer.text[:300]}"
-    assert answer.status_code < 500, where
+    assert answer.status_code < 500, f"{where}\nserver log:\n{fuzz.service.log()[-3000:]}"
     if answer.status_code < 400:
         assert case.refuse is None, f"accepted what must be refused: {where}"
         fuzz.counts["accepted"] += 1
