@@ -204,6 +204,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_argument("--port", type=_positive_int, default=8080, help="port (default 8080)")
     sub.add_argument("--max-body-bytes", type=_positive_int, default=2 * 1024 * 1024, metavar="N",
                      help="refuse request bodies over N bytes with 413 (default 2 MiB; imports: 256 MiB)")
+    sub.add_argument("--max-failed-auth", type=_positive_int, default=20, metavar="N",
+                     help="answer 429 to a client address after N failed authentications in a minute (default 20)")
     sub.add_argument("--no-mcp", action="store_true", help="do not mount the MCP server at /mcp")
     sub.add_argument("--log-level", choices=("debug", "info", "warning", "error"), default="info",
                      help="log level (the access log is one JSON line per request at info)")

@@ -98,7 +98,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     except ImportError as exc:
         raise DependencyError(f"serve needs the server extra: {INSTALL_HINT} ({exc})") from None
     memory = open_memory(args, must_exist=False)
-    settings = {"max_body_bytes": args.max_body_bytes, "mcp": not args.no_mcp}
+    settings = {"max_body_bytes": args.max_body_bytes, "max_failed_auth": args.max_failed_auth,
+                "mcp": not args.no_mcp}
     print(f"unified-memory: serving {str(db_path(args))!r} on http://{args.host}:{args.port} "
           f"(API docs at /docs, MCP at /mcp)", file=sys.stderr, flush=True)
     serve(memory, host=args.host, port=args.port, settings=settings, log_level=args.log_level)

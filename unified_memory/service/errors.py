@@ -5,6 +5,7 @@ mapped from the library's own error classes (5xx only for the server's own failu
 cause                          status  ``type``
 =============================  ======  ==========================================
 body is not JSON / not UTF-8   400     ``malformed_json``
+path / query not UTF-8         400     ``malformed_path`` / ``malformed_query``
 no key, unknown/revoked key    401     ``unauthorized``
 key for another user           403     ``forbidden``
 unknown id or route            404     ``not_found``
@@ -70,7 +71,9 @@ def status_of(exc: UnifiedMemoryError) -> tuple[int, str]:
 
 def field_of_location(location: Sequence[Any]) -> str | None:
     """``("body", "facts", 2, "text")`` -> ``"facts[2].text"`` (the field a schema error is about)."""
-    parts = [p for p in location if p not in ("body", "query", "path", "header")]
+    parts = list(location)
+    if parts and parts[0] in ("body", "query", "path", "header"):
+        parts = parts[1:]  # where the value was; a body field may itself be called "query"
     text = ""
     for part in parts:
         if isinstance(part, int):

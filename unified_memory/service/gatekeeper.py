@@ -10,7 +10,7 @@ key names the user in the ``X-User-Id`` header). ``/healthz``, ``/readyz``, ``/d
 
 from __future__ import annotations
 
-from urllib.parse import unquote
+from urllib.parse import unquote, unquote_to_bytes
 
 from unified_memory.service.auth import Gate, Principal, Refusal
 from unified_memory.service.errors import error_body
@@ -27,6 +27,18 @@ def _user_in_path(raw_path: bytes) -> str | None:
     parts = raw_path.decode("latin-1").split("?", 1)[0].split("/")
     if len(parts) >= 4 and parts[1] == "v1" and parts[2] == "users" and parts[3]:
         return unquote(parts[3], errors="strict")
+    return None
+
+
+def _not_utf8_parameter(query: bytes) -> str | None:
+    """The name of the first query parameter whose name or value is not UTF-8 once percent-decoded."""
+    for pair in query.split(b"&"):
+        name, _, value = pair.partition(b"=")
+        try:
+            unquote_to_bytes(name.replace(b"+", b" ")).decode("utf-8")
+            unquote_to_bytes(value.replace(b"+", b" ")).decode("utf-8")
+        except UnicodeDecodeError:
+            return unquote_to_bytes(name.replace(b"+", b" ")).decode("utf-8", errors="replace")[:100] or "query"
     return None
 
 
@@ -59,6 +71,11 @@ class Gatekeeper:
                                                   state.get("request_id")))
             return
         state["user_id"] = user
+        bad = _not_utf8_parameter(scope.get("query_string") or b"")
+        if bad is not None:  # else Starlette would pass on U+FFFD: a scope or filter the caller never sent
+            await send_json(send, 400, error_body("malformed_query", f"{bad}: the value is not valid UTF-8", bad,
+                                                  state.get("request_id")))
+            return
         await self.app(scope, receive, send)
 
     def _user(self, principal: Principal, path: str, raw_path: bytes, headers: dict[bytes, bytes]) -> str | None:

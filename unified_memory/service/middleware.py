@@ -105,19 +105,29 @@ class BodyLimit:
             await send_json(send, 413, error_body("too_large", f"request body over {limit} bytes", "body", request_id))
             return
         received = 0
+        over = False  # the streamed body passed the limit: whatever the app answers becomes a 413
         started = False
 
         async def receiving() -> Message:
-            nonlocal received
+            nonlocal received, over
             message = await receive()
             if message["type"] == "http.request":
                 received += len(message.get("body", b""))
                 if received > limit:
+                    over = True
                     raise TooLarge(limit)
             return message
 
         async def sending(message: Message) -> None:
             nonlocal started
+            if over:
+                # The app may have caught TooLarge (Starlette answers a failed body read with 400):
+                # the answer is 413, and what the app would have sent is dropped.
+                if not started:
+                    started = True
+                    await send_json(send, 413, error_body("too_large", f"request body over {limit} bytes", "body",
+                                                          request_id))
+                return
             if message["type"] == "http.response.start":
                 started = True
             await send(message)
@@ -126,5 +136,6 @@ class BodyLimit:
             await self.app(scope, receiving, sending)
         except TooLarge:
             if not started:
+                started = True
                 await send_json(send, 413, error_body("too_large", f"request body over {limit} bytes", "body",
                                                       request_id))

@@ -7,7 +7,9 @@ in the memory's worker thread, so the event loop never waits on SQLite. ``agent_
 
 from __future__ import annotations
 
+import contextlib
 import io
+import re
 import tempfile
 from collections.abc import Iterator
 from typing import Annotated, Any, Literal
@@ -15,7 +17,7 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import StreamingResponse
 
-from unified_memory.errors import MemoryValueError, NotFoundError
+from unified_memory.errors import MemoryTypeError, MemoryValueError, NotFoundError
 from unified_memory.memory import UnifiedMemory
 from unified_memory.service.auth import Principal, Refusal
 from unified_memory.service.schemas import (
@@ -57,6 +59,21 @@ def _json(record: Any) -> dict[str, Any]:
     return record.model_dump(mode="json")  # type: ignore[no-any-return]
 
 
+@contextlib.contextmanager
+def _body_names(library: str, body: str) -> Iterator[None]:
+    """Errors naming the library's argument (the pattern ``library``) name the request's field instead
+    (``body``, a replacement: the library's ``obj`` is the body's ``object``)."""
+    try:
+        yield
+    except (MemoryValueError, MemoryTypeError) as exc:
+        found = re.match(library, exc.field or "")
+        if found is None:
+            raise
+        named = found.expand(body)
+        raise type(exc)(str(exc).replace(found.group(0), named, 1), field=named + (exc.field or "")[found.end():]) \
+            from None
+
+
 # -- writing ---------------------------------------------------------------------------------
 
 @router.post("/turns", response_model=Ids, status_code=201, summary="Log a user message and the reply")
@@ -71,7 +88,8 @@ async def add_messages(body: MessagesIn, mem: Memory) -> Ids:
     for given, message in zip(body.messages, messages, strict=True):
         if given.content is None:
             message["content"] = None  # a tool-calling assistant message has no content
-    return Ids(ids=await mem.aadd_messages(messages, extract=body.extract))
+    with _body_names(r"(messages\[\d+\])\.created_at\b", r"\1.when"):
+        return Ids(ids=await mem.aadd_messages(messages, extract=body.extract))
 
 
 @router.post("/facts", response_model=IdOut, status_code=201, summary="Store a long-term fact")
@@ -83,13 +101,15 @@ async def remember(body: FactIn, mem: Memory) -> IdOut:
 @router.post("/facts/batch", response_model=Ids, status_code=201, summary="Store many facts (all or none)")
 async def remember_many(body: FactsIn, mem: Memory) -> Ids:
     items = [f if isinstance(f, str) else f.model_dump(exclude_none=True) for f in body.facts]
-    return Ids(ids=await mem.aremember_many(items))
+    with _body_names(r"texts_or_facts\b", "facts"):
+        return Ids(ids=await mem.aremember_many(items))
 
 
 @router.post("/triples", response_model=IdOut, status_code=201, summary="Add a relation to the graph")
 async def add_triple(body: TripleIn, mem: Memory) -> IdOut:
-    return IdOut(id=await mem.aadd_triple(body.subject, body.predicate, body.object, confidence=body.confidence,
-                                          metadata=body.metadata))
+    with _body_names(r"obj\b", "object"):
+        return IdOut(id=await mem.aadd_triple(body.subject, body.predicate, body.object, confidence=body.confidence,
+                                              metadata=body.metadata))
 
 
 @router.delete("/facts/{fact_id}", response_model=Deleted, summary="Forget one fact (and what derives from it)")
@@ -145,7 +165,8 @@ async def triples(mem: Memory, entity: str | None = None) -> dict[str, Any]:
 @router.get("/episodes", summary="This user's episodic log, oldest first")
 async def episodes(mem: Memory, days: float | None = None, session: str | None = None,
                    limit: Annotated[int | None, Query(ge=1)] = None) -> dict[str, Any]:
-    return {"episodes": [_json(e) for e in await mem.aepisodes(days=days, session_id=session, limit=limit)]}
+    with _body_names(r"session_id\b", "session"):  # the scope's session_id was checked by memory_for
+        return {"episodes": [_json(e) for e in await mem.aepisodes(days=days, session_id=session, limit=limit)]}
 
 
 @router.get("/stats", summary="Counts of what this user's memory holds")
