@@ -6,7 +6,6 @@ processes seen by the server."""
 from __future__ import annotations
 
 import json
-import signal
 import subprocess
 import sys
 import threading
@@ -168,7 +167,7 @@ def test_sigterm_answers_in_flight_writes_and_keeps_them(tmp_path):
         release.set()
         for thread in threads:
             thread.join(90)
-        assert svc.process.wait(60) in (0, -signal.SIGTERM)  # uvicorn re-raises the signal once it is done
+        assert svc.process.wait(60) == 0  # a clean shutdown (serve does not re-raise the signal)
     finally:
         release.set()
         svc.kill()
