@@ -1,0 +1,43 @@
+"""Several service processes on one memory file (docs/deployment.md, "The service"): a write
+answered by one is recalled through the other, keys work on both, forgetting through one is
+seen by the other."""
+
+from __future__ import annotations
+
+import time
+
+import httpx
+
+from tests.service.conftest import bearer
+from unified_memory.service.background import ServiceProcess
+
+
+def _recall(client: httpx.Client, key: str, query: str) -> list[str]:
+    answer = client.post("/v1/users/ada/recall", json={"query": query, "tiers": ["long_term"]}, headers=bearer(key))
+    assert answer.status_code == 200, answer.text
+    return [h["text"] for h in answer.json()["hits"]]
+
+
+def _eventually(check, *, within: float = 10.0) -> bool:
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        if check():
+            return True
+        time.sleep(0.05)
+    return check()
+
+
+def test_two_service_processes_share_one_file(tmp_path):
+    db = tmp_path / "memory.db"
+    with ServiceProcess(db) as first, ServiceProcess(db) as second:
+        key = first.create_key("ada")
+        with httpx.Client(base_url=first.url) as one, httpx.Client(base_url=second.url) as two:
+            assert _recall(two, key, "bees") == []  # the second process has built its index of ada
+            made = one.post("/v1/users/ada/facts", json={"text": "I keep bees"}, headers=bearer(key))
+            assert made.status_code == 201
+            assert _eventually(lambda: _recall(two, key, "bees") == ["I keep bees"])
+            two.post("/v1/users/ada/turns", json={"user": "My sister Maria lives in Lisbon"}, headers=bearer(key))
+            assert _eventually(lambda: "My sister Maria lives in Lisbon" in _recall(one, key, "sister Maria Lisbon"))
+            gone = two.delete(f"/v1/users/ada/facts/{made.json()['id']}", headers=bearer(key))
+            assert gone.status_code == 200
+            assert _eventually(lambda: _recall(one, key, "bees") == [])
