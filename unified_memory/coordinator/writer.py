@@ -30,7 +30,13 @@ from unified_memory.errors import invalid, wrong_type
 from unified_memory.extraction.promotion import CONTEXT_MESSAGES, PromotionReport, Proposal
 from unified_memory.protocols import Extractor
 from unified_memory.types import ExtractedFact, ExtractedTriple, Message
-from unified_memory.validation import check_metadata, check_text, check_ttl_days, check_unit
+from unified_memory.validation import (
+    check_metadata,
+    check_optional_text,
+    check_text,
+    check_ttl_days,
+    check_unit,
+)
 
 __all__ = ["Writer"]
 
@@ -210,9 +216,7 @@ class Writer:
         spec = backend.scrub.data(field or "fact", spec)  # text, slots, category and metadata
         text = check_text(name("text") if not isinstance(item, str) else field, spec.get("text")).strip()
         importance = check_unit(name("importance"), spec.get("importance"))
-        category = spec.get("category")
-        if category is not None and not isinstance(category, str):
-            raise wrong_type(name("category"), "str", category)
+        category = check_optional_text(name("category"), spec.get("category"))  # no NUL or lone surrogate
         metadata = check_metadata(name("metadata"), spec.get("metadata"))
         ttl = check_ttl_days(name("ttl_days"), spec.get("ttl_days"), now=backend.clock())
         extraction = backend.extractor.extract(Message(role="user", content=text))
