@@ -26,7 +26,7 @@ from unified_memory.types import LONE_SURROGATE, Message
 __all__ = [
     "check_text", "check_scope_id", "check_limit", "check_unit", "check_metadata", "parse_when",
     "to_message", "pydantic_error", "check_bool", "check_ttl_days", "check_optional_text", "check_messages",
-    "check_path",
+    "check_path", "check_json",
 ]
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
@@ -165,11 +165,26 @@ def check_metadata(field: str, value: Any) -> dict[str, Any]:
     for key in data:
         if not isinstance(key, str):
             raise invalid(field, f"keys must be strings, got {key!r}")
+    check_json(field, data)
+    return data
+
+
+def check_json(field: str, value: Any) -> None:
+    """``value`` can be stored as JSON text: serialisable, no NaN or infinity, valid unicode
+    (a lone surrogate in a key or string cannot be written to the database).
+
+    >>> check_json("metadata", {"k": "v"})
+    >>> check_json("metadata", {"k": float("nan")})
+    Traceback (most recent call last):
+    ...
+    unified_memory.errors.MemoryValueError: metadata: must be JSON-serialisable: Out of range float values are not JSON compliant
+    """
     try:
-        json.dumps(data, allow_nan=False)
+        text = json.dumps(value, allow_nan=False, ensure_ascii=False)
     except (TypeError, ValueError) as exc:
         raise invalid(field, f"must be JSON-serialisable: {exc}") from None
-    return data
+    if LONE_SURROGATE.search(text):
+        raise invalid(field, "must be valid unicode text (it holds a lone surrogate)")
 
 
 def parse_when(field: str, value: Any) -> float | None:
@@ -248,6 +263,9 @@ def to_message(field: str, value: Any, *, when: float | None = None) -> Message:
     for key in ("content", "name", "tool_call_id"):  # stored as text: no NUL, no lone surrogate
         if getattr(message, key) is not None:
             check_text(f"{field}.{key}", getattr(message, key), allow_empty=True)
+    if message.tool_calls is not None:
+        check_json(f"{field}.tool_calls", message.tool_calls)
+    check_json(f"{field}.metadata", message.metadata)
     if message.content is None and not (message.role == "assistant" and message.tool_calls):
         raise invalid(f"{field}.content", f"required for a {message.role} message")
     if stamp is not None:

@@ -420,6 +420,7 @@ BAD_FACT_ITEMS = st.one_of(
                      {"text": "x", "bogus": 1}, {"text": 3}, {"importance": 0.5}, {"text": "x", "metadata": {1: 2}},
                      {"text": "x", "metadata": {"f": float("nan")}}, {"text": "x", "category": 3},
                      {"text": "x", "category": "\ud800"}, {"text": "x", "category": "a\x00b"},
+                     {"text": "x", "metadata": {"k": ["\ud800"]}}, {"text": "x", "metadata": {"\udfff": 1}},
                      {"text": "x", "importance": float("nan")}]),
     JUNK.filter(lambda v: not isinstance(v, str) or not v.strip() or "\x00" in v
                 or any("\ud800" <= ch <= "\udfff" for ch in v)),
