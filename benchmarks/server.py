@@ -150,16 +150,18 @@ def user_ids(n: int) -> list[str]:
     return [f"user{i:03d}" for i in range(n)]
 
 
-def prepare(path: Path, users: list[str], per_user: int, retrieval: str, keys: str) -> dict[str, Any]:
-    """Write the facts and the keys with the library directly; returns timings and the keys."""
+def prepare(path: Path, users: list[str], per_user: int, retrieval: str, keys: str, *,
+            reuse: bool = False) -> dict[str, Any]:
+    """Write the facts (unless ``reuse``: the file is kept) and the keys with the library directly."""
     from tiers.keys import KeyRing
     from tiers.storage import Storage
     from unified_memory import UnifiedMemory
 
     started = time.perf_counter()
-    with UnifiedMemory(path, retrieval=retrieval) as memory:
-        for n, user in enumerate(users):
-            memory.scoped(user_id=user).remember_many(synthetic_facts(per_user, seed=1000 + n))
+    if not reuse:
+        with UnifiedMemory(path, retrieval=retrieval) as memory:
+            for n, user in enumerate(users):
+                memory.scoped(user_id=user).remember_many(synthetic_facts(per_user, seed=1000 + n))
     written = time.perf_counter() - started
     ring = KeyRing(Storage(path))
     try:
@@ -170,8 +172,36 @@ def prepare(path: Path, users: list[str], per_user: int, retrieval: str, keys: s
             issued = {user: ring.create(user, label="benchmark")[1] for user in users}
     finally:
         ring.storage.close()
-    return {"write_s": written, "keys": issued,
+    return {"write_s": None if reuse else written, "keys": issued,
             "file_mb": sum(p.stat().st_size for p in path.parent.glob(path.name + "*")) / 2**20}
+
+
+def in_process(path: Path, users: list[str], retrieval: str, mix: dict[str, float], n: int) -> dict[str, Any]:
+    """The same memory calls as the clients make, one at a time in this process (no HTTP, no
+    concurrency): what one call costs on its own. ``n`` calls drawn by the mix, after one recall per user."""
+    from unified_memory import UnifiedMemory
+
+    rng = random.Random(5)
+    pool = queries(500, seed=5)
+    times: dict[str, list[float]] = {op: [] for op in OPS}
+    with UnifiedMemory(path, retrieval=retrieval) as memory:
+        scoped = {user: memory.scoped(user_id=user) for user in users}
+        started = time.perf_counter()
+        for user in users:
+            scoped[user].recall("warm up", limit=RECALL_LIMIT)
+        warm = time.perf_counter() - started
+        for _ in range(n):
+            op = rng.choices(OPS, [mix[o] for o in OPS])[0]
+            mem = scoped[rng.choice(users)]
+            t0 = time.perf_counter()
+            if op == "turns":
+                mem.add_turn(*turn_text(rng))
+            elif op == "recall":
+                mem.recall(rng.choice(pool), limit=RECALL_LIMIT)
+            else:
+                mem.context(rng.choice(pool), max_tokens=CONTEXT_TOKENS)
+            times[op].append((time.perf_counter() - t0) * 1000)
+    return {"times": times, "warm_s": warm}
 
 
 # -- the load generator (a child process) ---------------------------------------------------------------
@@ -326,14 +356,17 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     work = Path(args.dir) if args.dir else Path(tempfile.mkdtemp(prefix="server-bench-"))
     work.mkdir(parents=True, exist_ok=True)
     db = work / "server-bench.db"
-    for stale in work.glob("server-bench.db*"):
-        stale.unlink()
+    reuse = args.reuse and db.exists()
+    if not reuse:
+        for stale in work.glob("server-bench.db*"):
+            stale.unlink()
     users = user_ids(args.users)
     print(f"[server] {time.strftime('%H:%M:%S')} writing {args.users} users × {args.facts_per_user:,} facts",
           file=sys.stderr, flush=True)
-    prepared = prepare(db, users, args.facts_per_user, args.retrieval, args.keys)
-    print(f"[server] written in {prepared['write_s']:.1f} s ({prepared['file_mb']:.0f} MB)", file=sys.stderr,
+    prepared = prepare(db, users, args.facts_per_user, args.retrieval, args.keys, reuse=reuse)
+    print(f"[server] written in {prepared['write_s'] or 0:.1f} s ({prepared['file_mb']:.0f} MB)", file=sys.stderr,
           flush=True)
+    alone = in_process(db, users, args.retrieval, args.mix, args.baseline) if args.baseline else None
 
     instrument = work / "instrument"
     env = {"PYTHONPATH": os.pathsep.join([str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])}
@@ -386,6 +419,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         level["server_cpu"] = by_role(level.pop("server_cpu_tids"), pid, workers)
     profile_text = profile_summary(instrument) if args.profile else ""
     return {"prepared": {k: v for k, v in prepared.items() if k != "keys"}, "levels": levels, "warm_s": warm_s,
+            "alone": alone,
             "access": access_log(server_log), "calls": calls, "profile": profile_text, "db": db,
             "exit": service.process.returncode if service.process else None,
             "server_errors": [line for line in server_log.splitlines() if "Traceback" in line or "ERROR" in line]}
@@ -441,6 +475,25 @@ def _p(values: list[float], q: float) -> str:
 def table(header: list[str], rows: list[list[str]]) -> str:
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     return "\n".join(lines + ["| " + " | ".join(row) + " |" for row in rows])
+
+
+def baseline(alone: dict[str, Any] | None) -> list[str]:
+    """The in-process table: each memory call alone, no HTTP, no concurrency."""
+    if not alone:
+        return []
+    rows = []
+    for op in OPS:
+        times = alone["times"][op]
+        mean = sum(times) / len(times) if times else 0.0
+        rows.append([op, f"{len(times):,}", f"{_p(times, .5)} / {_p(times, .95)} / {_p(times, .99)}",
+                     f"{mean:.1f}"])
+    every = [t for op in OPS for t in alone["times"][op]]
+    capacity = 1000 / (sum(every) / len(every)) if every else 0
+    return ["The same memory calls in the benchmark's own process before the server starts, one at a time "
+            "(no HTTP, no concurrency, same file, same mix; after one recall per user, "
+            f"{alone['warm_s']:.1f} s): what a call costs alone. At this mix one worker thread can serve at most "
+            f"≈ {capacity:,.0f} calls/s (1 / mean).", "",
+            table(["op", "calls", "p50 / p95 / p99 ms", "mean ms"], rows), ""]
 
 
 def _ok(status: Any) -> bool:
@@ -532,8 +585,10 @@ def report(args: argparse.Namespace, argv: list[str], result: dict[str, Any], ve
                                             "docstring)." if not args.no_instrument else "No instrumentation."),
         "",
         f"Data: {args.users:,} users × {args.facts_per_user:,} facts = {args.users * args.facts_per_user:,} facts, "
-        f"retrieval `{args.retrieval}`, written before the server starts with `remember_many` per user in "
-        f"{prepared['write_s']:.1f} s; file {prepared['file_mb']:.0f} MB. Keys: "
+        f"retrieval `{args.retrieval}`, written before the server starts with `remember_many` per user"
+        + (f" in {prepared['write_s']:.1f} s" if prepared["write_s"] is not None else
+           " (by an earlier run: `--reuse`, so the turns of that run are in the file too)")
+        + f"; file {prepared['file_mb']:.0f} MB. Keys: "
         + ("one per user (each request uses its user's key)" if args.keys == "per-user"
            else "one admin key for every request") + f". First recall of every user (unmeasured): "
         f"{result['warm_s']:.1f} s in all.",
@@ -573,6 +628,7 @@ def report(args: argparse.Namespace, argv: list[str], result: dict[str, Any], ve
         table(["clients", "load average (1 min) start / end", "server event loop", "server memory worker",
                "server other threads", "worker busy", "load generator", "mean latency vs N / X"], cpu_rows),
         "",
+        *baseline(result.get("alone")),
         *notes,
     ]
     if result["profile"]:
@@ -614,11 +670,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "server.md"))
     parser.add_argument("--profile", action="store_true", help="cProfile every server thread (inflates latencies)")
     parser.add_argument("--no-instrument", action="store_true", help="no sitecustomize in the server child")
+    parser.add_argument("--baseline", type=int, default=600, metavar="N",
+                        help="N memory calls in-process, one at a time, before the server starts (0: none)")
+    parser.add_argument("--reuse", action="store_true", help="keep the memory file in --dir if there (no load)")
     parser.add_argument("--quick", action="store_true", help="a tiny run for the smoke test")
     args = parser.parse_args(argv)
     if args.quick:
         args.users, args.facts_per_user, args.clients = 4, 60, [2, 4]
-        args.duration, args.warmup = 2.0, 0.5
+        args.duration, args.warmup, args.baseline = 2.0, 0.5, min(args.baseline, 30)
     args.mix = parse_mix(args.mix)
     started = time.strftime("%Y-%m-%d %H:%M:%S")
     before = library_version()
