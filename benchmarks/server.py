@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import platform
@@ -71,7 +72,7 @@ import json, os, sys, threading, time
 _DIR = os.environ.get("UM_BENCH_INSTRUMENT")
 if _DIR:
     # uvicorn re-raises SIGTERM after its graceful shutdown, so atexit never runs: a daemon thread
-    # appends the calls to calls.jsonl twice a second, and dumps the profiles when asked (file "dump").
+    # appends the calls to calls-PID.jsonl twice a second, and dumps the profiles when asked (file dump-PID).
     _calls = []
     _workers = set()
     _profiles = []
@@ -118,25 +119,26 @@ if _DIR:
     def _dump_profiles():
         for i, (name, profile) in enumerate(list(_profiles)):
             try:
-                profile.dump_stats(os.path.join(_DIR, f"profile-{i}-{name.replace('/', '_')}.prof"))
+                profile.dump_stats(os.path.join(_DIR, f"profile-{os.getpid()}-{i}-{name.replace('/', '_')}.prof"))
             except Exception as exc:  # a thread's profile that cannot be dumped: say so, go on
                 print(f"[bench] profile {name}: {exc}", file=sys.stderr)
 
     def _flush():
         done = 0
-        path = os.path.join(_DIR, "calls.jsonl")
+        pid = os.getpid()
+        path = os.path.join(_DIR, f"calls-{pid}.jsonl")
         while True:
             time.sleep(0.5)
             fresh = _calls[done:]
             done += len(fresh)
             with open(path, "a") as out:
                 out.writelines(json.dumps(c) + "\\n" for c in fresh)
-            with open(os.path.join(_DIR, "workers.json"), "w") as out:
+            with open(os.path.join(_DIR, f"workers-{pid}.json"), "w") as out:
                 json.dump(sorted(_workers), out)
-            if os.path.exists(os.path.join(_DIR, "dump")):
-                os.unlink(os.path.join(_DIR, "dump"))
+            if os.path.exists(os.path.join(_DIR, f"dump-{pid}")):
+                os.unlink(os.path.join(_DIR, f"dump-{pid}"))
                 _dump_profiles()
-                open(os.path.join(_DIR, "dumped"), "w").close()
+                open(os.path.join(_DIR, f"dumped-{pid}"), "w").close()
 
     _patch()
     threading.Thread(target=_flush, name="bench-flush", daemon=True).start()
@@ -227,7 +229,8 @@ async def _client(index: int, spec: dict[str, Any], samples: list[tuple], stop_a
     pool = queries(500, seed=spec["seed"] * 1000 + index)
     limits = httpx.Limits(max_connections=1, max_keepalive_connections=1)
     prefix = f"c{spec['clients']}-{index}-"
-    async with httpx.AsyncClient(base_url=spec["url"], limits=limits, timeout=REQUEST_TIMEOUT) as http:
+    url = spec["urls"][index % len(spec["urls"])]
+    async with httpx.AsyncClient(base_url=url, limits=limits, timeout=REQUEST_TIMEOUT) as http:
         seq = 0
         while (now := time.perf_counter()) < stop_at:
             op = rng.choices(OPS, weights)[0]
@@ -302,17 +305,19 @@ def thread_cpu(pid: int) -> dict[str, float]:
     return out
 
 
-def by_role(cpu: dict[str, float], pid: int, workers: set[str]) -> dict[str, float]:
-    """Per-thread CPU summed into the event loop (main thread), the memory worker(s) and the rest."""
+def by_role(cpu: dict[str, float], workers: set[str]) -> dict[str, float]:
+    """Per-thread CPU (keys "PID:TID") summed into the event loop (each server's main thread), the
+    memory worker(s) and the rest."""
     out = {"event loop (main thread)": 0.0, "memory worker": 0.0, "other threads": 0.0}
-    for tid, seconds in cpu.items():
-        role = ("event loop (main thread)" if tid == str(pid) else
+    for key, seconds in cpu.items():
+        pid, _, tid = key.partition(":")
+        role = ("event loop (main thread)" if tid == pid else
                 "memory worker" if tid in workers else "other threads")
         out[role] += seconds
     return out
 
 
-def run_level(service: Any, spec: dict[str, Any]) -> dict[str, Any]:
+def run_level(pids: list[int], spec: dict[str, Any]) -> dict[str, Any]:
     """One concurrency level: the load generator in a child process, CPU read at the window's edges."""
     spec_file = Path(spec["result"]).with_suffix(".spec.json")
     spec_file.write_text(json.dumps(spec), encoding="utf-8")
@@ -323,7 +328,8 @@ def run_level(service: Any, spec: dict[str, Any]) -> dict[str, Any]:
     assert child.stdout is not None
     for line in child.stdout:
         if line.strip() in ("START", "END"):
-            cpu[line.strip()] = thread_cpu(service.process.pid)
+            cpu[line.strip()] = {f"{pid}:{tid}": seconds for pid in pids
+                                 for tid, seconds in thread_cpu(pid).items()}
     if child.wait() != 0:
         raise RuntimeError(f"the load generator failed (exit {child.returncode})")
     load.append(os.getloadavg()[0])
@@ -381,47 +387,53 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         env = {"PYTHONPATH": os.pathsep.join([str(site), env["PYTHONPATH"]]),
                "UM_BENCH_INSTRUMENT": str(instrument), "UM_BENCH_PROFILE": "1" if args.profile else "0"}
     server_args = ["--retrieval", args.retrieval, "--no-mcp", "--log-level", "info"]
-    service = ServiceProcess(db, args=server_args, env=env, log_path=work / "server.log", startup_timeout=300)
+    services = [ServiceProcess(db, args=server_args, env=env, log_path=work / f"server-{i}.log", startup_timeout=300)
+                for i in range(args.servers)]
     levels: dict[int, dict[str, Any]] = {}
-    with service:
+    with contextlib.ExitStack() as stack:
         import httpx
 
+        for service in services:
+            stack.enter_context(service)
         started = time.perf_counter()
-        with httpx.Client(base_url=service.url, timeout=300) as http:
-            for user in users:  # every user once: the first recall builds the in-memory indexes
-                http.post(f"/v1/users/{user}/recall", json={"query": "warm up", "limit": RECALL_LIMIT},
-                          headers={"Authorization": f"Bearer {prepared['keys'][user]}"}).raise_for_status()
+        for service in services:  # every user once: the first recall builds the in-memory indexes
+            with httpx.Client(base_url=service.url, timeout=300) as http:
+                for user in users:
+                    http.post(f"/v1/users/{user}/recall", json={"query": "warm up", "limit": RECALL_LIMIT},
+                              headers={"Authorization": f"Bearer {prepared['keys'][user]}"}).raise_for_status()
         warm_s = time.perf_counter() - started
+        pids = [service.process.pid for service in services if service.process is not None]
         for clients in args.clients:
             print(f"[server] {time.strftime('%H:%M:%S')} {clients} clients: {args.warmup:g} s warm-up + "
                   f"{args.duration:g} s", file=sys.stderr, flush=True)
-            spec = {"url": service.url, "users": users, "keys": prepared["keys"], "clients": clients,
-                    "mix": args.mix, "warmup": args.warmup, "duration": args.duration, "seed": clients,
-                    "result": str(work / f"level-{clients}.json")}
-            levels[clients] = run_level(service, spec)
+            spec = {"urls": [service.url for service in services], "users": users, "keys": prepared["keys"],
+                    "clients": clients, "mix": args.mix, "warmup": args.warmup, "duration": args.duration,
+                    "seed": clients, "result": str(work / f"level-{clients}.json")}
+            levels[clients] = run_level(pids, spec)
             done = levels[clients]
             print(f"[server] {clients} clients: {len(done['samples']) / done['window_s']:,.0f} req/s",
                   file=sys.stderr, flush=True)
         time.sleep(1.0)  # the instrumentation flushes twice a second
         if args.profile:
-            (instrument / "dump").touch()
+            for pid in pids:
+                (instrument / f"dump-{pid}").touch()
             deadline = time.monotonic() + 120
-            while not (instrument / "dumped").exists() and time.monotonic() < deadline:
+            while (not all((instrument / f"dumped-{pid}").exists() for pid in pids)
+                   and time.monotonic() < deadline):
                 time.sleep(0.2)
-        pid = service.process.pid if service.process else 0
-    server_log = service.log()
+    server_log = "\n".join(service.log() for service in services)
     calls, workers = [], set()
-    if not args.no_instrument and (instrument / "calls.jsonl").exists():
-        calls = [json.loads(line) for line in (instrument / "calls.jsonl").read_text(encoding="utf-8").splitlines()
-                 if line.strip()]
-        workers = {str(t) for t in json.loads((instrument / "workers.json").read_text(encoding="utf-8"))}
+    if not args.no_instrument:
+        for found in sorted(instrument.glob("calls-*.jsonl")):
+            calls += [json.loads(line) for line in found.read_text(encoding="utf-8").splitlines() if line.strip()]
+        for found in instrument.glob("workers-*.json"):
+            workers |= {str(t) for t in json.loads(found.read_text(encoding="utf-8"))}
     for level in levels.values():
-        level["server_cpu"] = by_role(level.pop("server_cpu_tids"), pid, workers)
+        level["server_cpu"] = by_role(level.pop("server_cpu_tids"), workers)
     profile_text = profile_summary(instrument) if args.profile else ""
     return {"prepared": {k: v for k, v in prepared.items() if k != "keys"}, "levels": levels, "warm_s": warm_s,
             "alone": alone,
             "access": access_log(server_log), "calls": calls, "profile": profile_text, "db": db,
-            "exit": service.process.returncode if service.process else None,
             "server_errors": [line for line in server_log.splitlines() if "Traceback" in line or "ERROR" in line]}
 
 
@@ -437,8 +449,8 @@ def profile_summary(instrument: Path, top: int = 25) -> str:
         except (OSError, TypeError, ValueError) as exc:
             parts.append(f"{prof.name}: unreadable ({exc})")
             continue
-        if stats.total_tt < 0.5:  # idle threads (uvicorn's helpers, the log writer)
-            continue
+        if "MainThread" not in prof.name and "unified-memory" not in prof.name:
+            continue  # idle helpers: the flusher, AnyIO's threads (FastAPI runs sync dependencies there)
         stats.sort_stats("cumulative").print_stats(top)
         parts.append(f"### {prof.stem} (total {stats.total_tt:.1f} s of CPU-side time)\n\n```\n"
                      + "\n".join(line[:160] for line in stream.getvalue().strip().splitlines()[-(top + 3):])
@@ -543,7 +555,7 @@ def report(args: argparse.Namespace, argv: list[str], result: dict[str, Any], ve
         cpu_rows.append([str(clients), f"{level['load'][0]:.2f} / {level['load'][1]:.2f}",
                          f"{srv.get('event loop (main thread)', 0) / window:.2f}",
                          f"{srv.get('memory worker', 0) / window:.2f}", f"{srv.get('other threads', 0) / window:.2f}",
-                         f"{busy / window:.0%}" if calls else "–", f"{level['loadgen_cpu'] / window:.2f}",
+                         f"{busy / window / args.servers:.0%}" if calls else "–", f"{level['loadgen_cpu'] / window:.2f}",
                          f"{mean:.1f} ms vs {clients / ops_s * 1000:.1f} ms" if ops_s else "–"])
     verdicts = []
     target = levels.get(TARGET_CLIENTS)
@@ -579,7 +591,10 @@ def report(args: argparse.Namespace, argv: list[str], result: dict[str, Any], ve
         f"Library: `{versions[0]}`",
         "",
         f"Server: `unified-memory serve --db FILE --host 127.0.0.1 --port PORT {' '.join(result['server_args'])}` "
-        "in a child process (`ServiceProcess`): one uvicorn process, one event loop (uvloop / httptools when "
+        + ("in a child process (`ServiceProcess`): one uvicorn process" if args.servers == 1 else
+           f"in {args.servers} child processes (`ServiceProcess`) on the same file, the clients spread over them "
+           "round-robin; in each: one uvicorn process")
+        + ", one event loop (uvloop / httptools when "
         "installed: here " + result["loop"] + "), every memory call on the file's single worker thread; JSON "
         "access log at info to a file. " + ("Worker calls timed by the benchmark's `sitecustomize` (see the "
                                             "docstring)." if not args.no_instrument else "No instrumentation."),
@@ -622,7 +637,7 @@ def report(args: argparse.Namespace, argv: list[str], result: dict[str, Any], ve
                "queue wait at the worker", "run on the worker (p50 / p95 / mean)", "back to the loop"], where),
         "",
         "CPU in cores (CPU seconds / measured seconds), per thread of the server and for the load generator; "
-        "'worker busy' = sum of the memory calls' run time / measured time; Little's law check: mean latency "
+        "'worker busy' = sum of the memory calls' run time / measured time (per worker: / servers); Little's law check: mean latency "
         "measured vs clients / throughput.",
         "",
         table(["clients", "load average (1 min) start / end", "server event loop", "server memory worker",
@@ -665,6 +680,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--warmup", type=float, default=5.0, help="discarded seconds before each level")
     parser.add_argument("--mix", nargs="+", default=["turns=20", "recall=60", "context=20"], metavar="OP=SHARE")
     parser.add_argument("--retrieval", choices=("lexical", "hybrid"), default="lexical")
+    parser.add_argument("--servers", type=int, default=1,
+                        help="service processes on the one file (clients spread over them round-robin)")
     parser.add_argument("--keys", choices=("per-user", "admin"), default="per-user")
     parser.add_argument("--dir", help="where the memory file, the server log and the samples go (default: a temp dir)")
     parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "server.md"))
