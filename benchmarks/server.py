@@ -70,6 +70,8 @@ SITECUSTOMIZE = '''
 import json, os, sys, threading, time
 
 _DIR = os.environ.get("UM_BENCH_INSTRUMENT")
+if os.environ.get("UM_BENCH_SWITCH_INTERVAL"):
+    sys.setswitchinterval(float(os.environ["UM_BENCH_SWITCH_INTERVAL"]))
 if _DIR:
     # uvicorn re-raises SIGTERM after its graceful shutdown, so atexit never runs: a daemon thread
     # appends the calls to calls-PID.jsonl twice a second, and dumps the profiles when asked (file dump-PID).
@@ -386,6 +388,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         (site / "sitecustomize.py").write_text(SITECUSTOMIZE, encoding="utf-8")
         env = {"PYTHONPATH": os.pathsep.join([str(site), env["PYTHONPATH"]]),
                "UM_BENCH_INSTRUMENT": str(instrument), "UM_BENCH_PROFILE": "1" if args.profile else "0"}
+        if args.switch_interval:
+            env["UM_BENCH_SWITCH_INTERVAL"] = str(args.switch_interval)
     server_args = ["--retrieval", args.retrieval, "--no-mcp", "--log-level", "info"]
     services = [ServiceProcess(db, args=server_args, env=env, log_path=work / f"server-{i}.log", startup_timeout=300)
                 for i in range(args.servers)]
@@ -534,7 +538,7 @@ def report(args: argparse.Namespace, argv: list[str], result: dict[str, Any], ve
             row.append(f"{len(mine) / window:,.0f}: {_pcts(mine)}")
         rows.append(row)
         begin, end = level["marks"]["start"][0], level["marks"]["end"][0]
-        in_window = [c for c in calls if begin <= c[1] <= end + 5]
+        in_window = [c for c in calls if begin <= c[1] <= end + level["late_ms"] / 1000]
         fn_of = {"turns": "add_turn", "recall": "recall", "context": "context"}
         for op in OPS:
             mine = [s for s in ok if s[0] == op]
@@ -577,6 +581,9 @@ def report(args: argparse.Namespace, argv: list[str], result: dict[str, Any], ve
     if result["server_errors"]:
         notes.append(f"- The server log has {len(result['server_errors'])} error line(s); first: "
                      f"`{result['server_errors'][0][:200]}`")
+    if args.switch_interval:
+        notes.append(f"- **An experiment: the server ran with `sys.setswitchinterval({args.switch_interval:g})` "
+                     "(Python's default is 0.005 s).**")
     if args.profile:
         notes.append("- **This run had cProfile on every server thread (`--profile`): its latencies are inflated "
                      "by the profiler; use it for where the time goes, not for the figures.**")
@@ -687,6 +694,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "server.md"))
     parser.add_argument("--profile", action="store_true", help="cProfile every server thread (inflates latencies)")
     parser.add_argument("--no-instrument", action="store_true", help="no sitecustomize in the server child")
+    parser.add_argument("--switch-interval", type=float, metavar="S",
+                        help="an experiment: sys.setswitchinterval(S) in the server (the GIL hand-over; default 0.005)")
     parser.add_argument("--baseline", type=int, default=600, metavar="N",
                         help="N memory calls in-process, one at a time, before the server starts (0: none)")
     parser.add_argument("--reuse", action="store_true", help="keep the memory file in --dir if there (no load)")
