@@ -591,7 +591,7 @@ def report(args: argparse.Namespace, argv: list[str], result: dict[str, Any], ve
     text = [
         "# The HTTP service under concurrent load",
         "",
-        f"Command: `python benchmarks/server.py {shlex.join(argv)}`".rstrip() + "",
+        f"Command: `{('python benchmarks/server.py ' + shlex.join(argv)).strip()}`",
         "",
         f"Machine: {machine()}; run started {started}",
         "",
