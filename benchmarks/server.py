@@ -4,6 +4,7 @@ turns, recall and context over many users of one memory file.
     python benchmarks/server.py [--users 100] [--facts-per-user 1000] [--clients 16 64]
         [--duration 30] [--warmup 5] [--mix turns=20 recall=60 context=20] [--retrieval lexical|hybrid]
         [--keys per-user|admin] [--dir DIR] [--out benchmarks/results/server.md] [--profile] [--quick]
+        [--baseline 600] [--servers 1] [--reuse] [--no-instrument] [--switch-interval S]
 
 1. **Load.** Before the server starts, ``--users`` users × ``--facts-per-user`` seeded synthetic facts
    (``_synthetic.py``; a different seed per user) go into one durable file with the library directly
@@ -28,6 +29,12 @@ turns, recall and context over many users of one memory file.
    (``/proc/PID/task``) and of the load generator is read at the start and end of each measured window.
    ``--profile`` also runs cProfile on every thread of the server (slower: figures of that run are
    inflated) and adds the top functions to the report.
+
+Before the server starts, ``--baseline`` memory calls of the same mix run in this process one at a time
+(no HTTP, no concurrency): what a call costs alone. Experiments: ``--servers N`` runs N service
+processes on the one file (clients spread round-robin); ``--reuse`` keeps the file in ``--dir`` (no
+load; the earlier run's turns stay in it); ``--switch-interval S`` sets ``sys.setswitchinterval`` in
+the server.
 
 ``--quick`` is a tiny run for the smoke test (4 users × 60 facts, 2 and 4 clients, 2 s each).
 """
