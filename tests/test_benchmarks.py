@@ -10,6 +10,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -95,3 +97,29 @@ def test_updates_benchmark_tiny_run(tmp_path):
     overall = result["updates"]["lexical"]["overall"]
     assert abs(overall["newer_first"] + overall["old_first"] + overall["no_value_hit"] - 1) < 1e-3
     assert result["locomo"]["lexical"]["questions"]["overall"] == 2
+
+
+def test_server_benchmark_quick_run(tmp_path):
+    """The HTTP service under load, tiny: 4 users, 2 and 4 clients for 2 s each, every request answered."""
+    pytest.importorskip("fastapi")
+    pytest.importorskip("uvicorn")
+    pytest.importorskip("httpx")
+    out = tmp_path / "server.md"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])}
+    done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "server.py"), "--quick", "--dir",
+                           str(tmp_path / "files"), "--out", str(out)],
+                          capture_output=True, text=True, timeout=180, cwd=ROOT, env=env)
+    assert done.returncode == 0, done.stderr[-2000:]
+    text = out.read_text(encoding="utf-8")
+    for expected in ("# The HTTP service under concurrent load", "Command: `python benchmarks/server.py --quick",
+                     "Machine:", "Library: `git ", "Keys: one per user", "## Results", "## Target (issue 17)",
+                     "| 0 errors (every level) | 0: **met** |", "## Where the time goes", "load generator"):
+        assert expected in text, expected
+    rows = {line.split("|")[1].strip(): line for line in text.split("## Results")[1].split("##")[0].splitlines()
+            if line.startswith("| ") and line.split("|")[1].strip().isdigit()}
+    assert set(rows) == {"2", "4"}
+    for row in rows.values():
+        cells = [c.strip() for c in row.split("|")[1:-1]]
+        assert int(cells[1].replace(",", "")) > 0 and cells[3] == "0", row  # requests answered, no errors
+    where = text.split("## Where the time goes")[1]
+    assert "| 2 | recall |" in where and "– / –" not in where.split("CPU in cores")[0]  # the worker was timed
