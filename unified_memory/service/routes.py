@@ -9,13 +9,15 @@ from __future__ import annotations
 
 import contextlib
 import io
+import json
 import re
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Query, Request
-from fastapi.responses import StreamingResponse
+from fastapi.responses import Response, StreamingResponse
+from pydantic import BaseModel
 
 from unified_memory.errors import MemoryTypeError, MemoryValueError, NotFoundError
 from unified_memory.memory import UnifiedMemory
@@ -42,8 +44,8 @@ router = APIRouter(prefix="/v1/users/{user_id}", tags=["memory"])
 admin_router = APIRouter(prefix="/v1", tags=["admin"])
 
 
-def memory_for(request: Request, user_id: str, agent_id: str | None = None,
-               session_id: str | None = None) -> UnifiedMemory:
+async def memory_for(request: Request, user_id: str, agent_id: str | None = None,
+                     session_id: str | None = None) -> UnifiedMemory:
     """The service's memory scoped to the path's user (the gatekeeper checked the key for it)."""
     principal: Principal | None = getattr(request.state, "principal", None)
     if principal is None or not principal.may_act_for(user_id):
@@ -57,6 +59,14 @@ Memory = Annotated[UnifiedMemory, Depends(memory_for)]
 
 def _json(record: Any) -> dict[str, Any]:
     return record.model_dump(mode="json")  # type: ignore[no-any-return]
+
+
+def _listing(key: str, records: Sequence[BaseModel], **extra: Any) -> Response:
+    """``{key: [records...], **extra}`` serialised by pydantic-core at once (FastAPI would validate the
+    answer against its model and re-encode it in Python: a third of a recall's time on the event loop)."""
+    head = "".join(f"{json.dumps(name)}:{json.dumps(value)}," for name, value in extra.items())
+    body = "{" + head + json.dumps(key) + ":[" + ",".join(r.model_dump_json() for r in records) + "]}"
+    return Response(content=body.encode("utf-8"), media_type="application/json")
 
 
 @contextlib.contextmanager
@@ -125,48 +135,48 @@ async def forget_fact(fact_id: str, mem: Memory) -> Deleted:
 # -- reading ---------------------------------------------------------------------------------
 
 @router.post("/recall", response_model=RecallOut, summary="Federated recall over the tiers")
-async def recall(body: RecallIn, mem: Memory) -> RecallOut:
+async def recall(body: RecallIn, mem: Memory) -> Response:
     hits = await mem.arecall(body.query, limit=body.limit, tiers=body.tiers, days=body.days, where=body.where,
                              as_of=body.as_of)
-    return RecallOut(hits=[_json(h) for h in hits])
+    return _listing("hits", hits)
 
 
 @router.post("/context", summary="A token-budgeted memory block for the next LLM call")
-async def context(body: ContextIn, mem: Memory) -> dict[str, Any]:
+async def context(body: ContextIn, mem: Memory) -> Response:
     block = await mem.acontext(body.query, max_tokens=body.max_tokens, include_conversation=body.include_conversation,
                                limit=body.limit, as_of=body.as_of)
-    return _json(block)
+    return Response(content=block.model_dump_json().encode("utf-8"), media_type="application/json")
 
 
 @router.get("/facts", response_model=FactPage, summary="This user's facts, a page at a time")
 async def facts(mem: Memory, limit: Annotated[int, Query(ge=1, le=1000)] = 100,
                 offset: Annotated[int, Query(ge=0)] = 0, category: str | None = None,
                 include_archived: bool = False, include_inactive: bool = False,
-                include_history: bool = False, order: Literal["time", "importance"] = "time") -> FactPage:
+                include_history: bool = False, order: Literal["time", "importance"] = "time") -> Response:
     every = await mem.afacts(category=category, include_archived=include_archived,
                              include_inactive=include_inactive, include_history=include_history, order=order)
     page = every[offset:offset + limit]
     following = offset + limit
-    return FactPage(facts=[_json(f) for f in page], total=len(every),
-                    next_offset=following if following < len(every) else None)
+    return _listing("facts", page, total=len(every), next_offset=following if following < len(every) else None)
 
 
 @router.get("/entities", summary="This user's entities, most mentioned first")
 async def entities(mem: Memory, type: str | None = None,
-                   limit: Annotated[int | None, Query(ge=1)] = None) -> dict[str, Any]:
-    return {"entities": [_json(e) for e in await mem.aentities(type=type, limit=limit)]}
+                   limit: Annotated[int | None, Query(ge=1)] = None) -> Response:
+    return _listing("entities", await mem.aentities(type=type, limit=limit))
 
 
 @router.get("/triples", summary="This user's relations (optionally those touching one entity)")
-async def triples(mem: Memory, entity: str | None = None) -> dict[str, Any]:
-    return {"triples": [_json(t) for t in await mem.atriples(entity)]}
+async def triples(mem: Memory, entity: str | None = None) -> Response:
+    return _listing("triples", await mem.atriples(entity))
 
 
 @router.get("/episodes", summary="This user's episodic log, oldest first")
 async def episodes(mem: Memory, days: float | None = None, session: str | None = None,
-                   limit: Annotated[int | None, Query(ge=1)] = None) -> dict[str, Any]:
+                   limit: Annotated[int | None, Query(ge=1)] = None) -> Response:
     with _body_names(r"session_id\b", "session"):  # the scope's session_id was checked by memory_for
-        return {"episodes": [_json(e) for e in await mem.aepisodes(days=days, session_id=session, limit=limit)]}
+        found = await mem.aepisodes(days=days, session_id=session, limit=limit)
+    return _listing("episodes", found)
 
 
 @router.get("/stats", summary="Counts of what this user's memory holds")
