@@ -15,7 +15,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("scoring", "tiers", "unified_memory")
-HEAVY = ("torch", "sentence_transformers", "chromadb", "redis", "openai", "sklearn")
+HEAVY = ("torch", "sentence_transformers", "chromadb", "redis", "openai", "sklearn", "fastapi", "uvicorn", "starlette",
+         "httpx", "mcp")
 
 
 def run_python(code: str) -> subprocess.CompletedProcess:
