@@ -93,6 +93,8 @@ ENDPOINTS: dict[tuple[str, str], Endpoint] = {
     ("POST", f"{USER}/context"): Endpoint({"query": "bees"}, {
         "query": "str", "max_tokens": "int", "include_conversation": "bool!", "limit": "int", "as_of": "moment"}),
     ("POST", f"{USER}/import"): Endpoint(jsonl=True),
+    # a valid body names no item of the user (404, nothing deleted): the fuzzer never forgets what it reads
+    ("POST", f"{USER}/forget"): Endpoint({"ids": ["fact_not_there"]}, {"ids": "list!", "ids[0]": "str"}),
     ("GET", f"{USER}/facts"): Endpoint(query={"limit": "int", "offset": "offset", "category": "str",
                                              "include_archived": "bool", "include_inactive": "bool",
                                              "include_history": "bool"}),

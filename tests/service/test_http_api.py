@@ -119,6 +119,28 @@ def test_deleting_a_fact_takes_what_derives_from_it(service):
         assert len(ok(http.get("/v1/users/deriver/episodes"))["episodes"]) == 1
 
 
+def test_forget_items_in_one_transaction(service):
+    """``POST /forget``: messages, facts and entities of the user at once, and what derives from them;
+    an unknown id or another user's id deletes nothing (404 naming ``ids``)."""
+    key, other = service.create_key("forgetter"), service.create_key("bystander")
+    with client_for(service, key) as http, client_for(service, other) as them:
+        theirs = ok(them.post("/v1/users/bystander/facts", json={"text": "I keep bees"}), 201)["id"]
+        turn = ok(http.post("/v1/users/forgetter/turns", json={"user": "My cousin Ottilie lives in Graz"}), 201)["ids"]
+        fact = ok(http.post("/v1/users/forgetter/facts", json={"text": "I like lindy hop"}), 201)["id"]
+        for ids in ([fact, "fact_nope"], [fact, theirs]):
+            refused = http.post("/v1/users/forgetter/forget", json={"ids": ids})
+            assert refused.status_code == 404 and refused.json()["error"]["field"] == "ids"
+            assert "bees" not in refused.text
+        assert len(ok(http.get("/v1/users/forgetter/facts"))["facts"]) == 2  # nothing deleted
+        gone = ok(http.post("/v1/users/forgetter/forget", json={"ids": [*turn, fact]}))["deleted"]
+        assert gone["messages"] == 1 and gone["facts"] == 2  # the turn's fact went with it
+        assert ok(http.get("/v1/users/forgetter/episodes"))["episodes"] == []
+        left = ok(http.post("/v1/users/forgetter/recall", json={
+            "query": "cousin Ottilie Graz lindy hop", "tiers": ["long_term", "episodic", "short_term"]}))["hits"]
+        assert left == []
+        assert [f["id"] for f in ok(them.get("/v1/users/bystander/facts"))["facts"]] == [theirs]
+
+
 def test_fact_batch_is_all_or_none(service):
     key = service.create_key("batcher")
     with client_for(service, key) as http:

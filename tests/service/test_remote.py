@@ -122,6 +122,13 @@ def test_every_method_round_trips_with_the_answers_of_a_local_memory(service, ke
             mem.forget(ids=[fact, "fact_not_there"])
         assert caught.value.field == "ids" and fact in {f.id for f in mem.facts()}
         assert mem.forget(ids=[fact])["facts"] == 1 and fact not in {f.id for f in mem.facts()}
+        # any of the user's items, several at once, in one transaction: a turn's messages and an entity
+        turn = mem.add_turn("My neighbour Quentin plays the oboe", "Nice")
+        quentin = next(e.id for e in mem.entities() if e.name == "Quentin")
+        gone = mem.forget(ids=[*turn, quentin])
+        assert gone["messages"] == 2 and gone["entities"] >= 1
+        assert not [e for e in mem.episodes() if "Quentin" in (e.content or "")]
+        assert "Quentin" not in [e.name for e in mem.entities()]
         assert copy.forget()["facts"] > 0 and copy.stats().facts == 0 and copy.facts() == []
         copy.close()
 
@@ -203,7 +210,7 @@ def test_errors_map_to_the_library_classes(service, keys):
                 (lambda: mem.remember_many(["ok", {"text": ""}]), MemoryValueError, "texts_or_facts[1].text"),
                 (lambda: mem.add_message("robot", "hi"), MemoryValueError, "message.role"),
                 (lambda: mem.add_turn("hi", extractor=object()), MemoryValueError, "extractor"),
-                (lambda: mem.forget(ids=["msg_1"]), MemoryValueError, "ids"),
+                (lambda: mem.forget(ids=["msg_1"]), NotFoundError, "ids"),
                 (lambda: mem.export_jsonl(io.StringIO(), all_users=True), MemoryValueError, "all_users"),
                 (lambda: mem.remember("x" * (3 << 20)), MemoryValueError, "body"),  # the service's 413
                 (lambda: mem.import_jsonl(io.StringIO("not json\n")), MemoryValueError, "source")]:

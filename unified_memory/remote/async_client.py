@@ -168,17 +168,10 @@ class AsyncTwins:
 
     async def aforget(self, *, user_id: str | None = None, ids: Sequence[str] | None = None) -> dict[str, int]:
         """Async :meth:`forget`."""
-        user, fact_ids = wire.check_forget(user_id, ids)
-        if fact_ids is None:
+        user, item_ids = wire.check_forget(user_id, ids)
+        if item_ids is None:
             return await self._asend(wire.forget_user(user))
-        target = self if user is None else self.scoped(user_id=user)
-        held = {f.id for f in await target.afacts(include_inactive=True)}
-        wire.check_held(fact_ids, held)
-        total: dict[str, int] = {}
-        for fact_id in fact_ids:
-            counts = await self._asend(wire.forget_fact(fact_id, user))
-            wire.add_counts(total, counts)
-        return total
+        return await self._asend(wire.forget_items(item_ids, user))
 
     def scoped(self, *, user_id: str | None = None, agent_id: str | None = None,
                session_id: str | None = None) -> AsyncTwins:

@@ -290,15 +290,10 @@ class RemoteMemory(AsyncTwins):
 
     def forget(self, *, user_id: str | None = None, ids: Sequence[str] | None = None) -> dict[str, int]:
         """Without ``ids``: everything of ``user_id`` (this user by default; ``DELETE /v1/users/{user}``).
-        With ``ids`` (fact ids): those facts (``DELETE /facts/{id}`` each), after checking they are all
-        this user's (an unknown id raises ``NotFoundError`` naming ``ids`` and deletes nothing)."""
-        user, fact_ids = wire.check_forget(user_id, ids)
-        if fact_ids is None:
+        With ``ids`` (message, fact, entity or relation ids of that user): those items and what derives
+        from them, in one transaction (``POST /forget``; an unknown id raises ``NotFoundError`` naming
+        ``ids`` and deletes nothing)."""
+        user, item_ids = wire.check_forget(user_id, ids)
+        if item_ids is None:
             return self._send(wire.forget_user(user))
-        target = self if user is None else self.scoped(user_id=user)
-        wire.check_held(fact_ids, {f.id for f in target.facts(include_inactive=True)})
-        total: dict[str, int] = {}
-        for fact_id in fact_ids:
-            counts = self._send(wire.forget_fact(fact_id, user))
-            wire.add_counts(total, counts)
-        return total
+        return self._send(wire.forget_items(item_ids, user))

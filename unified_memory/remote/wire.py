@@ -61,8 +61,8 @@ from unified_memory.validation import (
 
 __all__ = ["Call", "error_from", "check_user", "add_turn", "add_message", "add_messages", "remember",
            "remember_many", "add_triple", "recall", "context", "facts_query", "entities", "triples", "episodes",
-           "stats", "forget_fact", "forget_user", "users", "PAGE", "facts_page", "check_export", "import_rows",
-           "check_forget", "check_held", "add_counts"]
+           "stats", "forget_items", "forget_user", "users", "PAGE", "facts_page", "check_export", "import_rows",
+           "check_forget"]
 
 T = TypeVar("T")
 PAGE = 1000  # the service's largest page of facts
@@ -320,11 +320,9 @@ def _deleted(body: Any) -> dict[str, int]:
     return {str(k): int(v) for k, v in body["deleted"].items()}
 
 
-def forget_fact(fact_id: str, user: str | None) -> Call[dict[str, int]]:
-    """``DELETE /facts/{id}``."""
-    from urllib.parse import quote
-
-    return Call("DELETE", f"/facts/{quote(fact_id, safe='')}", _deleted, user=user, fields={"fact_id": "ids"})
+def forget_items(ids: list[str], user: str | None) -> Call[dict[str, int]]:
+    """``POST /forget``: these items and what derives from them, in one transaction."""
+    return Call("POST", "/forget", _deleted, json={"ids": ids}, user=user)
 
 
 def forget_user(user: str | None) -> Call[dict[str, int]]:
@@ -391,7 +389,7 @@ def import_rows(user: str | None) -> Call[int]:
 
 
 def check_forget(user_id: Any, ids: Any) -> tuple[str | None, list[str] | None]:
-    """The user and the fact ids of ``forget``: over HTTP ``ids`` may name facts only."""
+    """The user and the item ids of ``forget`` (``None``: everything of the user)."""
     user = check_user("user_id", user_id, optional=True)
     if ids is None:
         return user, None
@@ -403,20 +401,7 @@ def check_forget(user_id: Any, ids: Any) -> tuple[str | None, list[str] | None]:
     for item in checked:
         if not isinstance(item, str) or not item:
             raise invalid("ids", f"every id must be a non-empty str, got {item!r:.80}")
-        if not item.startswith("fact_"):
-            raise invalid("ids", f"the memory service forgets facts one by one (fact_...); got {item!r:.80}: "
-                                 "forget the whole user, or use a local UnifiedMemory for messages and entities")
+        check_text("ids", item)
     return user, list(dict.fromkeys(checked))
 
 
-def check_held(ids: Sequence[str], held: Set[str]) -> None:
-    """Every id is a fact of the user (else nothing is deleted, as ``UnifiedMemory.forget`` does)."""
-    unknown = [i for i in ids if i not in held]
-    if unknown:
-        raise NotFoundError(f"ids: no fact {unknown[0]!r:.80} of this user", field="ids")
-
-
-def add_counts(total: dict[str, int], counts: Mapping[str, int]) -> None:
-    """Add one deletion's rows per table to ``total``."""
-    for table, count in counts.items():
-        total[table] = total.get(table, 0) + count

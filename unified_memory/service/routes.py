@@ -28,6 +28,7 @@ from unified_memory.service.schemas import (
     FactIn,
     FactPage,
     FactsIn,
+    ForgetIn,
     IdOut,
     Ids,
     Imported,
@@ -130,6 +131,13 @@ async def forget_fact(fact_id: str, mem: Memory) -> Deleted:
         return Deleted(deleted=await mem.aforget(ids=[fact_id]))
     except NotFoundError:
         raise NotFoundError(f"fact_id: no fact {fact_id[:80]!r}", field="fact_id") from None
+
+
+@router.post("/forget", response_model=Deleted,
+             summary="Forget these items (messages, facts, entities, relations) and what derives from them")
+async def forget_items(body: ForgetIn, mem: Memory) -> Deleted:
+    """One transaction: every id must be this user's (else 404 naming ``ids``, and nothing is deleted)."""
+    return Deleted(deleted=await mem.aforget(ids=body.ids))
 
 
 # -- reading ---------------------------------------------------------------------------------

@@ -10,7 +10,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-__all__ = ["TurnIn", "MessageIn", "MessagesIn", "FactIn", "FactsIn", "TripleIn", "RecallIn", "ContextIn",
+__all__ = ["TurnIn", "MessageIn", "MessagesIn", "FactIn", "FactsIn", "TripleIn", "RecallIn", "ContextIn", "ForgetIn",
            "Ids", "IdOut", "Deleted", "Imported", "FactPage", "RecallOut"]
 
 Moment = str | float | None
@@ -94,6 +94,12 @@ class ContextIn(_Body):
     include_conversation: bool = True
     limit: int | None = None
     as_of: Moment = None
+
+
+class ForgetIn(_Body):
+    """``POST /forget``: ids of this user's messages, facts, entities or relations."""
+
+    ids: list[str] = Field(min_length=1, max_length=10_000)
 
 
 class Ids(BaseModel):
