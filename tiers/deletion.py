@@ -141,6 +141,33 @@ def derived_from_facts(storage: Storage, user_id: str, facts: Sequence[Mapping[s
     return {"triples": sorted(set(triples))}
 
 
+def mentioned_only_in(storage: Storage, user_id: str, items: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The user's entities that forgotten ``items`` (deleted message or fact rows: ``content`` or
+    ``text``, ``created_at``) alone mentioned: seen once, at the moment one of them was written,
+    named by its text, and now in no relation (the user's own entity and speakers excepted)."""
+    texts: dict[float, list[frozenset[str]]] = {}
+    for item in items:
+        text = item.get("content") if item.get("content") is not None else item.get("text")
+        if text and item.get("created_at") is not None:
+            texts.setdefault(float(item["created_at"]), []).append(term_set(str(text)))
+    if not texts:
+        return []
+    moments = sorted(texts)
+    found: list[str] = []
+    for start in range(0, len(moments), 500):
+        chunk = moments[start:start + 500]
+        for entity_id, name, seen in storage.execute(
+                "SELECT id, name, first_seen FROM entities e WHERE user_id = ? AND mention_count <= 1 "
+                f"AND first_seen IN ({','.join('?' * len(chunk))}) AND name != 'user' "
+                "AND json_extract(attributes, '$.relation') IS NOT 'self' "
+                "AND NOT EXISTS (SELECT 1 FROM triples t WHERE t.subject_id = e.id OR t.object_id = e.id)",
+                [user_id, *chunk]).fetchall():
+            words = term_set(name)
+            if words and any(words <= said for said in texts.get(float(seen), [])):
+                found.append(entity_id)
+    return found
+
+
 def bare_values(storage: Storage, user_id: str, entity_ids: Iterable[str]) -> list[str]:
     """Of ``entity_ids``, the user's plain values (``thing`` entities) left in no relation."""
     ids = sorted(set(entity_ids))

@@ -27,6 +27,7 @@ from tiers.deletion import (
     derived_from_facts,
     derived_from_messages,
     find_items,
+    mentioned_only_in,
     prune_embeddings,
 )
 from tiers.scope import Scope
@@ -116,6 +117,11 @@ def _forget_items(backend: Backend, user_id: str, ids: list[str]) -> dict[str, i
     # a value that was only the object of such a relation ("zebra-secret-4711") goes with it
     values = {row["object_id"] for row in removed.get("triples", [])}
     orphans = delete_items(storage, user_id, {"entities": bare_values(storage, user_id, values)}) if values else {}
+    # and a person or place only the forgotten user turns or facts named ("my cousin Ottilie"), in no relation now
+    said = [*(row for row in deleted.get("messages", []) if row.get("role") == "user"), *gone_facts]
+    named = delete_items(storage, user_id, {"entities": mentioned_only_in(storage, user_id, said)}) if said else {}
+    for table, rows in named.items():
+        orphans.setdefault(table, []).extend(rows)
     for table, rows in [*removed.items(), *orphans.items()]:
         deleted.setdefault(table, []).extend(rows)
     counts = {table.name: len(deleted.get(table.name, [])) for table in user_tables(storage)}

@@ -351,6 +351,22 @@ def test_forgetting_a_remembered_fact_takes_the_relations_it_stated(clock):
         assert "honeybee" not in [e.name for e in mem.entities()]
 
 
+def test_forgetting_a_turn_takes_the_people_and_places_only_it_named(clock):
+    """Entities mentioned once, by the forgotten user turn, and left in no relation go with it; those
+    mentioned elsewhere too, or still in a relation, stay."""
+    with UnifiedMemory(user_id="ada", clock=clock) as mem:
+        mem.add_turn("My friend Bruno lives in Porto", "ok")
+        clock.advance(seconds=5)
+        secret = mem.add_turn("My cousin Ottilie lives in Graz, Bruno says hi", "Say hi to Ottilie")
+        assert {"Ottilie", "Graz", "Bruno"} <= {e.name for e in mem.entities()}
+        mem.forget(ids=[secret[1]])  # the assistant's reply names Ottilie too, but entities come from users
+        assert "Ottilie" in {e.name for e in mem.entities()}
+        mem.forget(ids=[secret[0]])
+        names = {e.name for e in mem.entities()}
+        assert not names & {"Ottilie", "Graz"} and {"Bruno", "Porto"} <= names
+        assert [h for h in mem.recall("Ottilie Graz cousin") if "Ottilie" in h.text] == []
+
+
 def test_forget_unknown_or_foreign_ids_deletes_nothing(clock):
     with UnifiedMemory(user_id="ada", clock=clock) as mem:
         mine = mem.remember("I keep bees")
