@@ -41,3 +41,26 @@ def test_two_service_processes_share_one_file(tmp_path):
             gone = two.delete(f"/v1/users/ada/facts/{made.json()['id']}", headers=bearer(key))
             assert gone.status_code == 200
             assert _eventually(lambda: _recall(one, key, "bees") == [])
+
+
+def test_serve_with_two_workers_shares_the_port_and_the_file(tmp_path):
+    """``serve --workers 2``: requests on the one port reach either process; every write answered is
+    recalled (whichever process answers), and SIGTERM stops both with the writes kept."""
+    db = tmp_path / "memory.db"
+    service = ServiceProcess(db, args=("--retrieval", "lexical", "--workers", "2")).start()
+    try:
+        key = service.create_key("ada")
+        texts = [f"I keep bee hive number {n} in the orchard" for n in range(12)]
+        with httpx.Client(base_url=service.url) as client:
+            ids = [client.post("/v1/users/ada/facts", json={"text": text}, headers=bearer(key)).json()["id"]
+                   for text in texts]
+            assert _eventually(lambda: set(ids) <= {h["id"] for h in client.post(
+                "/v1/users/ada/recall", json={"query": "bee hive orchard", "limit": 20, "tiers": ["long_term"]},
+                headers=bearer(key)).json()["hits"]}, within=20)
+        assert service.log().count("Started server process") == 2  # two workers behind the one port
+    finally:
+        code = service.stop()
+    assert code == 0, service.log()[-2000:]
+    with ServiceProcess(db) as again, httpx.Client(base_url=again.url) as client:
+        listed = client.get("/v1/users/ada/facts", headers=bearer(key)).json()["facts"]
+        assert {f["id"] for f in listed} == set(ids)

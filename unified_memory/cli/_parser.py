@@ -206,6 +206,8 @@ def build_parser() -> argparse.ArgumentParser:
                      help="refuse request bodies over N bytes with 413 (default 2 MiB; imports: 256 MiB)")
     sub.add_argument("--max-failed-auth", type=_positive_int, default=20, metavar="N",
                      help="answer 429 to a client address after N failed authentications in a minute (default 20)")
+    sub.add_argument("--workers", type=_positive_int, default=1, metavar="N",
+                     help="N service processes on the one port and file, to use more cores (default 1)")
     sub.add_argument("--no-mcp", action="store_true", help="do not mount the MCP server at /mcp")
     sub.add_argument("--log-level", choices=("debug", "info", "warning", "error"), default="info",
                      help="log level (the access log is one JSON line per request at info)")

@@ -17,7 +17,7 @@ import argparse
 import datetime
 import sys
 
-from unified_memory.cli._common import CliError, db_path, emit, open_memory, say
+from unified_memory.cli._common import CliError, db_path, emit, open_memory, say, settings_of
 from unified_memory.cli._format import format_table
 from unified_memory.errors import DependencyError
 
@@ -92,15 +92,21 @@ def cmd_keys_revoke(args: argparse.Namespace) -> int:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    """Run the HTTP service (and MCP at /mcp) until interrupted."""
+    """Run the HTTP service (and MCP at /mcp) until interrupted, in one process or ``--workers N``."""
     try:
-        from unified_memory.service.app import serve
+        from unified_memory.service.app import serve, serve_workers
     except ImportError as exc:
         raise DependencyError(f"serve needs the server extra: {INSTALL_HINT} ({exc})") from None
-    memory = open_memory(args, must_exist=False)
+    memory = open_memory(args, must_exist=False)  # a bad file or option fails here, before any worker starts
     settings = {"max_body_bytes": args.max_body_bytes, "max_failed_auth": args.max_failed_auth,
                 "mcp": not args.no_mcp}
-    print(f"unified-memory: serving {str(db_path(args))!r} on http://{args.host}:{args.port} "
+    workers = f", {args.workers} worker processes" if args.workers > 1 else ""
+    print(f"unified-memory: serving {str(db_path(args))!r} on http://{args.host}:{args.port}{workers} "
           f"(API docs at /docs, MCP at /mcp)", file=sys.stderr, flush=True)
-    serve(memory, host=args.host, port=args.port, settings=settings, log_level=args.log_level)
+    if args.workers == 1:
+        serve(memory, host=args.host, port=args.port, settings=settings, log_level=args.log_level)
+        return 0
+    memory.close()
+    serve_workers(str(db_path(args)), workers=args.workers, overrides=settings_of(args), host=args.host,
+                  port=args.port, settings=settings, log_level=args.log_level)
     return 0

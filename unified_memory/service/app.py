@@ -43,7 +43,7 @@ from unified_memory.service.gatekeeper import Gatekeeper
 from unified_memory.service.middleware import AccessLog, BodyLimit
 from unified_memory.service.routes import admin_router, router
 
-__all__ = ["ServiceSettings", "create_app", "serve"]
+__all__ = ["ServiceSettings", "create_app", "serve", "serve_workers", "app_from_environment", "WORKER_SPEC"]
 
 log = logging.getLogger("unified_memory.service")
 
@@ -203,6 +203,38 @@ def serve(memory: UnifiedMemory, *, host: str = "127.0.0.1", port: int = 8080,
     config = uvicorn.Config(create_app(memory, settings=settings), host=host, port=port, log_level=log_level,
                             access_log=False, timeout_graceful_shutdown=30, lifespan="on")
     _graceful_server(config).run()
+
+
+#: The environment variable that hands each worker process of ``serve_workers`` what to open.
+WORKER_SPEC = "UNIFIED_MEMORY_SERVE_SPEC"
+
+
+def serve_workers(db: str, *, workers: int, overrides: dict[str, Any] | None = None, host: str = "127.0.0.1",
+                  port: int = 8080, settings: dict[str, Any] | None = None, log_level: str = "info") -> None:
+    """Run ``workers`` service processes on one listening socket (uvicorn's supervisor restarts one
+    that dies). Each opens the file itself (:func:`app_from_environment`): they share it as any
+    processes do (docs/deployment.md), a write answered by one is recalled through the others.
+    SIGTERM / SIGINT stops them gracefully."""
+    import json
+    import os
+
+    import uvicorn
+
+    os.environ[WORKER_SPEC] = json.dumps({"db": db, "overrides": overrides or {}, "settings": settings or {},
+                                          "log_level": log_level})
+    logging.basicConfig(level=log_level.upper(), format="%(message)s")
+    uvicorn.run("unified_memory.service.app:app_from_environment", factory=True, workers=workers, host=host,
+                port=port, log_level=log_level, access_log=False, timeout_graceful_shutdown=30, lifespan="on")
+
+
+def app_from_environment() -> FastAPI:
+    """The application of one worker process of :func:`serve_workers` (its spec in :data:`WORKER_SPEC`)."""
+    import json
+    import os
+
+    spec = json.loads(os.environ[WORKER_SPEC])
+    logging.basicConfig(level=str(spec.get("log_level", "info")).upper(), format="%(message)s")
+    return create_app(UnifiedMemory(spec["db"], **spec.get("overrides", {})), settings=spec.get("settings"))
 
 
 def _graceful_server(config: Any) -> Any:
