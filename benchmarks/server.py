@@ -398,6 +398,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         if args.switch_interval:
             env["UM_BENCH_SWITCH_INTERVAL"] = str(args.switch_interval)
     server_args = ["--retrieval", args.retrieval, "--no-mcp", "--log-level", "info"]
+    if args.workers > 1:
+        server_args += ["--workers", str(args.workers)]
     services = [ServiceProcess(db, args=server_args, env=env, log_path=work / f"server-{i}.log", startup_timeout=300)
                 for i in range(args.servers)]
     levels: dict[int, dict[str, Any]] = {}
@@ -696,6 +698,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--retrieval", choices=("lexical", "hybrid"), default="lexical")
     parser.add_argument("--servers", type=int, default=1,
                         help="service processes on the one file (clients spread over them round-robin)")
+    parser.add_argument("--workers", type=int, default=1,
+                        help="serve --workers N: N processes on one port (CPU per thread is not split by "
+                             "process then: use with --no-instrument)")
     parser.add_argument("--keys", choices=("per-user", "admin"), default="per-user")
     parser.add_argument("--dir", help="where the memory file, the server log and the samples go (default: a temp dir)")
     parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "server.md"))
@@ -715,7 +720,8 @@ def main(argv: list[str] | None = None) -> int:
     started = time.strftime("%Y-%m-%d %H:%M:%S")
     before = library_version()
     result = run(args)
-    result["server_args"] = ["--retrieval", args.retrieval, "--no-mcp", "--log-level", "info"]
+    result["server_args"] = ["--retrieval", args.retrieval, "--no-mcp", "--log-level", "info"] + (
+        ["--workers", str(args.workers)] if args.workers > 1 else [])
     result["loop"] = " + ".join(name for name in ("uvloop", "httptools") if _installed(name)) or "asyncio, h11"
     publish(report(args, argv, result, (before, library_version()), started), Path(args.out))
     return 0
