@@ -28,20 +28,21 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from starlette.exceptions import HTTPException
 from starlette.routing import Route
 
 from tiers.keys import KeyRing
 from tiers.storage import Storage
 from unified_memory._version import __version__
-from unified_memory.errors import UnifiedMemoryError
+from unified_memory.errors import ConfigError, UnifiedMemoryError, wrong_type
 from unified_memory.memory import UnifiedMemory
 from unified_memory.service.auth import Gate, Refusal
 from unified_memory.service.errors import TooLarge, error_body, field_of_location, status_of
 from unified_memory.service.gatekeeper import Gatekeeper
 from unified_memory.service.middleware import AccessLog, BodyLimit
 from unified_memory.service.routes import admin_router, router
+from unified_memory.validation import pydantic_error
 
 __all__ = ["ServiceSettings", "create_app", "serve", "serve_workers", "app_from_environment", "WORKER_SPEC"]
 
@@ -114,13 +115,25 @@ def _install_error_handlers(app: FastAPI) -> None:
                                        _request_id(request)), status_code=500)
 
 
+def _settings(settings: ServiceSettings | dict[str, Any] | None) -> ServiceSettings:
+    if isinstance(settings, ServiceSettings):
+        return settings
+    if settings is not None and not isinstance(settings, dict):
+        raise wrong_type("settings", "ServiceSettings or dict", settings)
+    try:
+        return ServiceSettings(**(settings or {}))
+    except ValidationError as exc:
+        error = pydantic_error("settings", exc)
+        raise ConfigError(str(error), field=error.field) from None
+
+
 def create_app(memory: UnifiedMemory, *, keys: KeyRing | None = None,
                settings: ServiceSettings | dict[str, Any] | None = None) -> FastAPI:
     """The service over ``memory`` (its file holds the API keys unless ``keys`` is given).
 
     The application owns the memory from then on: it is closed when the application shuts down.
     """
-    chosen = settings if isinstance(settings, ServiceSettings) else ServiceSettings(**(settings or {}))
+    chosen = _settings(settings)
     ring = keys if keys is not None else KeyRing(Storage(memory.path))
     mcp_app, mcp_lifespan = _mcp(memory) if chosen.mcp else (None, None)
 
