@@ -38,6 +38,7 @@ from unified_memory.service.schemas import (
     TripleIn,
     TurnIn,
 )
+from unified_memory.validation import check_text
 
 __all__ = ["router", "admin_router"]
 
@@ -137,6 +138,8 @@ async def forget_fact(fact_id: str, mem: Memory) -> Deleted:
              summary="Forget these items (messages, facts, entities, relations) and what derives from them")
 async def forget_items(body: ForgetIn, mem: Memory) -> Deleted:
     """One transaction: every id must be this user's (else 404 naming ``ids``, and nothing is deleted)."""
+    for i, item in enumerate(body.ids):
+        check_text(f"ids[{i}]", item)  # an empty, NUL or lone-surrogate id: 422 naming the item
     return Deleted(deleted=await mem.aforget(ids=body.ids))
 
 
