@@ -7,6 +7,8 @@
 from __future__ import annotations
 
 import hashlib
+import os
+import platform
 import subprocess
 from pathlib import Path
 
@@ -36,3 +38,21 @@ def publish(text: str, out: Path) -> None:
     print(text)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(text, encoding="utf-8")
+
+
+def machine() -> str:
+    """The machine a report was measured on: CPU model, cores, RAM, Python and OS."""
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    try:
+        ram = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
+        ram_s = f"{ram:.1f} GiB RAM"
+    except (ValueError, OSError):
+        ram_s = "RAM unknown"
+    return f"{cpu}, {os.cpu_count()} cores, {ram_s}, Python {platform.python_version()} ({platform.system()})"

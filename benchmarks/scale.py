@@ -41,7 +41,6 @@ import argparse
 import importlib.util
 import json
 import os
-import platform
 import resource
 import shlex
 import shutil
@@ -57,7 +56,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _report import library_version, publish  # noqa: E402
+from _report import library_version, machine, publish  # noqa: E402
 from _synthetic import (  # noqa: E402
     NOUNS,
     PLACES,
@@ -258,23 +257,6 @@ def spawn(spec: dict[str, Any], timeout: float) -> dict[str, Any]:
 
 
 # -- the report -----------------------------------------------------------------------------------
-
-
-def machine() -> str:
-    cpu = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    try:
-        ram = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
-        ram_s = f"{ram:.1f} GiB RAM"
-    except (ValueError, OSError):
-        ram_s = "RAM unknown"
-    return f"{cpu}, {os.cpu_count()} cores, {ram_s}, Python {platform.python_version()} ({platform.system()})"
 
 
 def _f(value: float | None, fmt: str = "{:,.2f}") -> str:

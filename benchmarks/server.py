@@ -46,7 +46,6 @@ import asyncio
 import contextlib
 import json
 import os
-import platform
 import random
 import resource
 import shlex
@@ -61,7 +60,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _report import library_version, publish  # noqa: E402
+from _report import library_version, machine, publish  # noqa: E402
 from _synthetic import ADJECTIVES, NOUNS, PLACES, SUBJECTS, VERBS, WHEN, percentile, queries, synthetic_facts  # noqa: E402
 
 OPS = ("turns", "recall", "context")
@@ -472,19 +471,6 @@ def profile_summary(instrument: Path, top: int = 25) -> str:
 
 
 # -- the report -----------------------------------------------------------------------------------------
-
-
-def machine() -> str:
-    cpu = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    ram = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
-    return f"{cpu}, {os.cpu_count()} cores, {ram:.1f} GiB RAM, Python {platform.python_version()} ({platform.system()})"
 
 
 def _pcts(values: list[float]) -> str:
