@@ -14,19 +14,19 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence, Set
 from datetime import UTC, datetime
 from typing import Any, Literal, overload
 
 from pydantic import ValidationError
 
 from unified_memory.errors import MemoryValueError, check_path, invalid, wrong_type
-from unified_memory.types import LONE_SURROGATE, Message
+from unified_memory.types import LONE_SURROGATE, TIERS, Message
 
 __all__ = [
     "check_text", "check_scope_id", "check_limit", "check_unit", "check_metadata", "parse_when",
     "to_message", "pydantic_error", "check_bool", "check_ttl_days", "check_optional_text", "check_messages",
-    "check_path", "check_json",
+    "check_path", "check_json", "check_tiers", "check_ids",
 ]
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
@@ -287,3 +287,36 @@ def check_messages(field: str, value: Any) -> list[Message]:
             raise wrong_type(f"{field}[{i}]", "Message", item)
     return items
 
+
+def check_tiers(field: str, tiers: Any) -> tuple[str, ...]:
+    """Tier names (one, or a list of them) among :data:`~unified_memory.types.TIERS`; ``None`` is all.
+
+    >>> check_tiers("tiers", "long_term")
+    ('long_term',)
+    """
+    if tiers is None:
+        return TIERS
+    if not isinstance(tiers, str | Sequence | Set):
+        raise wrong_type(field, "a tier name or a list of them", tiers)
+    chosen = (tiers,) if isinstance(tiers, str) else tuple(tiers)
+    unknown = [t for t in chosen if not isinstance(t, str) or t not in TIERS]
+    if unknown or not chosen:
+        raise invalid(field, f"choose from {list(TIERS)}, got {list(chosen)!r}")
+    return chosen
+
+
+def check_ids(field: str, ids: Any) -> list[str]:
+    """A non-empty list of non-empty id strings (``forget``'s ``ids``).
+
+    >>> check_ids("ids", ("fact_1",))
+    ['fact_1']
+    """
+    if isinstance(ids, str | bytes) or not isinstance(ids, Iterable):
+        raise wrong_type(field, "a list of ids", ids)
+    checked = list(ids)
+    if not checked:
+        raise invalid(field, "must not be empty (leave ids out to forget everything of the user)")
+    for item in checked:
+        if not isinstance(item, str) or not item:
+            raise invalid(field, f"every id must be a non-empty str, got {item!r}")
+    return checked

@@ -12,7 +12,7 @@ first layer of the class, over a typed :class:`~unified_memory.coordinator.view.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence, Set
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any, Literal
 
@@ -26,7 +26,6 @@ from unified_memory.retrieval.context import assemble
 from unified_memory.retrieval.federation import RecallRequest, federated_recall, first_person
 from unified_memory.retrieval.rerank import rerank
 from unified_memory.types import (
-    TIERS,
     ContextBlock,
     Entity,
     Episode,
@@ -42,6 +41,7 @@ from unified_memory.validation import (
     check_optional_text,
     check_scope_id,
     check_text,
+    check_tiers,
     parse_when,
 )
 
@@ -140,7 +140,7 @@ class ReadingAPI:
         """
         check_text("query", query)
         check_limit("limit", limit)
-        chosen = self._check_tiers(tiers)
+        chosen = check_tiers("tiers", tiers)
         moment = parse_when("as_of", as_of)
         since = self._since(days, until=moment)
         if where is not None and not isinstance(where, Mapping):
@@ -163,18 +163,6 @@ class ReadingAPI:
             with self._view.write():
                 backend.facts.touch(touched, now=now)
         return hits
-
-    @staticmethod
-    def _check_tiers(tiers: Sequence[str] | str | None) -> tuple[str, ...]:
-        if tiers is None:
-            return TIERS
-        if not isinstance(tiers, str | Sequence | Set):
-            raise wrong_type("tiers", "a tier name or a list of them", tiers)
-        chosen = (tiers,) if isinstance(tiers, str) else tuple(tiers)
-        unknown = [t for t in chosen if not isinstance(t, str) or t not in TIERS]
-        if unknown or not chosen:
-            raise invalid("tiers", f"choose from {list(TIERS)}, got {list(chosen)!r}")
-        return chosen
 
     def _since(self, days: float | None, *, until: float | None = None) -> float | None:
         if days is None:

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Sequence
-from typing import Any
 
 from tiers.deletion import (
     bare_values,
@@ -34,23 +33,11 @@ from tiers.scope import Scope
 from tiers.user_tables import user_tables
 from unified_memory.coordinator.backend import Backend
 from unified_memory.coordinator.view import MemoryView
-from unified_memory.errors import invalid, wrong_type
+from unified_memory.validation import check_ids
 
 __all__ = ["forget"]
 
 _LOG = logging.getLogger(__name__)
-
-
-def _check_ids(ids: Any) -> list[str]:
-    if isinstance(ids, str | bytes) or not isinstance(ids, Iterable):
-        raise wrong_type("ids", "a list of ids", ids)
-    checked = list(ids)
-    if not checked:
-        raise invalid("ids", "must not be empty (leave ids out to forget everything of the user)")
-    for item in checked:
-        if not isinstance(item, str) or not item:
-            raise invalid("ids", f"every id must be a non-empty str, got {item!r}")
-    return checked
 
 
 def _live_texts(backend: Backend, user_id: str) -> Iterable[str]:
@@ -74,7 +61,7 @@ def forget(view: MemoryView, *, user_id: str | None = None, ids: Sequence[str] |
     """
     chosen = view.rescoped(user_id=user_id) if user_id is not None else view  # the id checked, named in errors
     target = chosen.user_id
-    checked = _check_ids(ids) if ids is not None else None
+    checked = check_ids("ids", ids) if ids is not None else None
     backend = view.backend
     storage = backend.storage
     indexes = backend.indexes

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence, Set
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
@@ -36,7 +36,6 @@ from unified_memory.errors import (
     wrong_type,
 )
 from unified_memory.types import (
-    TIERS,
     ContextBlock,
     Entity,
     Episode,
@@ -48,11 +47,13 @@ from unified_memory.types import (
 )
 from unified_memory.validation import (
     check_bool,
+    check_ids,
     check_limit,
     check_metadata,
     check_optional_text,
     check_scope_id,
     check_text,
+    check_tiers,
     check_ttl_days,
     check_unit,
     parse_when,
@@ -228,15 +229,7 @@ def add_triple(subject: Any, predicate: Any, obj: Any, *, confidence: Any, metad
 # -- reading ---------------------------------------------------------------------------------
 
 def _tiers(tiers: Any) -> list[str] | None:
-    if tiers is None:
-        return None
-    if not isinstance(tiers, str | Sequence | Set):
-        raise wrong_type("tiers", "a tier name or a list of them", tiers)
-    chosen = (tiers,) if isinstance(tiers, str) else tuple(tiers)
-    unknown = [t for t in chosen if not isinstance(t, str) or t not in TIERS]
-    if unknown or not chosen:
-        raise invalid("tiers", f"choose from {list(TIERS)}, got {list(chosen)!r}")
-    return list(chosen)
+    return None if tiers is None else list(check_tiers("tiers", tiers))
 
 
 def _where(where: Any) -> dict[str, Any] | None:
@@ -393,14 +386,8 @@ def check_forget(user_id: Any, ids: Any) -> tuple[str | None, list[str] | None]:
     user = check_user("user_id", user_id, optional=True)
     if ids is None:
         return user, None
-    if isinstance(ids, str | bytes) or not isinstance(ids, Iterable):
-        raise wrong_type("ids", "a list of ids", ids)
-    checked = list(ids)
-    if not checked:
-        raise invalid("ids", "must not be empty (leave ids out to forget everything of the user)")
+    checked = check_ids("ids", ids)
     for item in checked:
-        if not isinstance(item, str) or not item:
-            raise invalid("ids", f"every id must be a non-empty str, got {item!r:.80}")
         check_text("ids", item)
     return user, list(dict.fromkeys(checked))
 
