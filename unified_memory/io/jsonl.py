@@ -15,13 +15,9 @@ to the functions below.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
-import os
-import tempfile
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 from tiers.row_export import FORMAT, FORMAT_VERSION, export_rows, import_rows, parse_export
@@ -29,16 +25,13 @@ from tiers.storage import SCHEMA_VERSION
 from tiers.user_tables import user_tables
 from unified_memory._version import __version__
 from unified_memory.coordinator.view import MemoryView
-from unified_memory.errors import MemoryValueError, StorageError, check_path, invalid, wrong_type
+from unified_memory.errors import wrong_type
+from unified_memory.io.text_files import read_text_source, text_destination
 from unified_memory.validation import check_scope_id
 
 __all__ = ["export_jsonl", "import_jsonl"]
 
 _LOG = logging.getLogger(__name__)
-
-
-def _is_path(value: Any) -> bool:
-    return isinstance(value, str | os.PathLike)
 
 
 def export_jsonl(view: MemoryView, destination: Any, *, all_users: bool = False) -> int:
@@ -60,60 +53,15 @@ def export_jsonl(view: MemoryView, destination: Any, *, all_users: bool = False)
               "library_version": __version__,
               "exported_at": datetime.fromtimestamp(backend.clock(), tz=UTC).isoformat()}
     users = None if all_users else [view.user_id]
-    if not _is_path(destination):
-        if not callable(getattr(destination, "write", None)):
-            raise wrong_type("destination", "path or text stream", destination)
-        return export_rows(backend.storage, destination, users=users, header=header)
-    target = Path(check_path("destination", destination))
-    if not target.parent.is_dir():
-        raise invalid("destination", f"directory {str(target.parent)!r} does not exist")
-    try:
-        handle, temporary = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
-    except OSError as exc:  # a name too long for the file system, no permission
-        raise StorageError(f"destination: cannot write next to {str(target)[:200]!r}: {exc.strerror or exc}",
-                           field="destination") from None
-    try:
-        with open(handle, "w", encoding="utf-8", newline="\n") as out:
-            count = export_rows(backend.storage, out, users=users, header=header)
-            out.flush()
-            os.fsync(out.fileno())
-        os.replace(temporary, target)
-    except OSError as exc:  # e.g. the destination is a directory
-        with contextlib.suppress(OSError):
-            os.unlink(temporary)
-        raise StorageError(f"destination: cannot write {str(target)[:200]!r}: {exc.strerror or exc}",
-                           field="destination") from None
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(temporary)
-        raise
-    return count
+    with text_destination(destination) as out:
+        return export_rows(backend.storage, out, users=users, header=header)
 
 
 def _read_lines(source: Any) -> tuple[str, list[str]]:
     """``(name for errors, lines)`` of a path or a text stream (split on newlines only:
     exported JSON may hold U+2028 unescaped)."""
-    if _is_path(source):
-        path = Path(check_path("source", source))
-        try:
-            text = path.read_text(encoding="utf-8")
-        except FileNotFoundError:
-            raise MemoryValueError(f"source: {str(path)!r} does not exist", field="source") from None
-        except (OSError, UnicodeDecodeError) as exc:
-            raise MemoryValueError(f"source: cannot read {str(path)!r}: {exc}", field="source") from None
-        return str(path), text.split("\n")
-    read = getattr(source, "read", None)
-    if not callable(read):
-        raise wrong_type("source", "path or text stream", source)
-    text = read()
-    if isinstance(text, bytes):
-        try:
-            text = text.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise MemoryValueError(f"source: not UTF-8: {exc}", field="source") from None
-    if not isinstance(text, str):
-        raise wrong_type("source", "a stream of text", text)
-    return str(getattr(source, "name", "<stream>")), text.split("\n")
+    name, text = read_text_source(source)
+    return name, text.split("\n")
 
 
 def import_jsonl(view: MemoryView, source: Any, *, user_id: str | None = None) -> int:

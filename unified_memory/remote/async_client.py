@@ -157,8 +157,8 @@ class AsyncTwins:
     async def aexport_jsonl(self, destination: str | os.PathLike[str] | Any, *, all_users: bool = False) -> int:
         """Async :meth:`export_jsonl` (streamed)."""
         wire.check_export(all_users)
-        with export_destination(destination) as write:
-            return await self._connection.aexport(self._scope, write)
+        with export_destination(destination) as out:
+            return await self._connection.aexport(self._scope, out.write)
 
     async def aimport_jsonl(self, source: str | os.PathLike[str] | Any, *, user_id: str | None = None) -> int:
         """Async :meth:`import_jsonl`."""

@@ -279,8 +279,8 @@ class RemoteMemory(AsyncTwins):
         """This user's rows as JSON Lines (``GET /export``, streamed into ``destination``: a path,
         written atomically, or a text stream); returns the row lines. ``all_users=True`` is refused."""
         wire.check_export(all_users)
-        with export_destination(destination) as write:
-            return self._connection.export(self._scope, write)
+        with export_destination(destination) as out:
+            return self._connection.export(self._scope, out.write)
 
     def import_jsonl(self, source: str | os.PathLike[str] | Any, *, user_id: str | None = None) -> int:
         """Import an export (a path or a text stream) into this user, or ``user_id`` (``POST /import``);
