@@ -40,6 +40,7 @@ from scoring.decay import recency_array
 from scoring.lexical import LexicalMatch
 from scoring.temporal import stated_start
 from scoring.text import normalize_key, term_set
+from tiers.access import AccessLog
 from tiers.candidates import CandidateQuery, FactDetail, RecallCandidate
 from tiers.documents import Candidate, DocumentIndex, SearchMode
 from tiers.history import current_successors, retired_sources
@@ -170,6 +171,7 @@ class LongTermFacts:
         self.storage = storage
         self.index = DocumentIndex(storage, self._load_documents, kind="facts", k1=k1, b=b)
         self.archive = DocumentIndex(storage, self._load_archived, kind="archived_facts", k1=k1, b=b)
+        self.uses = AccessLog(storage)  # recall's reinforcement, written in batches
 
     @property
     def indexes(self) -> tuple[DocumentIndex, DocumentIndex]:
@@ -359,6 +361,7 @@ class LongTermFacts:
         excess = int(count) - limit
         if excess <= 0:
             return []
+        self.uses.write_pending()  # retention weighs the uses
         rows = self.storage.execute(
             "SELECT id, importance, MAX(updated_at, COALESCE(last_accessed, 0)), access_count, seq, text FROM facts "
             "WHERE user_id = ? AND status = 'active'", [scope.user_id]).fetchall()
@@ -379,11 +382,8 @@ class LongTermFacts:
         return victims
 
     def touch(self, ids: Sequence[str], *, now: float) -> None:
-        """Reinforce access: one more use, last accessed now."""
-        if ids:
-            self.storage.executemany(
-                "UPDATE facts SET access_count = access_count + 1, last_accessed = ? WHERE id = ?",
-                [[now, i] for i in ids])
+        """Reinforce access: one more use, last accessed now (written in a batch, see :mod:`tiers.access`)."""
+        self.uses.note(ids, now=now)
 
     def delete_scope(self, scope: Scope) -> int:
         """Delete the user's facts (only that agent's own when the scope has an agent)."""
@@ -465,6 +465,7 @@ class LongTermFacts:
         too with ``include_history``, and the archived ones with ``include_archived``;
         every fact whatever its status with ``include_inactive``. ``as_of``: only those
         valid then (a fact superseded since among them)."""
+        self.uses.flush()  # the records show the uses
         agent_sql, agent_params = scope.agent_clause()
         sql = f"SELECT {_COLUMNS} FROM facts WHERE user_id = ? AND {agent_sql}"
         params: list[Any] = [scope.user_id, *agent_params]

@@ -130,6 +130,10 @@ class Backend:
         """Save large lexical indexes (so the next process restores them), then close (idempotent)."""
         if not self.storage.closed:
             try:
+                self.facts.uses.flush()
+            except (StorageError, sqlite3.Error) as exc:  # e.g. locked by a writer past the timeout
+                _LOG.warning("close: the uses of %d recalled facts not saved: %s", self.facts.uses.pending, exc)
+            try:
                 for documents in (*self.facts.indexes, self.graph.index, self.log.index):
                     documents.save_snapshots()
             except (StorageError, sqlite3.Error) as exc:  # e.g. locked by a writer: the next open rebuilds

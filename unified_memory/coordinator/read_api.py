@@ -158,10 +158,8 @@ class ReadingAPI:
         if backend.reranker is not None:
             hits = rerank(backend.reranker, query, hits, depth=depth)
         hits = hits[:limit]
-        touched = [h.id for h in hits if h.tier == "long_term"] if moment is None else []
-        if touched:
-            with self._view.write():
-                backend.facts.touch(touched, now=now)
+        if moment is None:  # written with the next write, or in a batch (tiers.access)
+            backend.facts.touch([h.id for h in hits if h.tier == "long_term"], now=now)
         return hits
 
     def _since(self, days: float | None, *, until: float | None = None) -> float | None:

@@ -1,0 +1,120 @@
+"""Recall's reinforcement of facts, written in batches (tiers.access): every use counted, none
+written by a read, all of them visible to whatever reads them."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tiers.access import AccessLog
+from tiers.storage import Storage
+from unified_memory import UnifiedMemory
+
+
+def _facts(storage: Storage, n: int) -> list[str]:
+    ids = [f"f{i}" for i in range(n)]
+    with storage.atomic():
+        storage.executemany("INSERT INTO facts (id, user_id, text, norm_key, importance, created_at, updated_at) "
+                            "VALUES (?, 'u1', ?, ?, 0.5, 0, 0)", [[i, i, i] for i in ids])
+    return ids
+
+
+def _counts(storage: Storage) -> dict[str, int]:
+    return {r["id"]: r["access_count"] for r in storage.query("SELECT id, access_count FROM facts")}
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.one_of(st.tuples(st.just("use"), st.lists(st.integers(0, 4), max_size=6)),
+                          st.just(("write", [])), st.just(("flush", [])), st.just(("tick", []))), max_size=30))
+def test_every_use_is_counted_once_whatever_writes_in_between(steps: list[tuple[str, list[int]]]) -> None:
+    storage = Storage(None)
+    ids = _facts(storage, 5)
+    clock = [0.0]
+    uses = AccessLog(storage, max_age=2.0, max_pending=3, monotonic=lambda: clock[0])
+    expected = dict.fromkeys(ids, 0)
+    for kind, picked in steps:
+        if kind == "use":
+            uses.note([ids[i] for i in picked], now=clock[0])
+            for i in picked:
+                expected[ids[i]] += 1
+        elif kind == "write":  # any write transaction of the storage carries the waiting uses
+            with storage.atomic():
+                storage.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('x', '1')")
+            assert uses.pending == 0
+        elif kind == "flush":
+            uses.flush()
+            assert uses.pending == 0
+        else:
+            clock[0] += 1.5
+        assert uses.pending < 3  # a full batch is written at once
+        written = _counts(storage)
+        assert all(written[i] <= expected[i] for i in ids)  # never counted twice, never ahead
+    uses.flush()
+    assert _counts(storage) == expected
+
+
+def test_a_failed_write_keeps_the_uses_waiting_for_the_next() -> None:
+    storage = Storage(None)
+    ids = _facts(storage, 1)
+    uses = AccessLog(storage)
+    uses.note(ids, now=3.0)
+    try:
+        with storage.atomic():
+            raise RuntimeError("the caller's write failed")
+    except RuntimeError:
+        pass
+    assert uses.pending == 1 and _counts(storage) == {"f0": 0}
+    uses.flush()
+    assert storage.query("SELECT access_count, last_accessed FROM facts") == [{"access_count": 1,
+                                                                                "last_accessed": 3.0}]
+
+
+def test_old_uses_are_written_without_a_write() -> None:
+    storage = Storage(None)
+    ids = _facts(storage, 2)
+    clock = [10.0]
+    uses = AccessLog(storage, max_age=2.0, monotonic=lambda: clock[0])
+    uses.note(ids[:1], now=1.0)
+    clock[0] += 1.0
+    uses.note(ids[1:], now=2.0)
+    assert uses.pending == 2
+    clock[0] += 1.0  # the oldest has waited 2 s: this use writes the batch
+    uses.note(ids[:1], now=3.0)
+    assert uses.pending == 0 and _counts(storage) == {"f0": 2, "f1": 1}
+
+
+def test_recall_takes_no_write_lock(tmp_path: Path) -> None:
+    """Another process (here: another connection) holding the file's write lock does not hold up a recall."""
+    path = tmp_path / "m.db"
+    with UnifiedMemory(path) as mem:
+        mem.remember("I keep bees on the roof")
+    writer = Storage(path, busy_timeout_ms=100)
+    reader = UnifiedMemory(path)
+    try:
+        reader.recall("bees")  # warm: the index is built
+        with writer.atomic():  # BEGIN IMMEDIATE: the write lock is held while the recall runs
+            hits: list = []
+            thread = threading.Thread(target=lambda: hits.extend(reader.recall("bees")))
+            thread.start()
+            thread.join(5)
+            assert not thread.is_alive() and [h.text for h in hits][:1] == ["I keep bees on the roof"]
+    finally:
+        writer.close()
+        reader.close()
+
+
+def test_uses_are_seen_by_listing_export_and_the_next_open(tmp_path: Path) -> None:
+    path = tmp_path / "m.db"
+    with UnifiedMemory(path) as mem:
+        mem.remember("I keep bees on the roof")
+        mem.recall("bees")
+        assert [f.access_count for f in mem.facts()] == [1]  # listing writes the waiting uses first
+        mem.recall("bees")
+        exported = mem.export_jsonl(tmp_path / "out.jsonl")
+        assert exported > 0 and '"access_count":2' in (tmp_path / "out.jsonl").read_text()
+        mem.recall("bees")  # left waiting: close writes it
+    with UnifiedMemory(path) as mem:
+        assert [f.access_count for f in mem.facts()] == [3]

@@ -1,0 +1,93 @@
+"""Recall's reinforcement of the facts it returns, written in batches.
+
+Every fact a recall returns counts one more use (``access_count``) and is last
+accessed then (``last_accessed``). Written at once, that made every recall a write
+transaction: it took the file's write lock away from writers and other processes for
+what is usage statistics, not something a user stored. The uses are kept here instead
+and written by the next write transaction of this storage (a hook that runs just before
+it commits), or by a transaction of their own once the oldest is ``max_age`` seconds
+old or ``max_pending`` facts wait; and before anything reads them (listing the facts,
+export, retention), and at close.
+
+A crash loses at most the uses of the last ``max_age`` seconds; never anything stored.
+
+    >>> from tiers.storage import Storage
+    >>> storage = Storage(None)
+    >>> with storage.atomic():
+    ...     _ = storage.execute("INSERT INTO facts (id, user_id, text, norm_key, importance, created_at, "
+    ...                         "updated_at) VALUES ('f1', 'u1', 'x', 'x', 0.5, 0, 0)")
+    >>> uses = AccessLog(storage)
+    >>> uses.note(["f1", "f1"], now=5.0)
+    >>> storage.query("SELECT access_count FROM facts")
+    [{'access_count': 0}]
+    >>> uses.flush()
+    >>> storage.query("SELECT access_count, last_accessed FROM facts")
+    [{'access_count': 2, 'last_accessed': 5.0}]
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Sequence
+
+from tiers.storage import Storage
+
+__all__ = ["AccessLog"]
+
+
+class AccessLog:
+    """Uses of facts not written yet: ``fact id -> [uses, last accessed]``."""
+
+    def __init__(self, storage: Storage, *, max_age: float = 2.0, max_pending: int = 2000,
+                 monotonic: Callable[[], float] = time.monotonic) -> None:
+        self.storage = storage
+        self.max_age = max_age
+        self.max_pending = max_pending
+        self._monotonic = monotonic
+        self._lock = threading.Lock()
+        self._pending: dict[str, list[float]] = {}
+        self._since = 0.0  # monotonic time of the oldest use waiting
+        storage.before_commit(self.write_pending)
+
+    @property
+    def pending(self) -> int:
+        """How many facts have uses not written yet."""
+        return len(self._pending)
+
+    def note(self, ids: Sequence[str], *, now: float) -> None:
+        """One more use of each of ``ids`` (a repeated id counts each time), last accessed
+        ``now``. Written with the next write transaction, or now when the batch is due."""
+        if not ids:
+            return
+        with self._lock:
+            if not self._pending:
+                self._since = self._monotonic()
+            for fact_id in ids:
+                entry = self._pending.get(fact_id)
+                if entry is None:
+                    self._pending[fact_id] = [1.0, now]
+                else:
+                    entry[0] += 1
+                    entry[1] = now
+            due = len(self._pending) >= self.max_pending or self._monotonic() - self._since >= self.max_age
+        if due:
+            self.flush()
+
+    def flush(self) -> None:
+        """Write the uses waiting (in a transaction of their own unless one is open)."""
+        if self._pending:
+            with self.storage.atomic():
+                pass  # the commit hook writes them
+
+    def write_pending(self) -> None:
+        """Write the waiting uses in the open transaction (the commit hook; also for a write
+        that reads them, such as retention). Should it roll back they are lost (usage
+        statistics; nothing stored is)."""
+        with self._lock:
+            if not self._pending:
+                return
+            batch, self._pending = self._pending, {}
+        self.storage.executemany(
+            "UPDATE facts SET access_count = access_count + ?, last_accessed = ? WHERE id = ?",
+            [[int(uses), last, fact_id] for fact_id, (uses, last) in batch.items()])
