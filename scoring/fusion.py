@@ -24,8 +24,6 @@ import heapq
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-import numpy as np
-
 __all__ = ["FusedScore", "fuse", "dense_relevance", "hybrid_relevance", "lexical_scale", "diversify"]
 
 
@@ -145,24 +143,21 @@ def diversify(scores: Sequence[float], terms: Sequence[frozenset[str]], *, limit
         raise ValueError(f"diversity: must be in [0, 1], got {diversity!r}")
     if not 0.0 <= overlap < 1.0:
         raise ValueError(f"overlap: must be in [0, 1), got {overlap!r}")
-    if diversity == 0.0 or not scores:
-        order = sorted(range(len(scores)), key=lambda i: (-scores[i], i))[:limit]
-        return [(i, scores[i]) for i in order]
-    if len(scores) * limit > _PAIRS_AT_ONCE_ABOVE:
-        return _picks_by_pairs(scores, _near_duplicates(terms, overlap), limit=limit, diversity=diversity)
-    return _lazy_picks(scores, terms, limit=limit, diversity=diversity, overlap=overlap)
-
-
-#: Above this many (items × limit), :func:`diversify` finds every near-duplicate pair at once
-#: (a matrix product) rather than comparing each item reaching the top with the picks since.
-_PAIRS_AT_ONCE_ABOVE = 1000
-
-
-def _lazy_picks(scores: Sequence[float], terms: Sequence[frozenset[str]], *, limit: int, diversity: float,
-                overlap: float) -> list[tuple[int, float]]:
-    """Lazy greedy: an item's adjusted score only falls as picks accumulate, so a heap of
-    possibly stale scores finds the best item by refreshing only those that reach the
-    top (against the picks made since they were scored). Same picks as the eager loop."""
+    # Lazy greedy: an item's adjusted score only falls as picks accumulate, so a heap of
+    # possibly stale scores finds the best item by refreshing only those that reach the
+    # top (against the picks made since they were scored). Same picks as the eager loop.
+    # Each item's terms are a bit set (one bit per distinct term): shared terms are an AND
+    # and a bit count, about twice as fast as intersecting frozensets.
+    bits: dict[str, int] = {}
+    masks = []
+    for item in terms:
+        mask = 0
+        for term in item:
+            bit = bits.get(term)
+            if bit is None:
+                bit = bits[term] = 1 << len(bits)
+            mask |= bit
+        masks.append(mask)
     redundancy = [0.0] * len(scores)
     sizes = [len(t) for t in terms]
     seen = [0] * len(scores)  # how many picks each item's redundancy accounts for
@@ -172,9 +167,9 @@ def _lazy_picks(scores: Sequence[float], terms: Sequence[frozenset[str]], *, lim
     while heap and len(picked) < limit:
         _, i = heapq.heappop(heap)
         if seen[i] < len(picked):
-            mine, size, worst = terms[i], sizes[i], redundancy[i]
+            mine, size, worst = masks[i], sizes[i], redundancy[i]
             for chosen, _ in picked[seen[i]:]:
-                shared = len(mine & terms[chosen])
+                shared = (mine & masks[chosen]).bit_count()
                 if shared:  # Jaccard = shared / union, with the union counted from the sizes
                     excess = shared / (size + sizes[chosen] - shared) - overlap
                     if excess > 0 and excess / (1.0 - overlap) > worst:
@@ -185,55 +180,3 @@ def _lazy_picks(scores: Sequence[float], terms: Sequence[frozenset[str]], *, lim
             continue
         picked.append((i, scores[i] * (1.0 - diversity * redundancy[i])))
     return picked
-
-
-def _picks_by_pairs(scores: Sequence[float], near: list[dict[int, float]], *, limit: int,
-                    diversity: float) -> list[tuple[int, float]]:
-    """Greedy over known near-duplicate pairs: after each pick only the items it nearly
-    duplicates are re-scored (their new score pushed on the heap; an entry whose score is
-    no longer the item's is skipped). Same picks as the eager loop."""
-    redundancy = [0.0] * len(scores)
-    taken = [False] * len(scores)
-    heap = [(-score, i) for i, score in enumerate(scores)]
-    heapq.heapify(heap)
-    picked: list[tuple[int, float]] = []
-    while heap and len(picked) < limit:
-        negative, i = heapq.heappop(heap)
-        adjusted = scores[i] * (1.0 - diversity * redundancy[i])
-        if taken[i] or -negative != adjusted:
-            continue
-        taken[i] = True
-        picked.append((i, adjusted))
-        for j, worst in near[i].items():
-            if not taken[j] and worst > redundancy[j]:
-                redundancy[j] = worst
-                heapq.heappush(heap, (-(scores[j] * (1.0 - diversity * worst)), j))
-    return picked
-
-
-def _near_duplicates(terms: Sequence[frozenset[str]], overlap: float) -> list[dict[int, float]]:
-    """For each item, the items whose terms overlap its own by a Jaccard index above
-    ``overlap``, with the redundancy that gives (see :func:`diversify`): the shared terms
-    of every pair at once, as the product of the items' term-incidence matrix with itself
-    (exact counts: small integers in float32), then the same arithmetic as one pair at a time."""
-    columns: dict[str, int] = {}
-    rows: list[int] = []
-    cells: list[int] = []
-    for i, item in enumerate(terms):
-        for term in item:
-            rows.append(i)
-            cells.append(columns.setdefault(term, len(columns)))
-    incidence = np.zeros((len(terms), len(columns)), dtype=np.float32)
-    incidence[rows, cells] = 1.0
-    shared = (incidence @ incidence.T).astype(np.int64)
-    sizes = np.diagonal(shared).copy()
-    union = sizes[:, None] + sizes[None, :] - shared
-    np.fill_diagonal(shared, 0)
-    with np.errstate(divide="ignore", invalid="ignore"):  # two empty items: 0 / 0, not a pair
-        excess = shared / union - overlap
-    first, second = np.nonzero((shared > 0) & (excess > 0))
-    near: list[dict[int, float]] = [{} for _ in terms]
-    for i, j, worst in zip(first.tolist(), second.tolist(), (excess[first, second] / (1.0 - overlap)).tolist(),
-                           strict=True):
-        near[i][j] = worst
-    return near
