@@ -41,6 +41,10 @@ def loads(text: str | None, default: Any = None) -> Any:
     """
     if text is None:
         return default
+    if text == "{}":  # most stored metadata (and no source messages): a new empty value, no parse
+        return {}
+    if text == "[]":
+        return []
     return json.loads(text)
 
 
