@@ -14,8 +14,9 @@ turns, recall and context over many users of one memory file.
    the JSON access log is on, as an operator runs it) in a child process on 127.0.0.1 and a free port.
    Every user is recalled once, unmeasured (the first recall builds the in-memory indexes).
 3. **Load generator.** For each ``--clients`` level, a separate process (so its CPU is its own, and
-   measured) runs that many asyncio clients, each with its own ``httpx.AsyncClient`` holding one
-   keep-alive connection. Closed loop, no think time: each client sends its next request when the last
+   measured) runs that many asyncio clients, each holding one keep-alive HTTP/1.1 connection (a
+   minimal client written here, ``_Connection``: httpx cost ≈ 1 ms of CPU per request on the cores
+   the server needs). Closed loop, no think time: each client sends its next request when the last
    one is answered; each request goes to a random user (with that user's key) and is a turn
    (``POST /turns``, a user message and a reply; extraction on, as by default), a recall
    (``POST /recall``, limit 10) or a context (``POST /context``, max_tokens 2000) drawn by ``--mix``.
@@ -229,37 +230,78 @@ def turn_text(rng: random.Random) -> tuple[str, str]:
     return user, f"Noted. I'll keep that in mind about {noun} and {place}."
 
 
-async def _client(index: int, spec: dict[str, Any], samples: list[tuple], stop_at: float) -> None:
-    import httpx
+class _Connection:
+    """One keep-alive HTTP/1.1 connection, written for the load generator: a request costs it a
+    fraction of httpx's CPU (which ran at ≈ 1 ms per request, on the same two cores as the server).
+    Responses are read by ``Content-Length`` (every answer of these routes has one) or chunks."""
 
+    def __init__(self, url: str) -> None:
+        host_port = url.split("://", 1)[1].rstrip("/")
+        self.host, _, port = host_port.partition(":")
+        self.port = int(port or 80)
+        self.reader: asyncio.StreamReader | None = None
+        self.writer: asyncio.StreamWriter | None = None
+
+    async def post(self, path: str, body: bytes, headers: dict[str, str]) -> int:
+        if self.writer is None or self.writer.is_closing():
+            self.reader, self.writer = await asyncio.open_connection(self.host, self.port)
+        assert self.reader is not None and self.writer is not None
+        head = "".join(f"{name}: {value}\r\n" for name, value in headers.items())
+        self.writer.write((f"POST {path} HTTP/1.1\r\nHost: {self.host}:{self.port}\r\n"
+                           f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n{head}\r\n"
+                           ).encode("latin-1") + body)
+        try:
+            raw = await self.reader.readuntil(b"\r\n\r\n")
+            lines = raw.decode("latin-1").split("\r\n")
+            status = int(lines[0].split(" ", 2)[1])
+            fields = {k.strip().lower(): v.strip() for k, _, v in (line.partition(":") for line in lines[1:] if line)}
+            if "content-length" in fields:
+                await self.reader.readexactly(int(fields["content-length"]))
+            elif fields.get("transfer-encoding", "").lower() == "chunked":
+                while (size := int((await self.reader.readuntil(b"\r\n")).split(b";")[0], 16)) > 0:
+                    await self.reader.readexactly(size + 2)
+                await self.reader.readuntil(b"\r\n")
+            if fields.get("connection", "").lower() == "close":
+                self.close()
+            return status
+        except BaseException:
+            self.close()
+            raise
+
+    def close(self) -> None:
+        if self.writer is not None:
+            self.writer.close()
+        self.reader = self.writer = None
+
+
+async def _client(index: int, spec: dict[str, Any], samples: list[tuple], stop_at: float) -> None:
     rng = random.Random(spec["seed"] * 1000 + index)
     users, keys, weights = spec["users"], spec["keys"], [spec["mix"][op] for op in OPS]
     pool = queries(500, seed=spec["seed"] * 1000 + index)
-    limits = httpx.Limits(max_connections=1, max_keepalive_connections=1)
     prefix = f"c{spec['clients']}-{index}-"
-    url = spec["urls"][index % len(spec["urls"])]
-    async with httpx.AsyncClient(base_url=url, limits=limits, timeout=REQUEST_TIMEOUT) as http:
-        seq = 0
-        while (now := time.perf_counter()) < stop_at:
-            op = rng.choices(OPS, weights)[0]
-            user = rng.choice(users)
-            if op == "turns":
-                said, reply = turn_text(rng)
-                body: dict[str, Any] = {"user": said, "assistant": reply}
-            elif op == "recall":
-                body = {"query": rng.choice(pool), "limit": RECALL_LIMIT}
-            else:
-                body = {"query": rng.choice(pool), "max_tokens": CONTEXT_TOKENS}
-            seq += 1
-            request_id = f"{prefix}{seq}"
-            headers = {"Authorization": f"Bearer {keys[user]}", "X-Request-ID": request_id}
-            try:
-                answer = await http.post(f"/v1/users/{user}/{op}", json=body, headers=headers)
-                await answer.aread()
-                status = answer.status_code
-            except httpx.HTTPError as exc:
-                status = type(exc).__name__
-            samples.append((op, now, (time.perf_counter() - now) * 1000, status, request_id))
+    connection = _Connection(spec["urls"][index % len(spec["urls"])])
+    seq = 0
+    while (now := time.perf_counter()) < stop_at:
+        op = rng.choices(OPS, weights)[0]
+        user = rng.choice(users)
+        if op == "turns":
+            said, reply = turn_text(rng)
+            body: dict[str, Any] = {"user": said, "assistant": reply}
+        elif op == "recall":
+            body = {"query": rng.choice(pool), "limit": RECALL_LIMIT}
+        else:
+            body = {"query": rng.choice(pool), "max_tokens": CONTEXT_TOKENS}
+        seq += 1
+        request_id = f"{prefix}{seq}"
+        headers = {"Authorization": f"Bearer {keys[user]}", "X-Request-ID": request_id}
+        status: int | str
+        try:
+            status = await asyncio.wait_for(
+                connection.post(f"/v1/users/{user}/{op}", json.dumps(body).encode(), headers), REQUEST_TIMEOUT)
+        except (TimeoutError, OSError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, ValueError, IndexError) as exc:
+            status = type(exc).__name__
+        samples.append((op, now, (time.perf_counter() - now) * 1000, status, request_id))
+    connection.close()
 
 
 def loadgen(spec: dict[str, Any]) -> None:
@@ -610,7 +652,7 @@ def report(args: argparse.Namespace, argv: list[str], result: dict[str, Any], ve
            else "one admin key for every request") + f". First recall of every user (unmeasured): "
         f"{result['warm_s']:.1f} s in all.",
         "",
-        f"Workload: closed loop, no think time; each client one keep-alive connection (`httpx.AsyncClient`, "
+        f"Workload: closed loop, no think time; each client one keep-alive HTTP/1.1 connection (the benchmark's own minimal client, "
         f"asyncio{' + uvloop' if result['loop'] != 'asyncio' else ''}), all clients of a level in one load-generator "
         f"process apart from the benchmark and the server; each request to a random user; mix {mix}; turn = "
         f"`POST /turns` (user message + reply, extraction on), recall = `POST /recall` (limit {RECALL_LIMIT}), "
