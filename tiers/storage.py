@@ -23,7 +23,7 @@ import os
 import sqlite3
 import threading
 import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -67,7 +67,6 @@ class Storage:
         self._closed = False
         self._writers = writer_queue(self.path) if self.path is not None else None
         self._file_key: str | None = None
-        self._before_commit: list[Callable[[], None]] = []
         if self.path is not None:
             try:
                 key = _file_key(self.path)
@@ -156,8 +155,6 @@ class Storage:
                     raise self._busy(exc) from exc
                 try:
                     yield self.db
-                    for hook in self._before_commit:
-                        hook()
                 except BaseException as exc:
                     if conn.in_transaction:
                         conn.execute("ROLLBACK")
@@ -170,11 +167,6 @@ class Storage:
                     if conn.in_transaction:
                         conn.execute("ROLLBACK")
                     raise self._busy(exc) from exc
-
-    def before_commit(self, hook: Callable[[], None]) -> None:
-        """Run ``hook`` inside every outermost transaction of :meth:`atomic`, just before it
-        commits (its writes commit with the transaction's; if it raises, all roll back)."""
-        self._before_commit.append(hook)
 
     @contextlib.contextmanager
     def _writer_turn(self) -> Iterator[None]:
