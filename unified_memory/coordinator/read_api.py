@@ -115,7 +115,8 @@ class ReadingAPI:
 
         ``tiers`` restricts to some of ``short_term``, ``long_term``, ``entity``,
         ``episodic``; ``days`` to items from the last N days; ``where`` to items whose
-        metadata has these values. Recalled facts have their access reinforced.
+        metadata has these values. Recalled facts have their access reinforced (written in a
+        batch within 2 s, see :mod:`tiers.access`: recall itself takes no write lock).
 
         ``as_of`` (a datetime, naive meaning UTC; an ISO 8601 string; POSIX seconds)
         answers what was true then: the facts valid at that moment (one superseded
