@@ -43,25 +43,18 @@ from scoring.text import normalize_key, term_set
 from tiers.access import AccessLog
 from tiers.candidates import CandidateQuery, FactDetail, RecallCandidate
 from tiers.documents import Candidate, DocumentIndex, SearchMode
+from tiers.fact_listing import VALID_FROM, FactFilter, count_facts, list_facts
 from tiers.history import current_successors, retired_sources
 from tiers.storage import Scope, Storage, dumps, loads, new_id, recall_filter
-from unified_memory.types import Fact, utc_from_timestamp
+from unified_memory.types import Fact
 
 __all__ = ["LongTermFacts", "FactInput", "FactWrite", "EvictionWeights", "fact_key"]
 
-_COLUMNS = (
-    "seq, id, user_id, agent_id, session_id, text, norm_key, subject, attribute, value, importance, "
-    "category, confidence, status, created_at, updated_at, last_accessed, access_count, "
-    "reinforcement_count, valid_from, valid_to, superseded_by, expires_at, source, source_message_ids, metadata, "
-    "recorded_at, superseded_at"
-)
 #: What recall reads of each candidate (fewer columns read measurably faster).
 _SEARCH_COLUMNS = ("id, text, importance, category, confidence, status, updated_at, valid_to, "
                    "source_message_ids, metadata")
 #: What recall ``as_of`` a moment reads besides: when each fact became true and was first stated.
 _AS_OF_COLUMNS = f"{_SEARCH_COLUMNS}, valid_from, created_at"
-#: When a fact became true (rows of old files may lack ``valid_from``: they were true when stated).
-_VALID_FROM = "COALESCE(valid_from, created_at)"
 # What reinforcement and slot checks need of an existing fact.
 _LOOKUP_COLUMNS = "id, text, norm_key, value, status, importance, confidence, source_message_ids, expires_at"
 #: What :attr:`LongTermFacts.index` holds (archived facts are in :attr:`LongTermFacts.archive`).
@@ -120,22 +113,6 @@ class EvictionWeights:
     use: float = 0.2
     half_life_days: float = 30.0
     use_saturation: int = 10
-
-
-def _row_to_fact(row: dict[str, Any]) -> Fact:
-    return Fact.model_construct(  # stored rows were validated on the way in
-        id=row["id"], text=row["text"], importance=row["importance"], category=row["category"],
-        confidence=row["confidence"], subject=row["subject"], attribute=row["attribute"], value=row["value"],
-        status=row["status"], created_at=utc_from_timestamp(row["created_at"]),
-        updated_at=utc_from_timestamp(row["updated_at"]), last_accessed=utc_from_timestamp(row["last_accessed"]),
-        access_count=row["access_count"], reinforcement_count=row["reinforcement_count"],
-        valid_from=utc_from_timestamp(row["valid_from"]), valid_to=utc_from_timestamp(row["valid_to"]),
-        superseded_by=row["superseded_by"], expires_at=utc_from_timestamp(row["expires_at"]),
-        source=row["source"], source_message_ids=loads(row["source_message_ids"], []),
-        metadata=loads(row["metadata"], {}), user_id=row["user_id"], agent_id=row["agent_id"] or None,
-        session_id=row["session_id"] or None, recorded_at=utc_from_timestamp(row["recorded_at"]),
-        superseded_at=utc_from_timestamp(row["superseded_at"]),
-    )
 
 
 def _fact_candidate(found: Candidate, as_of: float | None = None) -> RecallCandidate:
@@ -413,7 +390,7 @@ class LongTermFacts:
         leaves this tier. ``as_of``: only facts that had become true by then (whatever
         followed), their rows with ``valid_from`` and ``created_at`` too."""
         sql, params = recall_filter(scope, where=where, since=since, time_column="updated_at", until=as_of,
-                                    until_column=_VALID_FROM)
+                                    until_column=VALID_FROM)
         columns = _SEARCH_COLUMNS if as_of is None else _AS_OF_COLUMNS
         sql += " AND (expires_at IS NULL OR expires_at > ?)"
         params = [*params, now]
@@ -460,35 +437,24 @@ class LongTermFacts:
 
     def list(self, scope: Scope, *, include_archived: bool = False, include_inactive: bool = False,
              category: str | None = None, limit: int | None = None, order: Literal["time", "importance"] = "time",
-             now: float | None = None, include_history: bool = False, as_of: float | None = None) -> list[Fact]:
-        """The user's facts, by time or importance: the active ones, the superseded ones
-        too with ``include_history``, and the archived ones with ``include_archived``;
-        every fact whatever its status with ``include_inactive``. ``as_of``: only those
-        valid then (a fact superseded since among them)."""
+             now: float | None = None, include_history: bool = False, as_of: float | None = None,
+             offset: int = 0) -> list[Fact]:
+        """The user's facts, by time or importance (see :mod:`tiers.fact_listing`): the
+        active ones, the superseded ones too with ``include_history``, and the archived ones
+        with ``include_archived``; every fact whatever its status with ``include_inactive``.
+        ``as_of``: only those valid then (a fact superseded since among them). ``offset``:
+        skip that many first (a page of ``limit`` from there)."""
         self.uses.flush()  # the records show the uses
-        agent_sql, agent_params = scope.agent_clause()
-        sql = f"SELECT {_COLUMNS} FROM facts WHERE user_id = ? AND {agent_sql}"
-        params: list[Any] = [scope.user_id, *agent_params]
-        if as_of is not None:
-            include_history = True
-            sql += f" AND {_VALID_FROM} <= ? AND (valid_to IS NULL OR valid_to > ?)"
-            params += [as_of, as_of]
-        if not include_inactive:
-            statuses = ["active", *(["archived"] if include_archived else []),
-                        *(["superseded"] if include_history else [])]
-            sql += f" AND status IN ({', '.join('?' * len(statuses))})"
-            params += statuses
-            if now is not None:
-                sql += " AND (expires_at IS NULL OR expires_at > ?)"
-                params.append(now)
-        if category is not None:
-            sql += " AND category = ?"
-            params.append(category)
-        sql += " ORDER BY importance DESC, seq" if order == "importance" else " ORDER BY seq"
-        if limit is not None:
-            sql += " LIMIT ?"
-            params.append(int(limit))
-        return [_row_to_fact(row) for row in self.storage.query(sql, params)]
+        where = FactFilter(include_archived=include_archived, include_inactive=include_inactive, category=category,
+                           now=now, include_history=include_history, as_of=as_of)
+        return list_facts(self.storage, scope, where, order=order, limit=limit, offset=offset)
+
+    def count(self, scope: Scope, *, include_archived: bool = False, include_inactive: bool = False,
+              category: str | None = None, now: float | None = None, include_history: bool = False) -> int:
+        """How many facts :meth:`list` gives with the same filters (no limit)."""
+        where = FactFilter(include_archived=include_archived, include_inactive=include_inactive, category=category,
+                           now=now, include_history=include_history)
+        return count_facts(self.storage, scope, where)
 
     def counts(self, user_id: str) -> dict[str, int]:
         """How many of the user's facts are in each status."""

@@ -229,7 +229,8 @@ def listings(mem: UnifiedMemory) -> dict[str, Any]:
 
 
 def snapshot(mem: UnifiedMemory) -> tuple[str, dict[str, Any]]:
-    return db_digest(mem.path), listings(mem)
+    shown = listings(mem)  # first: listing the facts writes the uses recall left waiting (tiers.access)
+    return db_digest(mem.path), shown
 
 
 def populate(mem: UnifiedMemory) -> dict[str, str]:
@@ -279,8 +280,12 @@ def _memory_specs(ids_hint: dict[str, str] | None = None) -> dict[str, Spec]:
                              lambda m, **k: m.export_jsonl(**k), storage_ok=True,
                              junk={"destination": JUNK_NO_ABS}),
         "facts": Spec(dict(include_archived=st.booleans(), include_inactive=st.booleans(), category=st.sampled_from([None, "preference", "x"]),
-                           limit=st.one_of(st.none(), LIMITS), order=st.sampled_from(["time", "importance"])),
+                           limit=st.one_of(st.none(), LIMITS), order=st.sampled_from(["time", "importance"]),
+                           offset=st.integers(0, 5)),
                       lambda m, **k: m.facts(**k)),
+        "count_facts": Spec(dict(include_archived=st.booleans(), include_inactive=st.booleans(),
+                                 category=st.sampled_from([None, "preference", "x"]), include_history=st.booleans()),
+                            lambda m, **k: m.count_facts(**k)),
         "forget": Spec(dict(user_id=st.sampled_from([None, "nobody"]), ids=ids), lambda m, **k: m.forget(**k)),
         "import_jsonl": Spec(dict(source=st.builds(lambda: io.StringIO("")), user_id=st.one_of(st.none(), USERS)),
                              lambda m, **k: m.import_jsonl(**k), storage_ok=True),

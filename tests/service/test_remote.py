@@ -39,7 +39,7 @@ from unified_memory.service.background import free_port
 
 # the calls the service offers (UnifiedMemory's others need the file: consolidate, ingest, neighbors, ...)
 OFFERED = {"add_turn", "add_message", "add_messages", "remember", "remember_many", "add_triple", "recall", "context",
-           "assemble_context", "facts", "entities", "triples", "episodes", "stats", "users", "export_jsonl",
+           "assemble_context", "facts", "count_facts", "entities", "triples", "episodes", "stats", "users", "export_jsonl",
            "import_jsonl", "forget"}
 
 
@@ -141,6 +141,9 @@ def test_facts_pages_through_the_service(service, keys):
         assert len(every) == wire.PAGE + 5 == stats.facts + stats.archived_facts
         assert len({f.id for f in every}) == len(every)
         assert mem.facts(include_archived=True, limit=wire.PAGE + 2) == every[:wire.PAGE + 2]
+        assert mem.facts(include_archived=True, offset=wire.PAGE - 1, limit=3) == every[wire.PAGE - 1:wire.PAGE + 2]
+        assert mem.facts(include_archived=True, offset=3) == every[3:]
+        assert mem.count_facts(include_archived=True) == len(every) and mem.count_facts() == stats.facts
         with local(service, "bob") as here:
             assert every == here.facts(include_archived=True)
         mem.forget()

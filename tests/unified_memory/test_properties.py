@@ -118,3 +118,21 @@ def test_a_second_connection_sees_writes_of_the_first(tmp_path):
         assert [h.text for h in reader.recall("bees", tiers="long_term")] == ["I keep bees on the roof"]
         writer.remember("The bees make heather honey")
         assert len(reader.recall("bees", tiers="long_term")) == 2
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.sampled_from(["hobby", "work", None]), min_size=0, max_size=12), st.integers(1, 5),
+       st.sampled_from(["time", "importance"]), st.sampled_from([None, "hobby"]))
+def test_facts_pages_are_the_listing_cut_in_pages(categories, size, order, category):
+    """Paging with ``offset`` / ``limit`` gives the whole listing, in order, each fact once;
+    ``count_facts`` is its length."""
+    with UnifiedMemory() as mem:
+        for i, cat in enumerate(categories):
+            mem.remember(f"Note {i} about the garden shed", category=cat, importance=round((i % 4) / 4 + 0.1, 2))
+        every = mem.facts(order=order, category=category)
+        pages, offset = [], 0
+        while page := mem.facts(order=order, category=category, limit=size, offset=offset):
+            pages.append(page)
+            offset += size
+        assert [f for page in pages for f in page] == every
+        assert mem.count_facts(category=category) == len(every)

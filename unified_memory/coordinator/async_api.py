@@ -78,6 +78,7 @@ ASYNC_TWINS: dict[str, str] = {
         "clear",
         "reindex",
         "facts",
+        "count_facts",
         "entities",
         "triples",
         "neighbors",
@@ -270,12 +271,19 @@ class AsyncAPI(WritingAPI):
         limit: int | None = None,
         order: Literal["time", "importance"] = "time",
         include_history: bool = False,
+        offset: int = 0,
     ) -> list[Fact]:
         """Async :meth:`facts` (runs in a worker thread)."""
         return await self._run(
             self.facts, include_archived=include_archived, include_inactive=include_inactive, category=category,
-            limit=limit, order=order, include_history=include_history,
+            limit=limit, order=order, include_history=include_history, offset=offset,
         )
+
+    async def acount_facts(self, *, include_archived: bool = False, include_inactive: bool = False,
+                           category: str | None = None, include_history: bool = False) -> int:
+        """Async :meth:`count_facts` (runs in a worker thread)."""
+        return await self._run(self.count_facts, include_archived=include_archived, include_inactive=include_inactive,
+                               category=category, include_history=include_history)
 
     async def aentities(self, *, type: str | None = None, limit: int | None = None) -> list[Entity]:
         """Async :meth:`entities` (runs in a worker thread)."""

@@ -248,12 +248,13 @@ class ReadingAPI:
 
     def facts(self, *, include_archived: bool = False, include_inactive: bool = False, category: str | None = None,
               limit: int | None = None, order: Literal["time", "importance"] = "time",
-              include_history: bool = False) -> list[Fact]:
+              include_history: bool = False, offset: int = 0) -> list[Fact]:
         """This user's long-term facts: the active ones; with ``include_history`` also
         the superseded ones, each with when it was true (``valid_from``, ``valid_to``) and
         when the memory recorded and retired it (``recorded_at``, ``superseded_at``); with
         ``include_archived`` also those ``long_term_limit`` archived; with
         ``include_inactive`` every fact kept, whatever its status (superseded, archived, expired).
+        ``offset`` skips that many first: ``limit`` facts from there are a page (see :meth:`count_facts`).
 
         >>> from unified_memory import UnifiedMemory
 
@@ -264,10 +265,8 @@ class ReadingAPI:
         """
         if limit is not None:
             check_limit("limit", limit)
-        check_bool("include_archived", include_archived)
-        check_bool("include_inactive", include_inactive)
-        check_bool("include_history", include_history)
-        check_optional_text("category", category)
+        check_limit("offset", offset, minimum=0)
+        self._check_fact_filter(include_archived, include_inactive, include_history, category)
         if not isinstance(order, str):
             raise wrong_type("order", "str", order)
         if order not in ("time", "importance"):
@@ -275,7 +274,31 @@ class ReadingAPI:
         return self._view.backend.facts.list(self._view.scope, include_archived=include_archived,
                                              include_inactive=include_inactive, category=category, limit=limit,
                                              order=order, now=self._view.backend.clock(),
-                                             include_history=include_history)
+                                             include_history=include_history, offset=offset)
+
+    def count_facts(self, *, include_archived: bool = False, include_inactive: bool = False,
+                    category: str | None = None, include_history: bool = False) -> int:
+        """How many facts :meth:`facts` lists with the same filters (for paging with ``offset``).
+
+        >>> from unified_memory import UnifiedMemory
+
+        >>> with UnifiedMemory() as mem:
+        ...     _ = mem.remember_many(["I keep bees", "I live in Lisbon", "I play the cello"])
+        ...     mem.count_facts(), [f.text for f in mem.facts(limit=2, offset=2)]
+        (3, ['I play the cello'])
+        """
+        self._check_fact_filter(include_archived, include_inactive, include_history, category)
+        return self._view.backend.facts.count(self._view.scope, include_archived=include_archived,
+                                              include_inactive=include_inactive, category=category,
+                                              now=self._view.backend.clock(), include_history=include_history)
+
+    @staticmethod
+    def _check_fact_filter(include_archived: bool, include_inactive: bool, include_history: bool,
+                           category: str | None) -> None:
+        check_bool("include_archived", include_archived)
+        check_bool("include_inactive", include_inactive)
+        check_bool("include_history", include_history)
+        check_optional_text("category", category)
 
     def entities(self, *, type: str | None = None, limit: int | None = None) -> list[Entity]:
         """This user's entities, most mentioned first."""

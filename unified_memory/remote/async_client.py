@@ -120,17 +120,25 @@ class AsyncTwins:
 
     async def afacts(self, *, include_archived: bool = False, include_inactive: bool = False,
                      category: str | None = None, limit: int | None = None,
-                     order: Literal["time", "importance"] = "time", include_history: bool = False) -> list[Fact]:
+                     order: Literal["time", "importance"] = "time", include_history: bool = False,
+                     offset: int = 0) -> list[Fact]:
         """Async :meth:`facts` (pages through ``GET /facts``)."""
-        params, wanted = wire.facts_query(include_archived=include_archived, include_inactive=include_inactive,
-                                          category=category, limit=limit, order=order, include_history=include_history)
+        params, wanted, start = wire.facts_query(
+            include_archived=include_archived, include_inactive=include_inactive, category=category, limit=limit,
+            order=order, include_history=include_history, offset=offset)
         found: list[Fact] = []
-        offset: int | None = 0
-        while offset is not None and (wanted is None or len(found) < wanted):
+        following: int | None = start
+        while following is not None and (wanted is None or len(found) < wanted):
             size = wire.PAGE if wanted is None else min(wire.PAGE, wanted - len(found))
-            page, offset = await self._asend(wire.facts_page(params, offset, size))
+            page, following = await self._asend(wire.facts_page(params, following, size))
             found.extend(page)
         return found
+
+    async def acount_facts(self, *, include_archived: bool = False, include_inactive: bool = False,
+                    category: str | None = None, include_history: bool = False) -> int:
+        """How many facts :meth:`facts` lists with the same filters (``GET /facts``'s ``total``)."""
+        return await self._asend(wire.facts_count(include_archived=include_archived, include_inactive=include_inactive,
+                                            category=category, include_history=include_history))
 
     async def aentities(self, *, type: str | None = None, limit: int | None = None) -> list[Entity]:
         """Async :meth:`entities`."""

@@ -240,17 +240,24 @@ class RemoteMemory(AsyncTwins):
 
     def facts(self, *, include_archived: bool = False, include_inactive: bool = False, category: str | None = None,
               limit: int | None = None, order: Literal["time", "importance"] = "time",
-              include_history: bool = False) -> list[Fact]:
+              include_history: bool = False, offset: int = 0) -> list[Fact]:
         """This user's long-term facts (pages through ``GET /facts``; ``limit`` facts at most)."""
-        params, wanted = wire.facts_query(include_archived=include_archived, include_inactive=include_inactive,
-                                          category=category, limit=limit, order=order, include_history=include_history)
+        params, wanted, start = wire.facts_query(
+            include_archived=include_archived, include_inactive=include_inactive, category=category, limit=limit,
+            order=order, include_history=include_history, offset=offset)
         found: list[Fact] = []
-        offset: int | None = 0
-        while offset is not None and (wanted is None or len(found) < wanted):
+        following: int | None = start
+        while following is not None and (wanted is None or len(found) < wanted):
             size = wire.PAGE if wanted is None else min(wire.PAGE, wanted - len(found))
-            page, offset = self._send(wire.facts_page(params, offset, size))
+            page, following = self._send(wire.facts_page(params, following, size))
             found.extend(page)
         return found
+
+    def count_facts(self, *, include_archived: bool = False, include_inactive: bool = False,
+                    category: str | None = None, include_history: bool = False) -> int:
+        """How many facts :meth:`facts` lists with the same filters (``GET /facts``'s ``total``)."""
+        return self._send(wire.facts_count(include_archived=include_archived, include_inactive=include_inactive,
+                                            category=category, include_history=include_history))
 
     def entities(self, *, type: str | None = None, limit: int | None = None) -> list[Entity]:
         """This user's entities, most mentioned first (``GET /entities``)."""

@@ -62,7 +62,7 @@ from unified_memory.validation import (
 
 __all__ = ["Call", "error_from", "check_user", "add_turn", "add_message", "add_messages", "remember",
            "remember_many", "add_triple", "recall", "context", "facts_query", "entities", "triples", "episodes",
-           "stats", "forget_items", "forget_user", "users", "PAGE", "facts_page", "check_export", "import_rows",
+           "stats", "forget_items", "forget_user", "users", "PAGE", "facts_page", "facts_count", "check_export", "import_rows",
            "check_forget"]
 
 T = TypeVar("T")
@@ -259,9 +259,11 @@ def context(query: Any, *, max_tokens: Any, include_conversation: Any, limit: An
 
 
 def facts_query(*, include_archived: Any, include_inactive: Any, category: Any, limit: Any, order: Any,
-                include_history: Any) -> tuple[dict[str, Any], int | None]:
-    """The query parameters of ``GET /facts`` (without paging) and the number of facts wanted."""
+                include_history: Any, offset: Any = 0) -> tuple[dict[str, Any], int | None, int]:
+    """The query parameters of ``GET /facts`` (without paging), the number of facts wanted
+    and the offset of the first."""
     wanted = None if limit is None else check_limit("limit", limit)
+    start = check_limit("offset", offset, minimum=0)
     params = {"include_archived": check_bool("include_archived", include_archived),
               "include_inactive": check_bool("include_inactive", include_inactive),
               "include_history": check_bool("include_history", include_history),
@@ -271,7 +273,14 @@ def facts_query(*, include_archived: Any, include_inactive: Any, category: Any, 
     if order not in ("time", "importance"):
         raise invalid("order", f"must be 'time' or 'importance', got {order!r}")
     params["order"] = order
-    return _drop_none(params), wanted
+    return _drop_none(params), wanted, start
+
+
+def facts_count(*, include_archived: Any, include_inactive: Any, category: Any, include_history: Any) -> Call[int]:
+    """``GET /facts`` for its ``total`` (a page of one fact)."""
+    params, _, _ = facts_query(include_archived=include_archived, include_inactive=include_inactive,
+                               category=category, limit=None, order="time", include_history=include_history)
+    return Call("GET", "/facts", lambda body: int(body["total"]), params={**params, "offset": 0, "limit": 1})
 
 
 def facts_page(params: Mapping[str, Any], offset: int, size: int) -> Call[tuple[list[Fact], int | None]]:

@@ -164,11 +164,12 @@ async def facts(mem: Memory, limit: Annotated[int, Query(ge=1, le=1000)] = 100,
                 offset: Annotated[int, Query(ge=0)] = 0, category: str | None = None,
                 include_archived: bool = False, include_inactive: bool = False,
                 include_history: bool = False, order: Literal["time", "importance"] = "time") -> Response:
-    every = await mem.afacts(category=category, include_archived=include_archived,
-                             include_inactive=include_inactive, include_history=include_history, order=order)
-    page = every[offset:offset + limit]
-    following = offset + limit
-    return _listing("facts", page, total=len(every), next_offset=following if following < len(every) else None)
+    page = await mem.afacts(category=category, include_archived=include_archived, include_inactive=include_inactive,
+                            include_history=include_history, order=order, limit=limit, offset=offset)
+    total = await mem.acount_facts(category=category, include_archived=include_archived,
+                                   include_inactive=include_inactive, include_history=include_history)
+    following = offset + len(page)
+    return _listing("facts", page, total=total, next_offset=following if following < total and page else None)
 
 
 @router.get("/entities", summary="This user's entities, most mentioned first")
