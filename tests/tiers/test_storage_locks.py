@@ -9,6 +9,8 @@ import sqlite3
 import subprocess
 import sys
 
+import pytest
+
 from tiers.storage import Storage
 
 
@@ -31,3 +33,41 @@ def test_another_process_closing_the_file_leaves_this_process_s_log_alone(tmp_pa
     third = Storage(path)  # closed ones are forgotten: a fresh open checks the file again
     assert third.get_meta("written") == "here"
     third.close()
+
+
+def test_a_writer_waits_for_another_connections_write_then_takes_the_lock(tmp_path):
+    """Another connection (as another process would) holds the write lock: the writer waits
+    for it (polling, :meth:`Storage._begin_immediate`) and writes once it is released; the
+    connection keeps its busy timeout for everything else; held past the timeout, the wait
+    is a StorageError naming the file, and nothing was written."""
+    import threading
+    import time
+
+    from tiers.storage import Storage
+    from unified_memory.errors import StorageError
+
+    path = tmp_path / "m.db"
+    holder, waiter = Storage(path), Storage(path, busy_timeout_ms=5000)
+    try:
+        holder.db.conn.execute("BEGIN IMMEDIATE")
+        timer = threading.Timer(0.05, lambda: holder.db.conn.execute("COMMIT"))
+        timer.start()
+        with waiter.atomic():
+            waiter.execute("INSERT INTO meta (key, value) VALUES ('waited', '1')")
+        timer.join()
+        assert holder.get_meta("waited") == "1"
+        assert waiter.db.conn.execute("PRAGMA busy_timeout").fetchone()[0] == 5000
+        impatient = Storage(path, busy_timeout_ms=100)
+        holder.db.conn.execute("BEGIN IMMEDIATE")
+        began = time.monotonic()
+        with pytest.raises(StorageError, match="m.db"):
+            with impatient.atomic():
+                impatient.execute("INSERT INTO meta (key, value) VALUES ('impatient', '1')")
+        assert time.monotonic() - began >= 0.1  # it waited the whole timeout
+        holder.db.conn.execute("COMMIT")
+        assert holder.get_meta("impatient") is None
+        assert impatient.db.conn.execute("PRAGMA busy_timeout").fetchone()[0] == 100
+        impatient.close()
+    finally:
+        holder.close()
+        waiter.close()
