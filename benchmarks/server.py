@@ -35,7 +35,8 @@ Before the server starts, ``--baseline`` memory calls of the same mix run in thi
 (no HTTP, no concurrency): what a call costs alone. Experiments: ``--servers N`` runs N service
 processes on the one file (clients spread round-robin); ``--reuse`` keeps the file in ``--dir`` (no
 load; the earlier run's turns stay in it); ``--switch-interval S`` sets ``sys.setswitchinterval`` in
-the server.
+the server; ``--pin`` pins service process *i* (all its threads) to core *i* with ``taskset``, as an
+operator can with ``taskset -c i unified-memory serve ...``.
 
 ``--quick`` is a tiny run for the smoke test (4 users × 60 facts, 2 and 4 clients, 2 s each).
 """
@@ -457,6 +458,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                               headers={"Authorization": f"Bearer {prepared['keys'][user]}"}).raise_for_status()
         warm_s = time.perf_counter() - started
         pids = [service.process.pid for service in services if service.process is not None]
+        if args.pin:  # service process i (every thread of it) on core i, as `taskset -c i unified-memory serve`
+            for i, pid in enumerate(pids):
+                subprocess.run(["taskset", "-a", "-cp", str(i % (os.cpu_count() or 1)), str(pid)], check=True,
+                               stdout=subprocess.DEVNULL)
         for clients in args.clients:
             print(f"[server] {time.strftime('%H:%M:%S')} {clients} clients: {args.warmup:g} s warm-up + "
                   f"{args.duration:g} s", file=sys.stderr, flush=True)
@@ -638,6 +643,7 @@ def report(args: argparse.Namespace, argv: list[str], result: dict[str, Any], ve
         + ("in a child process (`ServiceProcess`): one uvicorn process" if args.servers == 1 else
            f"in {args.servers} child processes (`ServiceProcess`) on the same file, the clients spread over them "
            "round-robin; in each: one uvicorn process")
+        + (" (process *i* pinned to core *i*, every thread: `taskset -a -cp i PID`)" if args.pin else "")
         + ", one event loop (uvloop / httptools when "
         "installed: here " + result["loop"] + "), every memory call on the file's single worker thread; JSON "
         "access log at info to a file. " + ("Worker calls timed by the benchmark's `sitecustomize` (see the "
@@ -729,6 +735,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workers", type=int, default=1,
                         help="serve --workers N: N processes on one port (CPU per thread is not split by "
                              "process then: use with --no-instrument)")
+    parser.add_argument("--pin", action="store_true",
+                        help="pin service process i (all its threads) to core i (taskset), after it started")
     parser.add_argument("--keys", choices=("per-user", "admin"), default="per-user")
     parser.add_argument("--dir", help="where the memory file, the server log and the samples go (default: a temp dir)")
     parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "server.md"))
