@@ -220,3 +220,14 @@ def test_loading_the_model_prints_nothing_and_restores_the_progress_bars(capfd):
     SentenceTransformerEmbedder(fast_queries=False).embed(["hello"])
     assert capfd.readouterr().err == ""
     assert (hf_logging.is_progress_bar_enabled(), hf_logging.get_verbosity()) == (bars, verbosity)
+
+
+@pytest.mark.embeddings
+def test_the_query_session_runs_on_one_thread(verified):
+    """ONNX Runtime's default (a spinning thread per core) burnt a second core per query:
+    the other process's core in a service of one process per core."""
+    from scoring.onnx_query import load_session
+
+    export = next(iter(cache_folder().glob("onnx/*.onnx")))
+    options = load_session(export).get_session_options()
+    assert options.intra_op_num_threads == 1 and options.inter_op_num_threads == 1
