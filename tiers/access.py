@@ -28,13 +28,17 @@ A crash loses at most the uses of the last ``max_age`` seconds; never anything s
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
 
 from tiers.storage import Storage
+from unified_memory.errors import StorageError
 
 __all__ = ["AccessLog"]
+
+_LOG = logging.getLogger(__name__)
 
 
 class AccessLog:
@@ -57,7 +61,9 @@ class AccessLog:
 
     def note(self, ids: Sequence[str], *, now: float) -> None:
         """One more use of each of ``ids`` (a repeated id counts each time), last accessed
-        ``now``. Written now when the batch is due."""
+        ``now``. Written now when the batch is due; if the file's write lock cannot be had
+        (another process holds it past the busy timeout), they wait for the next batch: a
+        recall never fails over its statistics."""
         if not ids:
             return
         with self._lock:
@@ -72,7 +78,10 @@ class AccessLog:
                     entry[1] = now
             due = len(self._pending) >= self.max_pending or self._monotonic() - self._since >= self.max_age
         if due:
-            self.flush()
+            try:
+                self.flush()
+            except StorageError as exc:  # another process held the write lock past the busy timeout:
+                _LOG.warning("the uses of %d recalled facts wait for the next batch: %s", self.pending, exc)
 
     def flush(self) -> None:
         """Write the uses waiting (in a transaction of their own unless one is open)."""

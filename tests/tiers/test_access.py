@@ -121,3 +121,22 @@ def test_uses_are_seen_by_listing_export_and_the_next_open(tmp_path: Path) -> No
         mem.recall("bees")  # left waiting: close writes it
     with UnifiedMemory(path) as mem:
         assert [f.access_count for f in mem.facts()] == [3]
+
+
+def test_a_due_batch_that_cannot_get_the_write_lock_waits_and_the_caller_goes_on(tmp_path: Path) -> None:
+    path = tmp_path / "m.db"
+    storage, holder = Storage(path, busy_timeout_ms=50), Storage(path)
+    try:
+        ids = _facts(storage, 1)
+        uses = AccessLog(storage, max_age=0.0)  # every use is due at once
+        holder.db.conn.execute("BEGIN IMMEDIATE")  # another process writing, past the busy timeout
+        uses.note(ids, now=1.0)  # no error: the use waits
+        assert uses.pending == 1
+        holder.db.conn.execute("COMMIT")
+        uses.note(ids, now=2.0)
+        assert uses.pending == 0
+        assert storage.query("SELECT access_count, last_accessed FROM facts") == [{"access_count": 2,
+                                                                                    "last_accessed": 2.0}]
+    finally:
+        storage.close()
+        holder.close()

@@ -159,7 +159,7 @@ class ReadingAPI:
         if backend.reranker is not None:
             hits = rerank(backend.reranker, query, hits, depth=depth)
         hits = hits[:limit]
-        if moment is None:  # written with the next write, or in a batch (tiers.access)
+        if moment is None:  # written in a batch (tiers.access)
             backend.facts.touch([h.id for h in hits if h.tier == "long_term"], now=now)
         return hits
 
