@@ -26,7 +26,7 @@ from unified_memory.types import LONE_SURROGATE, TIERS, Message
 __all__ = [
     "check_text", "check_scope_id", "check_limit", "check_unit", "check_metadata", "parse_when",
     "to_message", "pydantic_error", "check_bool", "check_ttl_days", "check_optional_text", "check_messages",
-    "check_path", "check_json", "check_tiers", "check_ids",
+    "check_path", "check_json", "check_tiers", "check_ids", "check_fact_keys", "FACT_KEYS",
 ]
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
@@ -95,6 +95,26 @@ def check_scope_id(field: str, value: Any, *, optional: bool = False) -> str | N
         raise invalid(field, f"must be 1-{MAX_ID_LENGTH} printable characters without surrounding "
                              f"whitespace, got {value!r}")
     return value
+
+
+#: The keys a fact given as a dict may have (``remember``'s arguments).
+FACT_KEYS = frozenset({"text", "importance", "category", "metadata", "ttl_days"})
+
+
+def check_fact_keys(field: str, value: Mapping[Any, Any]) -> dict[Any, Any]:
+    """A copy of a fact given as a dict, refused (naming ``field``) when it has keys besides
+    :data:`FACT_KEYS` (listed as strings: keys of several types do not sort together).
+
+    >>> check_fact_keys("facts[0]", {"text": "I keep bees", 1: "x", "colour": "y"})
+    Traceback (most recent call last):
+    ...
+    unified_memory.errors.MemoryValueError: facts[0]: unknown keys ['1', 'colour']
+    """
+    spec = dict(value)
+    unknown = set(spec) - FACT_KEYS
+    if unknown:
+        raise invalid(field, f"unknown keys {sorted(map(str, unknown))}")
+    return spec
 
 
 def check_ttl_days(field: str, value: Any, *, now: float) -> float | None:

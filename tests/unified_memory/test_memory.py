@@ -411,3 +411,11 @@ def test_atomic_groups_writes_all_or_nothing():
         assert "completed" in [e.stage for e in seen]
         assert [f.text for f in mem.facts()] == ["I keep bees"]
         assert [t.as_text() for t in mem.triples()] == ["Maria lives in Porto"]
+
+
+def test_a_fact_dict_with_unknown_keys_of_several_types_is_refused_naming_them_all():
+    """Keys that do not sort together (an int beside strings) once escaped as a raw TypeError."""
+    with UnifiedMemory() as mem:
+        with pytest.raises(MemoryValueError, match=r"texts_or_facts\[0\]: unknown keys \['1', 'colour'\]"):
+            mem.remember_many([{"text": "I keep bees", 1: "x", "colour": "y"}])
+        assert mem.facts() == []

@@ -26,11 +26,12 @@ from tiers.episodic import LoggedMessage
 from tiers.long_term import EvictionWeights
 from tiers.trimming import message_token_counts
 from unified_memory.coordinator.view import MemoryView
-from unified_memory.errors import invalid, wrong_type
+from unified_memory.errors import wrong_type
 from unified_memory.extraction.promotion import CONTEXT_MESSAGES, PromotionReport, Proposal
 from unified_memory.protocols import Extractor
 from unified_memory.types import ExtractedFact, ExtractedTriple, Message
 from unified_memory.validation import (
+    check_fact_keys,
     check_metadata,
     check_optional_text,
     check_text,
@@ -207,10 +208,7 @@ class Writer:
         elif isinstance(item, str):
             spec = {"text": item}
         elif isinstance(item, Mapping):
-            spec = dict(item)
-            unknown = set(spec) - {"text", "importance", "category", "metadata", "ttl_days"}
-            if unknown:
-                raise invalid(field, f"unknown keys {sorted(unknown)}")
+            spec = check_fact_keys(field, item)
         else:
             raise wrong_type(field, "str, dict or ExtractedFact", item)
         spec = backend.scrub.data(field or "fact", spec)  # text, slots, category and metadata

@@ -47,6 +47,7 @@ from unified_memory.types import (
 )
 from unified_memory.validation import (
     check_bool,
+    check_fact_keys,
     check_ids,
     check_limit,
     check_metadata,
@@ -186,10 +187,7 @@ def _fact(name: str, item: Any, *, keywords: bool = False) -> str | dict[str, An
     if isinstance(item, ExtractedFact):
         spec: dict[str, Any] = {"text": item.text, "importance": item.importance, "category": item.category}
     elif isinstance(item, Mapping):
-        spec = dict(item)
-        unknown = set(spec) - {"text", "importance", "category", "metadata", "ttl_days"}
-        if unknown:
-            raise invalid(name, f"unknown keys {sorted(map(str, unknown))}")
+        spec = check_fact_keys(name, item)
     else:
         raise wrong_type(name, "str, dict or ExtractedFact", item)
     category = spec.get("category")
