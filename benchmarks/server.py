@@ -107,22 +107,25 @@ if _DIR:
             loop = asyncio.get_running_loop()
             context = contextvars.copy_context()
             submitted = time.perf_counter()
-            stamp = []
+            stamp, cpu = [], []  # wall and thread CPU clocks at the call's start and end
 
             def call():
                 stamp.append(time.perf_counter())
+                cpu.append(time.thread_time())
                 _workers.add(threading.get_native_id())
                 try:
                     return context.run(fn, *args, **kwargs)
                 finally:
                     stamp.append(time.perf_counter())
+                    cpu.append(time.thread_time())
 
             try:
                 return await loop.run_in_executor(async_api._executor_for(self._view.backend.storage), call)
             finally:
                 if len(stamp) == 2:
                     _calls.append((getattr(fn, "__name__", "?"), time.time(), (stamp[0] - submitted) * 1000,
-                                   (stamp[1] - stamp[0]) * 1000, (time.perf_counter() - stamp[1]) * 1000))
+                                   (stamp[1] - stamp[0]) * 1000, (time.perf_counter() - stamp[1]) * 1000,
+                                   (cpu[1] - cpu[0]) * 1000))
 
         async_api.AsyncAPI._run = _run
 
@@ -589,11 +592,12 @@ def report(args: argparse.Namespace, argv: list[str], result: dict[str, Any], ve
             outside = [s[1] - access[s[3]]["ms"] for s in mine if s[3] in access]
             mem = [c for c in in_window if c[0] == fn_of[op]]
             wait, run_ms, back = [c[2] for c in mem], [c[3] for c in mem], [c[4] for c in mem]
+            cpu = [c[5] for c in mem if len(c) > 5]
             where.append([str(clients), op, f"{len(mine):,}", f"{_p(client, .5)} / {_p(client, .95)}",
                           f"{_p(server, .5)} / {_p(server, .95)}", f"{_p(outside, .5)} / {_p(outside, .95)}",
                           f"{_p(wait, .5)} / {_p(wait, .95)}",
                           f"{_p(run_ms, .5)} / {_p(run_ms, .95)} / {sum(run_ms) / max(1, len(run_ms)):.1f}",
-                          f"{_p(back, .5)} / {_p(back, .95)}"])
+                          f"{_p(back, .5)} / {_p(back, .95)}", f"{sum(cpu) / max(1, len(cpu)):.2f}"])
         busy = sum(c[3] for c in in_window if begin <= c[1] <= end) / 1000
         srv = level["server_cpu"]
         ops_s = len(samples) / window
@@ -681,10 +685,12 @@ def report(args: argparse.Namespace, argv: list[str], result: dict[str, Any], ve
         "Per operation, p50 / p95 in ms: the client's latency; the server's own `ms` (access log: from the "
         "first ASGI layer to the last byte sent); client minus server (the load generator, the socket and "
         "uvicorn's HTTP parsing: time outside the app); the wait of the memory call in the worker thread's "
-        "queue; its run on the worker (p50 / p95 / mean); and the hop back to the event loop after it ran.",
+        "queue; its run on the worker (p50 / p95 / mean); the hop back to the event loop after it ran; and the "
+        "worker thread's CPU time during the call (mean: the run minus the waits for the GIL and the disk).",
         "",
         table(["clients", "op", "requests", "client", "server (access log)", "client − server",
-               "queue wait at the worker", "run on the worker (p50 / p95 / mean)", "back to the loop"], where),
+               "queue wait at the worker", "run on the worker (p50 / p95 / mean)", "back to the loop",
+               "worker CPU (mean)"], where),
         "",
         "CPU in cores (CPU seconds / measured seconds), per thread of the server and for the load generator; "
         "'worker busy' = sum of the memory calls' run time / measured time (per worker: / servers); Little's law check: mean latency "

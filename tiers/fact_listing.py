@@ -18,6 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from tiers.access import ACCESS_COUNT, LAST_ACCESSED, USES_JOIN
 from tiers.rows import loads
 from tiers.scope import Scope
 from tiers.storage import Storage
@@ -29,8 +30,9 @@ __all__ = ["FactFilter", "list_facts", "count_facts", "VALID_FROM", "row_to_fact
 VALID_FROM = "COALESCE(valid_from, created_at)"
 
 _COLUMNS = (
-    "seq, id, user_id, agent_id, session_id, text, norm_key, subject, attribute, value, importance, "
-    "category, confidence, status, created_at, updated_at, last_accessed, access_count, "
+    "facts.seq AS seq, id, user_id, agent_id, session_id, text, norm_key, subject, attribute, value, importance, "
+    f"category, confidence, status, created_at, updated_at, {LAST_ACCESSED} AS last_accessed, "
+    f"{ACCESS_COUNT} AS access_count, "
     "reinforcement_count, valid_from, valid_to, superseded_by, expires_at, source, source_message_ids, metadata, "
     "recorded_at, superseded_at"
 )
@@ -79,8 +81,8 @@ def list_facts(storage: Storage, scope: Scope, where: FactFilter, *, order: Lite
     """The facts ``where`` keeps, oldest first (``order="time"``) or most important first;
     ``limit`` of them from ``offset``."""
     condition, params = where.sql(scope)
-    sql = f"SELECT {_COLUMNS} FROM facts WHERE {condition}"
-    sql += " ORDER BY importance DESC, seq" if order == "importance" else " ORDER BY seq"
+    sql = f"SELECT {_COLUMNS} FROM facts {USES_JOIN} WHERE {condition}"
+    sql += " ORDER BY importance DESC, facts.seq" if order == "importance" else " ORDER BY facts.seq"
     if limit is not None or offset:
         sql += " LIMIT ? OFFSET ?"
         params += [-1 if limit is None else int(limit), int(offset)]

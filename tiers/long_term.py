@@ -40,7 +40,7 @@ from scoring.decay import recency_array
 from scoring.lexical import LexicalMatch
 from scoring.temporal import stated_start
 from scoring.text import normalize_key, term_set
-from tiers.access import AccessLog
+from tiers.access import ACCESS_COUNT, LAST_ACCESSED, USES_JOIN, AccessLog
 from tiers.candidates import CandidateQuery, FactDetail, RecallCandidate
 from tiers.documents import Candidate, DocumentIndex, SearchMode
 from tiers.fact_listing import VALID_FROM, FactFilter, count_facts, list_facts
@@ -339,24 +339,38 @@ class LongTermFacts:
         if excess <= 0:
             return []
         self.uses.write_pending()  # retention weighs the uses
+        # Numbers only (this runs for every write past the limit): the texts of the victims alone are read.
         rows = self.storage.execute(
-            "SELECT id, importance, MAX(updated_at, COALESCE(last_accessed, 0)), access_count, seq, text FROM facts "
-            "WHERE user_id = ? AND status = 'active'", [scope.user_id]).fetchall()
-        ids = [r[0] for r in rows]
-        importance = np.array([r[1] for r in rows], dtype=np.float64)
-        fresh = recency_array(now - np.array([r[2] for r in rows], dtype=np.float64), weights.half_life_days)
-        use = np.minimum(1.0, np.log1p(np.array([r[3] for r in rows], dtype=np.float64))
-                         / np.log1p(weights.use_saturation))
+            f"SELECT facts.seq, importance, MAX(updated_at, COALESCE({LAST_ACCESSED}, 0)), {ACCESS_COUNT} "
+            f"FROM facts {USES_JOIN} WHERE user_id = ? AND status = 'active'", [scope.user_id]).fetchall()
+        table = np.array(rows, dtype=np.float64).reshape(len(rows), 4)
+        seq, importance, stamp, uses = table.T
+        fresh = recency_array(now - stamp, weights.half_life_days)
+        use = np.minimum(1.0, np.log1p(uses) / np.log1p(weights.use_saturation))
         retention = weights.importance * importance + weights.recency * fresh + weights.use * use
-        protected = np.array([i in protect for i in ids], dtype=np.float64)
-        seq = np.array([r[4] for r in rows], dtype=np.float64)
+        kept = self._seqs(scope.user_id, protect)
+        protected = np.isin(seq, np.array(sorted(kept), dtype=np.float64)) if kept else np.zeros(len(rows))
         order = np.lexsort((seq, retention, protected))  # unprotected first, lowest retention, oldest
-        chosen = order[:excess].tolist()
-        victims = [ids[i] for i in chosen]
-        self.storage.executemany("UPDATE facts SET status = 'archived' WHERE id = ?", [[i] for i in victims])
+        chosen = [int(rows[i][0]) for i in order[:excess].tolist()]
+        found: dict[int, tuple[str, str]] = {}
+        for start in range(0, len(chosen), 500):  # a limit lowered a lot archives many at once
+            part = chosen[start:start + 500]
+            found.update((r[0], (r[1], r[2])) for r in self.storage.execute(
+                f"SELECT seq, id, text FROM facts WHERE seq IN ({','.join('?' * len(part))})", part).fetchall())
+        victims = [found[s][0] for s in chosen]
+        self.storage.executemany("UPDATE facts SET status = 'archived' WHERE seq = ?", [[s] for s in chosen])
         self.index.remove(scope.user_id, victims)
-        self.archive.add(scope.user_id, [(ids[i], rows[i][5]) for i in chosen])
+        self.archive.add(scope.user_id, [found[s] for s in chosen])
         return victims
+
+    def _seqs(self, user_id: str, ids: set[str]) -> set[int]:
+        """The row numbers of the user's facts ``ids`` (those there are)."""
+        if not ids:
+            return set()
+        marks = ",".join("?" * len(ids))
+        return {r[0] for r in self.storage.execute(
+            f"SELECT seq FROM facts INDEXED BY facts_id WHERE id IN ({marks}) AND user_id = ?",
+            [*ids, user_id]).fetchall()}
 
     def touch(self, ids: Sequence[str], *, now: float) -> None:
         """Reinforce access: one more use, last accessed now (written in a batch, see :mod:`tiers.access`)."""

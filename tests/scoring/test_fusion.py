@@ -73,3 +73,14 @@ def test_lazy_diversify_picks_exactly_what_the_eager_greedy_picks(items, limit, 
     terms = [t for _, t in items]
     assert diversify(scores, terms, limit=limit, diversity=diversity, overlap=overlap) == \
         _eager_diversify(scores, terms, limit=limit, diversity=diversity, overlap=overlap)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.tuples(st.floats(0.0, 1.0), st.frozensets(st.integers(0, 25), max_size=9)), max_size=120),
+       st.integers(1, 120), st.sampled_from([0.3, 0.5, 1.0]), st.sampled_from([0.0, 0.25, 0.5, 0.75]))
+def test_prefix_filtered_diversify_matches_the_eager_greedy_on_larger_pools(items, limit, diversity, overlap):
+    # many items over a small vocabulary: near-duplicates everywhere, prefixes cut at every size
+    scores = [s for s, _ in items]
+    terms = [t for _, t in items]
+    assert diversify(scores, terms, limit=limit, diversity=diversity, overlap=overlap) == \
+        _eager_diversify(scores, terms, limit=limit, diversity=diversity, overlap=overlap)

@@ -9,7 +9,7 @@ from pathlib import Path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tiers.access import AccessLog
+from tiers.access import ACCESS_COUNT, LAST_ACCESSED, USES_JOIN, AccessLog
 from tiers.storage import Storage
 from unified_memory import UnifiedMemory
 
@@ -23,12 +23,14 @@ def _facts(storage: Storage, n: int) -> list[str]:
 
 
 def _counts(storage: Storage) -> dict[str, int]:
-    return {r["id"]: r["access_count"] for r in storage.query("SELECT id, access_count FROM facts")}
+    """Every use written, in the facts' columns or not yet folded into them."""
+    return {r["id"]: r["n"] for r in storage.query(f"SELECT id, {ACCESS_COUNT} AS n FROM facts {USES_JOIN}")}
 
 
 @settings(max_examples=60, deadline=None)
 @given(st.lists(st.one_of(st.tuples(st.just("use"), st.lists(st.integers(0, 4), max_size=6)),
-                          st.just(("write", [])), st.just(("flush", [])), st.just(("tick", []))), max_size=30))
+                          st.just(("write", [])), st.just(("flush", [])), st.just(("fold", [])),
+                          st.just(("tick", []))), max_size=30))
 def test_every_use_is_counted_once_whatever_writes_in_between(steps: list[tuple[str, list[int]]]) -> None:
     storage = Storage(None)
     ids = _facts(storage, 5)
@@ -48,6 +50,10 @@ def test_every_use_is_counted_once_whatever_writes_in_between(steps: list[tuple[
         elif kind == "flush":
             uses.flush()
             assert uses.pending == 0
+        elif kind == "fold":  # every use now in the facts' own columns
+            uses.fold()
+            assert uses.pending == 0 and not storage.query("SELECT * FROM fact_uses")
+            assert {r["id"]: r["access_count"] for r in storage.query("SELECT id, access_count FROM facts")} == expected
         else:
             clock[0] += 1.5
         assert uses.pending < 3  # a full batch is written at once
@@ -71,8 +77,40 @@ def test_a_write_that_fails_after_writing_the_uses_loses_only_those() -> None:
     assert uses.pending == 0 and _counts(storage) == {"f0": 0}  # rolled back: usage statistics, not data
     uses.note(ids, now=3.0)
     uses.flush()
-    assert storage.query("SELECT access_count, last_accessed FROM facts") == [{"access_count": 1,
-                                                                                "last_accessed": 3.0}]
+    assert storage.query(f"SELECT {ACCESS_COUNT} AS n, {LAST_ACCESSED} AS last FROM facts {USES_JOIN}") == \
+        [{"n": 1, "last": 3.0}]
+
+
+def test_a_deleted_fact_takes_its_uses_along_and_gets_none_after() -> None:
+    storage = Storage(None)
+    ids = _facts(storage, 3)
+    uses = AccessLog(storage)
+    uses.note(ids, now=1.0)
+    uses.flush()
+    with storage.atomic():  # deleted with uses written (the trigger) ...
+        storage.execute("DELETE FROM facts WHERE id = 'f0'")
+    uses.note(ids[1:], now=2.0)
+    with storage.atomic():  # ... and with uses still waiting: none is written for it
+        storage.execute("DELETE FROM facts WHERE id = 'f1'")
+    uses.flush()
+    seqs = [r["seq"] for r in storage.query("SELECT seq FROM facts")]
+    assert [r["seq"] for r in storage.query("SELECT seq FROM fact_uses")] == seqs
+    with storage.atomic():  # a new fact never inherits a deleted one's uses (seq reused or not)
+        storage.execute("DELETE FROM facts")
+    _facts(storage, 3)
+    assert _counts(storage) == {"f0": 0, "f1": 0, "f2": 0}
+
+
+def test_fold_keeps_the_later_last_access() -> None:
+    storage = Storage(None)
+    ids = _facts(storage, 1)
+    with storage.atomic():
+        storage.execute("UPDATE facts SET access_count = 4, last_accessed = 9.0")
+    uses = AccessLog(storage)
+    uses.note(ids, now=3.0)  # a clock set back: the later time stays
+    uses.fold()
+    assert storage.query("SELECT access_count, last_accessed FROM facts") == [{"access_count": 5,
+                                                                                "last_accessed": 9.0}]
 
 
 def test_old_uses_are_written_without_a_write() -> None:
@@ -135,8 +173,8 @@ def test_a_due_batch_that_cannot_get_the_write_lock_waits_and_the_caller_goes_on
         holder.db.conn.execute("COMMIT")
         uses.note(ids, now=2.0)
         assert uses.pending == 0
-        assert storage.query("SELECT access_count, last_accessed FROM facts") == [{"access_count": 2,
-                                                                                    "last_accessed": 2.0}]
+        assert storage.query(f"SELECT {ACCESS_COUNT} AS n, {LAST_ACCESSED} AS last FROM facts {USES_JOIN}") == \
+            [{"n": 2, "last": 2.0}]
     finally:
         storage.close()
         holder.close()

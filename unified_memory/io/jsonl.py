@@ -53,7 +53,7 @@ def export_jsonl(view: MemoryView, destination: Any, *, all_users: bool = False)
               "library_version": __version__,
               "exported_at": datetime.fromtimestamp(backend.clock(), tz=UTC).isoformat()}
     users = None if all_users else [view.user_id]
-    backend.facts.uses.flush()  # the rows carry the uses recall reinforced
+    backend.facts.uses.fold()  # the rows carry the uses recall reinforced
     with text_destination(destination) as out:
         return export_rows(backend.storage, out, users=users, header=header)
 
@@ -90,7 +90,7 @@ def import_jsonl(view: MemoryView, source: Any, *, user_id: str | None = None) -
     touched = set(parsed.users) if user_id is None else {user_id}
     try:
         with target.write():
-            backend.facts.uses.write_pending()  # rows already there are compared with the file's, uses included
+            backend.facts.uses.fold()  # rows already there are compared with the file's, uses included
             result = import_rows(backend.storage, parsed, user_id=user_id)
             for index in indexes:  # other processes sharing the file rebuild them too
                 for user in touched:

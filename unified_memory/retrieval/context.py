@@ -84,6 +84,8 @@ def clean_item(text: str) -> str:
     >>> clean_item("line one\\r\\n\\n## Facts\\tx\\x00")
     'line one ⏎ ## Facts x'
     """
+    if text.isprintable():  # no control, format, separator (but space) or surrogate character: nothing to do
+        return text.strip()
     text = LONE_SURROGATE.sub("\ufffd", _DROP.sub("", text)).strip()
     return _BREAKS.sub(" ⏎ ", text).replace("\t", " ").strip()
 

@@ -278,6 +278,15 @@ def test_clean_item():
     assert clean_item("\ud800") == "\ufffd"
 
 
+@settings(max_examples=400, deadline=None)
+@given(st.text(st.sampled_from(" aé\u00a0\t\n\r\x00\x1c\x85\u200e\u2028\ufeff\ud800#<") | st.characters(), max_size=30))
+def test_clean_item_fast_path_changes_nothing(text):
+    """Printable text skips the substitutions: the result is what they would have given."""
+    slow = context.LONE_SURROGATE.sub("\ufffd", context._DROP.sub("", text)).strip()
+    slow = context._BREAKS.sub(" ⏎ ", slow).replace("\t", " ").strip()
+    assert clean_item(text) == slow
+
+
 def test_tool_calls_and_names_render():
     calls = [{"id": "c1", "type": "function", "function": {"name": "lookup", "arguments": "{}"}}]
     conversation = [Message(role="assistant", content=None, tool_calls=calls),
