@@ -64,3 +64,19 @@ def test_serve_with_two_workers_shares_the_port_and_the_file(tmp_path):
     with ServiceProcess(db) as again, httpx.Client(base_url=again.url) as client:
         listed = client.get("/v1/users/ada/facts", headers=bearer(key)).json()["facts"]
         assert {f["id"] for f in listed} == set(ids)
+
+
+def test_a_worker_process_collects_garbage_less_often(tmp_path, monkeypatch):
+    """Each worker of ``serve --workers`` (and ``serve``) raises the young-generation threshold."""
+    import gc
+    import json
+
+    from unified_memory.service.app import GC_THRESHOLDS, WORKER_SPEC, app_from_environment
+
+    before = gc.get_threshold()
+    monkeypatch.setenv(WORKER_SPEC, json.dumps({"db": str(tmp_path / "memory.db")}))
+    try:
+        app_from_environment()
+        assert gc.get_threshold() == GC_THRESHOLDS != before
+    finally:
+        gc.set_threshold(*before)

