@@ -78,9 +78,6 @@ SITECUSTOMIZE = '''
 import json, os, sys, threading, time
 
 _DIR = os.environ.get("UM_BENCH_INSTRUMENT")
-if os.environ.get("UM_GC"):
-    import gc
-    gc.set_threshold(*[int(x) for x in os.environ["UM_GC"].split(",")])
 if os.environ.get("UM_BENCH_SWITCH_INTERVAL"):
     sys.setswitchinterval(float(os.environ["UM_BENCH_SWITCH_INTERVAL"]))
 if _DIR:
