@@ -35,12 +35,14 @@ __all__ = ["RecallCandidate", "FactDetail", "EntityDetail", "MessageDetail", "Ca
 @dataclass(slots=True)  # not frozen: built for every candidate of every recall (5x faster)
 class FactDetail:
     """What a long-term fact adds: its status (``active``, ``superseded`` or ``archived``), category,
-    stored confidence (before decay) and the end of its validity (seconds, or ``None``)."""
+    stored confidence (before decay), the end of its validity (seconds, or ``None``) and, for a
+    fact stated again since, the last message that stated it (``restated_in``)."""
 
     status: str
     category: str | None
     confidence: float
     valid_to: float | None
+    restated_in: str | None = None
 
 
 @dataclass(slots=True)  # not frozen: built for every candidate of every recall (5x faster)

@@ -218,3 +218,17 @@ def test_a_sentence_longer_than_any_statement_of_an_attribute_fills_no_slot_and_
     """Past ``MAX_SENTENCE`` characters the frames are not tried at all (their backtracking
     grows with the square of the length: adversarial input must not stall a write)."""
     assert slot_hits(text) == [] and replaced(text) == []
+
+
+def test_a_restated_sibling_does_not_outrank_the_value_it_came_with():
+    """Found by the property above: "I no longer live in Gdansk; home is Antwerp" said twice, a
+    move back to Gdansk between. The restated "I no longer live in Gdansk" (first stated a month
+    before) comes with the current "Home is Antwerp." and must not answer before it."""
+    clock = Clock()
+    with UnifiedMemory(clock=clock, retrieval="lexical") as mem:
+        for day, said in enumerate(["I live in Gdansk.", "I no longer live in Gdansk; home is Antwerp.",
+                                    "I moved from Antwerp to Gdansk.", "I no longer live in Gdansk; home is Antwerp."]):
+            clock.at(START + timedelta(days=10 * day))
+            mem.add_turn(said, "Noted.")
+        named = [h.text for h in mem.recall("where do I live?", limit=10) if h.tier == "long_term"]
+        assert named[0] == "Home is Antwerp.", named

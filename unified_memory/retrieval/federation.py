@@ -126,6 +126,7 @@ class _Hit:
     source: str
     scored: _Scored | None = None
     mentioned: bool = False
+    restated_in: str | None = None  # a fact stated again: the last turn that did
 
 
 def _scale(candidates: Iterable[RecallCandidate], ranking: RankingConfig) -> float:
@@ -246,6 +247,7 @@ class _Fusion:
         if archived:
             factor *= ranking.archived_penalty
         hit.score = round(hit.score * factor, 9)
+        hit.restated_in = detail.restated_in
         return hit
 
     def entity(self, candidate: RecallCandidate, detail: EntityDetail, scale: float) -> _Hit:
@@ -362,10 +364,12 @@ def _forward(hits: list[_Hit], history: HistorySource, query: CandidateQuery, ra
             current.score = round(before, 9)
             current.notes["successor_of"] = fact_id
     # A successor speaks for its turn: "I no longer live in Utrecht; home is Antwerp" was cut
-    # in two facts, and the one holding the value is kept over its sibling (one hit per turn).
+    # in two facts, and the one holding the value is kept over its sibling (one hit per turn),
+    # also when the sibling was first stated earlier (the turn restated it).
     best: dict[str, float] = {}
     for hit in hits:
-        best[hit.source] = max(best.get(hit.source, 0.0), hit.score)
+        for turn in (hit.source, hit.restated_in) if hit.restated_in else (hit.source,):
+            best[turn] = max(best.get(turn, 0.0), hit.score)
     for current in by_id.values():
         if "successor_of" in current.notes and best.get(current.source, 0.0) >= current.score:
             current.score = round(best[current.source] + 1e-9, 9)
