@@ -3,7 +3,8 @@ one running server with a key per user and an admin key.
 
 Random writes (turns, messages, facts, batches, triples, imports of an export), deletions
 (``DELETE /facts/{id}``, forgetting a user) and reads (recall, context with and without a
-query, fact pages, entities, triples, episodes, export, stats) for four users, with
+query, fact pages, entities, triples, episodes, export, stats) for four users (two of them
+the others' ids plus ``/x``, sent as ``%2F``: a prefix of a path is another user), with
 ``agent_id`` / ``session_id`` query parameters. Every written text carries a marker naming
 its owner and a unique number (``owner-r3u1-a2-s1-k17z``: user ``r3u1`` — the users are
 new in every run, the server and its file stay —, agent ``a2``, session ``s1``). What a read
@@ -25,6 +26,7 @@ import json
 import re
 from dataclasses import dataclass
 from typing import Any, ClassVar
+from urllib.parse import quote
 
 import pytest
 from hypothesis import HealthCheck, Phase, settings
@@ -50,7 +52,7 @@ pytestmark = pytest.mark.slow
 
 AGENTS = (None, "a1", "a2")
 SESSIONS = (None, "s1", "s2")
-MARKER = re.compile(r"owner-(r\d+u\d)-(a\d|na)-(s\d|ns)-k(\d+)z")
+MARKER = re.compile(r"owner-(r\d+u\d(?:sx)?)-(a\d|na)-(s\d|ns)-k(\d+)z")  # user r3u1/x is written r3u1sx
 BROAD_QUERY = "owner note allergic chatted says target remember list garden noted a1 a2 na s1 s2 ns"
 Scope = tuple[str, str | None, str | None]
 
@@ -86,7 +88,8 @@ class ServiceIsolationMachine(RuleBasedStateMachine):
         super().__init__()
         cls = ServiceIsolationMachine
         cls.runs += 1
-        self.users = [f"r{cls.runs}u{n}" for n in range(1, 5)]
+        # two users whose ids hold a "/" (sent as %2F), each the other user's id plus "/x"
+        self.users = [f"r{cls.runs}u{n}" for n in range(1, 3)] + [f"r{cls.runs}u{n}/x" for n in range(1, 3)]
         self.keys = {user: cls.ring.create(user, label="isolation")[1] for user in self.users}
         self.alive: dict[tuple[str, int], Item] = {}
         self.leaks: list[str] = []
@@ -101,7 +104,8 @@ class ServiceIsolationMachine(RuleBasedStateMachine):
         cls = ServiceIsolationMachine
         cls.requests += 1
         query = {k: v for k, v in (("agent_id", agent), ("session_id", session)) if v is not None}
-        answer = cls.client.request(method, f"/v1/users/{user}{path}", params={**query, **(params or {})},
+        answer = cls.client.request(method, f"/v1/users/{quote(user, safe='')}{path}",
+                                    params={**query, **(params or {})},
                                     headers={"Authorization": f"Bearer {key or self.keys[user]}"}, **body)
         assert answer.status_code < 500, f"{method} {path}: {answer.status_code} {answer.text[:500]}"
         return answer
@@ -121,7 +125,7 @@ class ServiceIsolationMachine(RuleBasedStateMachine):
         cls = ServiceIsolationMachine
         cls.k += 1
         cls.owners[cls.k] = {(user, agent, session)} if owned else set()
-        return cls.k, f"owner-{user}-{agent or 'na'}-{session or 'ns'}-k{cls.k}z"
+        return cls.k, f"owner-{user.replace('/', 's')}-{agent or 'na'}-{session or 'ns'}-k{cls.k}z"
 
     def written(self, kind: str, user: str, agent: str | None, session: str | None, k: int, item_id: str) -> None:
         self.alive[(user, k)] = Item(kind, user, agent, session, k, item_id)

@@ -9,6 +9,7 @@ import asyncio
 import io
 import json
 
+import httpx
 import pytest
 
 from unified_memory import (
@@ -240,7 +241,7 @@ def test_errors_map_to_the_library_classes(service, keys):
             nowhere.stats()
         assert caught.value.field == "url" and "127.0.0.1" in str(caught.value)
     for bad, field in [(dict(url="ftp://x"), "url"), (dict(api_key="two words"), "api_key"),
-                       (dict(timeout=0), "timeout"), (dict(user_id="a/b"), "user_id")]:
+                       (dict(timeout=0), "timeout"), (dict(user_id=".."), "user_id")]:
         with pytest.raises(MemoryValueError) as caught:
             RemoteMemory(**{"url": service.url, "api_key": "um_key", **bad})
         assert caught.value.field == field
@@ -345,3 +346,21 @@ def test_memory_tools_over_remote_memory(service, keys):
         with pytest.raises(MemoryValueError) as caught:
             recall(query="")
         assert caught.value.field == "arguments.query"
+
+
+def test_a_user_id_with_a_slash_is_addressed_and_kept_apart(service, keys):
+    """"team/alice" travels as ``team%2Falice``: one user, not the path of user "team"."""
+    key = service.create_key("team/alice")
+    with remote(service, key, user_id="team/alice") as alice, remote(service, keys["admin"], user_id="team") as team:
+        made = alice.remember("I keep bees on the roof")
+        assert [h.text for h in alice.recall("bees")] == ["I keep bees on the roof"]
+        assert [f.id for f in alice.facts()] == [made] and alice.stats().facts == 1
+        assert team.recall("bees") == [] and team.facts() == []  # the user "team" is another user
+        with pytest.raises(PermissionError):  # alice's key does not reach "team"
+            alice.scoped(user_id="team").recall("bees")
+        assert sum(alice.forget(ids=[made]).values()) >= 1 and alice.facts() == []
+    with httpx.Client(base_url=service.url, headers={"Authorization": f"Bearer {key}"}) as http:
+        assert http.post("/v1/users/team%2Falice/turns", json={"user": "I moved to Porto"}).status_code == 201
+        assert http.get("/v1/users/team/alice/stats").status_code == 403  # unencoded: the user "team", not hers
+        gone = http.delete("/v1/users/team%2Falice")
+        assert gone.status_code == 200, gone.text

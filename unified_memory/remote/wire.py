@@ -93,9 +93,10 @@ class Call(Generic[T]):
 
 
 def check_user(name: str, value: Any, *, optional: bool = False) -> str | None:
-    """A scope id the service can address in a path (no ``/``: the server routes decoded paths)."""
+    """A scope id the service can address in a path (not ``.`` or ``..``: URL clients resolve them
+    as dot segments; a ``/`` is sent as ``%2F``)."""
     checked = check_scope_id(name, value, optional=optional)
-    if checked is not None and name == "user_id" and ("/" in checked or checked in (".", "..")):
+    if checked is not None and name == "user_id" and checked in (".", ".."):
         raise invalid(name, f"the memory service cannot address a user id like {checked!r:.80} in a URL")
     return checked
 

@@ -6,6 +6,11 @@ need an admin key; ``/mcp`` needs any valid key (a user key acts for its user; a
 key names the user in the ``X-User-Id`` header). ``/healthz``, ``/readyz``, ``/docs`` and
 ``/openapi.json`` are open. The caller is put in ``scope["state"]``: ``principal``,
 ``key_id``, ``user_id``.
+
+A user id may hold a ``/`` (sent as ``%2F``): the router matches paths decoded, where it would
+make two segments, so for such an id the routed path keeps the segment as sent, and the
+routes take the user from ``scope["state"]["user_id"]`` (decoded here, where the key was
+checked for it).
 """
 
 from __future__ import annotations
@@ -20,6 +25,12 @@ __all__ = ["Gatekeeper", "USER_HEADER"]
 
 USER_HEADER = b"x-user-id"
 _PROTECTED = ("/v1", "/mcp")
+
+
+def _routed_path(raw_path: bytes) -> str:
+    """The path as the router should match it: decoded, except the user id segment, kept as sent."""
+    parts = raw_path.decode("latin-1").split("?", 1)[0].split("/")
+    return "/".join(part if i == 3 else unquote(part) for i, part in enumerate(parts))
 
 
 def _user_in_path(raw_path: bytes) -> str | None:
@@ -76,6 +87,8 @@ class Gatekeeper:
             await send_json(send, 400, error_body("malformed_query", f"{bad}: the value is not valid UTF-8", bad,
                                                   state.get("request_id")))
             return
+        if user is not None and "/" in user and not path.startswith("/mcp"):
+            scope = {**scope, "path": _routed_path(scope.get("raw_path") or path.encode())}
         await self.app(scope, receive, send)
 
     def _user(self, principal: Principal, path: str, raw_path: bytes, headers: dict[bytes, bytes]) -> str | None:

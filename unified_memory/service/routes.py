@@ -48,7 +48,9 @@ admin_router = APIRouter(prefix="/v1", tags=["admin"])
 
 async def memory_for(request: Request, user_id: str, agent_id: str | None = None,
                      session_id: str | None = None) -> UnifiedMemory:
-    """The service's memory scoped to the path's user (the gatekeeper checked the key for it)."""
+    """The service's memory scoped to the path's user (the gatekeeper checked the key for it, and
+    decoded it: the path parameter of a user id holding ``/`` is still percent-encoded)."""
+    user_id = getattr(request.state, "user_id", None) or user_id
     principal: Principal | None = getattr(request.state, "principal", None)
     if principal is None or not principal.may_act_for(user_id):
         raise Refusal(403, "forbidden", "this API key does not grant access to that user", field="user_id")
