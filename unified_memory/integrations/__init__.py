@@ -1,0 +1,2 @@
+"""Adapters that plug the memory into agent frameworks, each behind its own extra and imported
+only when used: :mod:`unified_memory.integrations.llama_index` (``unified-memory[llama-index]``)."""

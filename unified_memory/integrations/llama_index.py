@@ -1,0 +1,142 @@
+"""The memory as a LlamaIndex memory block (``pip install "unified-memory[llama-index]"``).
+
+LlamaIndex's ``Memory`` keeps the recent chat as a token-bounded queue and, when it overflows,
+hands the oldest messages to its memory blocks; before each model call it asks every block
+for content to put in the prompt. :class:`MemoryBlock` is such a block over a
+:class:`~unified_memory.UnifiedMemory` (or a :class:`~unified_memory.RemoteMemory`):
+
+- ``aput(messages)`` logs what LlamaIndex flushes to it in the memory (facts, people and
+  relations are extracted from it as from any logged turn), under the chat's session id;
+- ``aget(messages)`` answers with the memory's context block for the latest messages,
+  within ``max_tokens`` (facts, entities and past episodes relevant to them);
+- ``atruncate`` answers again within a smaller budget when LlamaIndex must cut.
+
+.. code-block:: python
+
+    from llama_index.core.memory import Memory
+    from unified_memory import UnifiedMemory
+    from unified_memory.integrations.llama_index import MemoryBlock
+
+    store = UnifiedMemory("memory.db", user_id="ada")
+    memory = Memory.from_defaults(session_id="chat-1", token_limit=4000,
+                                  memory_blocks=[MemoryBlock(memory=store, max_tokens=800)])
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import ValidationError
+
+from unified_memory.errors import DependencyError, MemoryValueError, invalid, wrong_type
+
+INSTALL_HINT = 'pip install "unified-memory[llama-index]"'
+
+try:
+    from llama_index.core.base.llms.types import ChatMessage, TextBlock
+    from llama_index.core.bridge.pydantic import ConfigDict, Field, PrivateAttr, field_validator
+    from llama_index.core.memory import BaseMemoryBlock
+except ImportError as exc:  # pragma: no cover - exercised by the packaging test in a bare environment
+    raise DependencyError(f"unified_memory.integrations.llama_index needs llama-index-core: {INSTALL_HINT}") from exc
+
+__all__ = ["MemoryBlock", "INSTALL_HINT"]
+
+#: The memory methods the block calls (a UnifiedMemory and a RemoteMemory both have them).
+_NEEDED = ("acontext", "aadd_messages", "scoped")
+_ROLES = {"user": "user", "assistant": "assistant", "system": "system", "developer": "system", "tool": "tool",
+          "function": "tool", "chatbot": "assistant", "model": "assistant"}
+
+
+def _text(message: ChatMessage) -> str:
+    """The text of a chat message (its text blocks; images and other blocks are left out)."""
+    return "\n".join(block.text for block in message.blocks if isinstance(block, TextBlock) and block.text).strip()
+
+
+def _role(message: ChatMessage) -> str:
+    return str(getattr(message.role, "value", message.role)).lower()
+
+
+class MemoryBlock(BaseMemoryBlock[str]):
+    """A LlamaIndex memory block over unified-memory (see the module docstring).
+
+    ``memory``: a :class:`~unified_memory.UnifiedMemory` or :class:`~unified_memory.RemoteMemory`
+    scoped to the user. ``max_tokens``: the most the block puts in the prompt.
+    ``query_messages``: how many of the latest user messages make the query (the latest
+    messages of any role when there is no user message). ``extract``: whether
+    facts are extracted from the messages flushed to the block (the memory's setting when None).
+    """
+
+    model_config = ConfigDict(arbitrary_types_allowed=True, extra="forbid")
+
+    name: str = Field(default="long_term_memory", description="The name of the memory block.")
+    description: str | None = Field(
+        default="What the long-term memory holds about the user that bears on the latest messages.")
+    priority: int = Field(default=1, description="LlamaIndex's truncation order (0: never truncated).")
+    memory: Any = Field(description="A UnifiedMemory or RemoteMemory, scoped to the user.")
+    max_tokens: int = Field(default=1000, description="The most tokens the block puts in the prompt.")
+    query_messages: int = Field(default=1, description="How many of the latest user messages make the query.")
+    extract: bool | None = Field(default=None, description="Extract facts from flushed messages (None: the memory's setting).")
+    _last_query: str | None = PrivateAttr(default=None)
+    _last_tokens: int = PrivateAttr(default=0)
+
+    def __init__(self, **data: Any) -> None:
+        try:
+            super().__init__(**data)
+        except ValidationError as exc:  # the library's error, naming the field
+            first = exc.errors()[0]
+            name = ".".join(str(part) for part in first["loc"]) or "MemoryBlock"
+            message = str(first["msg"]).removeprefix("Value error, ").removeprefix(f"{name}: ")
+            raise MemoryValueError(f"{name}: {message}", field=name) from None
+
+    @field_validator("memory")
+    @classmethod
+    def _memory_like(cls, value: Any) -> Any:
+        missing = [name for name in _NEEDED if not callable(getattr(value, name, None))]
+        if missing:
+            raise wrong_type("memory", "a UnifiedMemory or RemoteMemory", value)
+        return value
+
+    @field_validator("max_tokens", "query_messages")
+    @classmethod
+    def _positive(cls, value: Any, info: Any) -> int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise wrong_type(info.field_name, "int", value)
+        if value < 1:
+            raise invalid(info.field_name, f"must be at least 1, got {value}")
+        return value
+
+    def _scoped(self, session_id: str | None) -> Any:
+        return self.memory.scoped(session_id=session_id) if session_id else self.memory
+
+    async def _aget(self, messages: list[ChatMessage] | None = None, **block_kwargs: Any) -> str:
+        """The memory's context block for the latest messages (its most important facts when there are none)."""
+        said = [m for m in messages or [] if _role(m) == "user"] or list(messages or [])
+        latest = [text for text in (_text(m) for m in said[-self.query_messages:]) if text]
+        query = "\n".join(latest) or None
+        block = await self._scoped(block_kwargs.get("session_id")).acontext(
+            query, max_tokens=self.max_tokens, include_conversation=False)
+        self._last_query, self._last_tokens = query, block.tokens
+        return str(block.text)
+
+    async def _aput(self, messages: list[ChatMessage]) -> None:
+        """Log the flushed messages (those with text) in the memory, under their session when they carry one."""
+        by_session: dict[str | None, list[dict[str, str]]] = {}
+        for message in messages:
+            text = _text(message)
+            if not text:
+                continue
+            role = _ROLES.get(_role(message), "user")
+            session = message.additional_kwargs.get("session_id")
+            by_session.setdefault(session if isinstance(session, str) and session else None, []).append(
+                {"role": role, "content": text})
+        for session, batch in by_session.items():
+            await self._scoped(session).aadd_messages(batch, extract=self.extract)
+
+    async def atruncate(self, content: str, tokens_to_truncate: int) -> str | None:
+        """The same context within ``tokens_to_truncate`` fewer tokens (None when nothing is left)."""
+        budget = self._last_tokens - max(0, int(tokens_to_truncate))
+        if not content or budget < 1:
+            return None
+        block = await self.memory.acontext(self._last_query, max_tokens=budget, include_conversation=False)
+        self._last_tokens = block.tokens
+        return str(block.text) or None
