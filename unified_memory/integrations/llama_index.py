@@ -36,7 +36,7 @@ try:
     from llama_index.core.base.llms.types import ChatMessage, TextBlock
     from llama_index.core.bridge.pydantic import ConfigDict, Field, PrivateAttr, field_validator
     from llama_index.core.memory import BaseMemoryBlock
-except ImportError as exc:  # pragma: no cover - exercised by the packaging test in a bare environment
+except ImportError as exc:  # tests/integrations/test_without_frameworks.py
     raise DependencyError(f"unified_memory.integrations.llama_index needs llama-index-core: {INSTALL_HINT}") from exc
 
 __all__ = ["MemoryBlock", "INSTALL_HINT"]
