@@ -28,7 +28,8 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from unified_memory.errors import DependencyError, MemoryValueError, invalid, wrong_type
+from unified_memory.errors import DependencyError, MemoryValueError, wrong_type
+from unified_memory.validation import check_limit
 
 INSTALL_HINT = 'pip install "unified-memory[llama-index]"'
 
@@ -76,7 +77,8 @@ class MemoryBlock(BaseMemoryBlock[str]):
     max_tokens: int = Field(default=1000, description="The most tokens the block puts in the prompt.")
     query_messages: int = Field(default=1, description="How many of the latest user messages make the query.")
     extract: bool | None = Field(default=None, description="Extract facts from flushed messages (None: the memory's setting).")
-    _last_query: str | None = PrivateAttr(default=None)
+    _last_query: str | None = PrivateAttr(default=None)  # the last aget's question, memory and size,
+    _last_memory: Any = PrivateAttr(default=None)        # for atruncate to answer it again smaller
     _last_tokens: int = PrivateAttr(default=0)
 
     def __init__(self, **data: Any) -> None:
@@ -99,11 +101,7 @@ class MemoryBlock(BaseMemoryBlock[str]):
     @field_validator("max_tokens", "query_messages")
     @classmethod
     def _positive(cls, value: Any, info: Any) -> int:
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise wrong_type(info.field_name, "int", value)
-        if value < 1:
-            raise invalid(info.field_name, f"must be at least 1, got {value}")
-        return value
+        return check_limit(info.field_name, value)
 
     def _scoped(self, session_id: str | None) -> Any:
         return self.memory.scoped(session_id=session_id) if session_id else self.memory
@@ -113,9 +111,9 @@ class MemoryBlock(BaseMemoryBlock[str]):
         said = [m for m in messages or [] if _role(m) == "user"] or list(messages or [])
         latest = [text for text in (_text(m) for m in said[-self.query_messages:]) if text]
         query = "\n".join(latest) or None
-        block = await self._scoped(block_kwargs.get("session_id")).acontext(
-            query, max_tokens=self.max_tokens, include_conversation=False)
-        self._last_query, self._last_tokens = query, block.tokens
+        memory = self._scoped(block_kwargs.get("session_id"))
+        block = await memory.acontext(query, max_tokens=self.max_tokens, include_conversation=False)
+        self._last_query, self._last_memory, self._last_tokens = query, memory, block.tokens
         return str(block.text)
 
     async def _aput(self, messages: list[ChatMessage]) -> None:
@@ -137,6 +135,7 @@ class MemoryBlock(BaseMemoryBlock[str]):
         budget = self._last_tokens - max(0, int(tokens_to_truncate))
         if not content or budget < 1:
             return None
-        block = await self.memory.acontext(self._last_query, max_tokens=budget, include_conversation=False)
+        memory = self._last_memory if self._last_memory is not None else self.memory
+        block = await memory.acontext(self._last_query, max_tokens=budget, include_conversation=False)
         self._last_tokens = block.tokens
         return str(block.text) or None
