@@ -24,8 +24,6 @@ import heapq
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-import numpy as np
-
 __all__ = ["FusedScore", "fuse", "dense_relevance", "hybrid_relevance", "lexical_scale", "diversify"]
 
 
@@ -145,17 +143,6 @@ def diversify(scores: Sequence[float], terms: Sequence[frozenset[str]], *, limit
         raise ValueError(f"diversity: must be in [0, 1], got {diversity!r}")
     if not 0.0 <= overlap < 1.0:
         raise ValueError(f"overlap: must be in [0, 1), got {overlap!r}")
-    if len(scores) >= _MANY:
-        return _greedy_over_conflicts(scores, terms, limit, diversity, overlap)
-    return _lazy_greedy(scores, terms, limit, diversity, overlap)
-
-
-_MANY = 48  # from this many items, the pairs of near-duplicates are found first (by a matrix product)
-
-
-def _lazy_greedy(scores: Sequence[float], terms: Sequence[frozenset[str]], limit: int, diversity: float,
-                 overlap: float) -> list[tuple[int, float]]:
-    # (few items, few picks: cheaper than finding every near-duplicate pair first)
     # Lazy greedy: an item's adjusted score only falls as picks accumulate, so a heap of
     # possibly stale scores finds the best item by refreshing only those that reach the
     # top (against the picks made since they were scored). Same picks as the eager loop.
@@ -193,63 +180,3 @@ def _lazy_greedy(scores: Sequence[float], terms: Sequence[frozenset[str]], limit
             continue
         picked.append((i, scores[i] * (1.0 - diversity * redundancy[i])))
     return picked
-
-
-def _greedy_over_conflicts(scores: Sequence[float], terms: Sequence[frozenset[str]], limit: int,
-                           diversity: float, overlap: float) -> list[tuple[int, float]]:
-    # Greedy over the pairs that can be redundant at all: near-duplicates (Jaccard above
-    # ``overlap``) are few, so a pick only lowers the adjusted scores of the items it
-    # conflicts with, each pushed again onto the heap (the entry with its older score is
-    # skipped when it comes up). Same picks as the eager loop, ties to the lower index.
-    conflicts = _conflicts(terms, overlap)
-    redundancy = [0.0] * len(scores)
-    done = [False] * len(scores)
-    heap = [(-score, i) for i, score in enumerate(scores)]
-    heapq.heapify(heap)
-    picked: list[tuple[int, float]] = []
-    while heap and len(picked) < limit:
-        negative, i = heapq.heappop(heap)
-        if done[i]:
-            continue
-        adjusted = scores[i] * (1.0 - diversity * redundancy[i])
-        if -negative != adjusted:  # from before i's latest redundancy (pushed again then)
-            continue
-        done[i] = True
-        picked.append((i, adjusted))
-        for j, redundant in conflicts.get(i, ()):
-            if not done[j] and redundant > redundancy[j]:
-                redundancy[j] = redundant
-                heapq.heappush(heap, (-(scores[j] * (1.0 - diversity * redundant)), j))
-    return picked
-
-
-def _conflicts(terms: Sequence[frozenset[str]], overlap: float) -> dict[int, list[tuple[int, float]]]:
-    """For each item, the others whose terms overlap its own by a Jaccard above ``overlap``,
-    with the redundancy that implies: (Jaccard - overlap) / (1 - overlap). Few pairs of a
-    recall's candidates are near-duplicates; counting every pair's shared terms in Python
-    would cost more than the whole greedy (118 items, limit 80: 0.70 -> 0.47 ms).
-
-    >>> _conflicts([frozenset("abc"), frozenset("abcd"), frozenset("x")], 0.5)
-    {0: [(1, 0.5)], 1: [(0, 0.5)]}
-    """
-    sizes = [len(t) for t in terms]
-    # an item x term incidence matrix: its product with itself counts each pair's shared terms
-    vocabulary = {term: k for k, term in enumerate(frozenset().union(*terms))}
-    incidence = np.zeros((len(terms), len(vocabulary)), np.float64)
-    incidence[np.repeat(np.arange(len(terms)), sizes), [vocabulary[t] for item in terms for t in item]] = 1.0
-    shared_counts = incidence @ incidence.T
-    size = np.asarray(sizes, np.float64)
-    # Jaccard > overlap  <=>  shared > overlap * (size_i + size_j - shared); the slack leaves the
-    # pairs at the boundary to the exact test below
-    above = np.triu((shared_counts * (1.0 + overlap) > overlap * (size[:, None] + size[None, :]) - 1e-9)
-                    & (shared_counts > 0), 1)
-    rows, cols = np.nonzero(above)
-    pairs = zip(rows.tolist(), cols.tolist(), shared_counts[rows, cols].astype(np.int64).tolist(), strict=True)
-    conflicts: dict[int, list[tuple[int, float]]] = {}
-    for i, j, shared in pairs:  # the eager loop's arithmetic, to the last bit
-        excess = shared / (sizes[i] + sizes[j] - shared) - overlap
-        if excess > 0:
-            redundant = excess / (1.0 - overlap)
-            conflicts.setdefault(i, []).append((j, redundant))
-            conflicts.setdefault(j, []).append((i, redundant))
-    return conflicts

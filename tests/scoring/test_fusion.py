@@ -90,9 +90,8 @@ def test_prefix_filtered_diversify_matches_the_eager_greedy_on_larger_pools(item
 @given(st.lists(st.tuples(st.sampled_from([0.2, 0.4, 0.4, 0.7, 1.0]), st.frozensets(st.integers(0, 30), max_size=10)),
                 min_size=48, max_size=160),
        st.integers(1, 160), st.sampled_from([0.3, 0.5, 1.0]), st.sampled_from([0.0, 0.3, 0.5, 0.75]))
-def test_pools_of_many_items_find_near_duplicate_pairs_first_and_pick_as_the_eager_greedy(items, limit, diversity,
-                                                                                        overlap):
-    # from 48 items the pairs above the overlap are found by a matrix product (context recalls 80 of ~120)
+def test_pools_as_large_as_a_context_recall_pick_as_the_eager_greedy(items, limit, diversity, overlap):
+    # a context recalls 80 hits of some 120 candidates: many refreshes of stale heap entries
     scores = [s for s, _ in items]
     terms = [t for _, t in items]
     assert diversify(scores, terms, limit=limit, diversity=diversity, overlap=overlap) == \
