@@ -68,7 +68,7 @@ FORMAT_VERSION = 1
 # JSON text columns and the JSON type they hold.
 _JSON_COLUMNS: dict[str, type | tuple[type, ...]] = {
     "metadata": dict, "attributes": dict, "source_message_ids": list, "tool_calls": list, "images": list,
-    "reasoning_details": (list, dict)}
+    "reasoning_details": (list, dict), "value_json": dict}
 # REAL columns holding POSIX seconds: read back as datetimes, so within 0001-01-01 .. 9999-12-31.
 _TIME_COLUMNS = frozenset({"created_at", "updated_at", "last_accessed", "valid_from", "valid_to", "expires_at",
                            "first_seen", "last_seen", "ingested_at", "at", "recorded_at", "superseded_at"})

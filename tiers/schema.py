@@ -195,6 +195,22 @@ CREATE TABLE IF NOT EXISTS api_keys (
     created_at REAL NOT NULL,
     revoked_at REAL
 );
+-- Keyed JSON items (tiers.keyed_items: LangGraph's store): a namespace path (labels joined with '.'),
+-- a key, the value and its searchable text, and expires_at when a TTL (minutes) is set.
+CREATE TABLE IF NOT EXISTS keyed_items (
+    seq INTEGER PRIMARY KEY,
+    user_id TEXT NOT NULL,
+    namespace TEXT NOT NULL,
+    key TEXT NOT NULL,
+    value_json TEXT NOT NULL,
+    text TEXT NOT NULL DEFAULT '',
+    created_at REAL NOT NULL,
+    updated_at REAL NOT NULL,
+    expires_at REAL,
+    ttl_minutes REAL,
+    UNIQUE (user_id, namespace, key)
+);
+CREATE INDEX IF NOT EXISTS keyed_items_expiry ON keyed_items(expires_at) WHERE expires_at IS NOT NULL;
 CREATE TABLE IF NOT EXISTS summaries (
     user_id TEXT NOT NULL,
     agent_id TEXT NOT NULL DEFAULT '',

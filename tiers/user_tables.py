@@ -134,8 +134,8 @@ def user_tables(storage: Storage) -> list[TableInfo]:
 
     >>> from tiers.storage import Storage
     >>> [t.name for t in user_tables(Storage(None))]
-    ['messages', 'window', 'facts', 'entities', 'triples', 'summaries', 'embeddings', 'index_journal',
-     'index_snapshots']
+    ['messages', 'window', 'facts', 'entities', 'triples', 'summaries', 'keyed_items', 'embeddings',
+     'index_journal', 'index_snapshots']
     """
     rows = storage.execute(
         "SELECT name, COALESCE(sql, '') FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'"

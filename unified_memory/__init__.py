@@ -54,6 +54,7 @@ from unified_memory.types import (
     Message,
     RecallHit,
     SectionUsage,
+    StoredItem,
     Triple,
 )
 
@@ -124,7 +125,7 @@ __all__ = [
     "MemoryEvent", "MemoryTool", "memory_tools", "remember_tool", "recall_tool", "run_tool_call",
     "LLMExtractor", "OpenAICompatibleLLM", "as_llm", "ExtractiveSummarizer", "LLMSummarizer", "Summarizer",
     "MemoryConfig", "RankingConfig", "EvictionConfig", "ContextConfig", "VectorConfig",
-    "Message", "Fact", "Entity", "Triple", "Episode", "RecallHit", "ContextBlock", "SectionUsage", "MemoryStats",
+    "Message", "Fact", "Entity", "Triple", "Episode", "RecallHit", "ContextBlock", "SectionUsage", "MemoryStats", "StoredItem",
     "ExtractedFact", "ExtractedEntity", "ExtractedTriple", "Extraction",
     "UnifiedMemoryError", "MemoryValueError", "MemoryTypeError", "ConfigError", "NotFoundError", "ConflictError",
     "StorageError", "ClosedError", "DependencyError", "LLMError", "AuthenticationError", "PermissionDeniedError",

@@ -38,6 +38,7 @@ __all__ = [
     "ExtractedEntity",
     "ExtractedTriple",
     "Extraction",
+    "StoredItem",
     "utc_from_timestamp",
 ]
 
@@ -412,3 +413,22 @@ class Extraction(_Record):
     facts: list[ExtractedFact] = Field(default_factory=list)
     entities: list[ExtractedEntity] = Field(default_factory=list)
     triples: list[ExtractedTriple] = Field(default_factory=list)
+
+
+class StoredItem(_Record):
+    """A keyed item (:meth:`~unified_memory.UnifiedMemory.put_item`): a JSON object stored under a
+    ``namespace`` (a tuple of labels) and a ``key``; ``score`` is set by a search with a query
+    for the items it matched (higher is better).
+
+    >>> from datetime import UTC, datetime
+    >>> now = datetime(2024, 1, 1, tzinfo=UTC)
+    >>> StoredItem(namespace=["notes"], key="n1", value={"text": "hi"}, created_at=now, updated_at=now).namespace
+    ('notes',)
+    """
+
+    namespace: tuple[str, ...]
+    key: str
+    value: dict[str, Any]
+    created_at: datetime
+    updated_at: datetime
+    score: float | None = None

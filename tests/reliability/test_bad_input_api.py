@@ -116,6 +116,9 @@ MOMENTS = st.sampled_from([None, datetime(2024, 1, 2, 3, 4, 5), datetime(2024, 1
                            "2023-05-08T13:56:00Z", "2024-02-29", 1.7e9, 0])
 METADATA = st.sampled_from([None, {}, {"topic": "x"}, {"n": 1, "ok": True}])
 USERS = st.sampled_from(["ada", "bob", "carol-1"])
+ITEM_NAMESPACES = st.sampled_from([("notes",), ["notes", "x"], ("a", "b", "c")])
+ITEM_KEYS = st.sampled_from(["k1", "k 2", "é"])
+ITEM_VALUES = st.sampled_from([{}, {"text": "I keep bees"}, {"n": 2, "a": [{"b": "x"}], "ok": True}])
 MESSAGE_DICTS = st.builds(lambda role, text: {"role": role, "content": text},
                           st.sampled_from(["user", "assistant"]), TEXTS)
 
@@ -225,6 +228,7 @@ def listings(mem: UnifiedMemory) -> dict[str, Any]:
         "window": [m.model_dump() for m in mem.window()],
         "summary": mem.summary(),
         "stats": mem.stats().model_dump(),
+        "items": [i.model_dump() for i in mem.search_items((), limit=1000, refresh_ttl=False)],
     }
 
 
@@ -240,6 +244,8 @@ def populate(mem: UnifiedMemory) -> dict[str, str]:
     triple = mem.add_triple("Maria", "works_at", "Acme")
     turn = mem.add_turn("I'm allergic to peanuts", "Noted.")
     mem.add_turn("What's for dinner?", "Pasta", when="2024-01-02T10:00:00Z")
+    mem.put_item(("notes",), "k1", {"text": "I keep bees", "n": 2})
+    mem.put_item(("notes", "x"), "k 2", {"text": "hi"}, ttl=600)
     return {"fact": fact, "triple": triple, "message": turn[0]}
 
 
@@ -316,6 +322,21 @@ def _memory_specs(ids_hint: dict[str, str] | None = None) -> dict[str, Spec]:
         "triples": Spec(dict(entity=st.sampled_from([None, "Maria", "nobody"])), lambda m, **k: m.triples(**k)),
         "users": Spec({}, lambda m: m.users()),
         "window": Spec({}, lambda m: m.window()),
+        "put_item": Spec(dict(namespace=ITEM_NAMESPACES, key=ITEM_KEYS, value=ITEM_VALUES,
+                              index=st.sampled_from([None, False, ["text"], ["a[*].b"]]),
+                              ttl=st.sampled_from([None, 1, 30.5])), lambda m, **k: m.put_item(**k)),
+        "get_item": Spec(dict(namespace=ITEM_NAMESPACES, key=ITEM_KEYS, refresh_ttl=st.booleans()),
+                         lambda m, **k: m.get_item(**k)),
+        "delete_item": Spec(dict(namespace=ITEM_NAMESPACES, key=ITEM_KEYS), lambda m, **k: m.delete_item(**k)),
+        "search_items": Spec(dict(namespace_prefix=st.sampled_from([(), ("notes",), ["notes", "x"]]),
+                                  query=st.one_of(st.none(), TEXTS),
+                                  filter=st.sampled_from([None, {}, {"text": "hi"}, {"n": {"$gt": 1, "$ne": 3}}]),
+                                  limit=LIMITS, offset=st.integers(0, 5), refresh_ttl=st.booleans()),
+                             lambda m, **k: m.search_items(**k)),
+        "item_namespaces": Spec(dict(prefix=st.sampled_from([None, (), ("notes",), ("*", "x")]),
+                                     suffix=st.sampled_from([None, ("x",)]),
+                                     max_depth=st.one_of(st.none(), st.integers(1, 3)), limit=LIMITS,
+                                     offset=st.integers(0, 5)), lambda m, **k: m.item_namespaces(**k)),
     } | {"__init__": Spec(dict(path=st.just(None), user_id=USERS, agent_id=st.sampled_from([None, "bot"]),
                                 session_id=st.sampled_from([None, "s1"]), config=st.sampled_from([None, {}]),
                                 short_term_limit=st.integers(1, 30), importance_threshold=st.floats(0, 1),
@@ -387,7 +408,8 @@ def test_memory_methods_only_raise_documented_errors(name: str, in_tmp_cwd: Path
 
 
 BOOL_FLAGS = {"clear": "include_long_term", "reindex": "all_users"}
-REQUIRED = {"role": "user", "content": "hi", "user": "hi", "subject": "Ada", "predicate": "likes", "obj": "tea",
+REQUIRED = {"namespace": ("notes",), "key": "k1", "value": {"text": "hi"}, "namespace_prefix": ("notes",),
+            "role": "user", "content": "hi", "user": "hi", "subject": "Ada", "predicate": "likes", "obj": "tea",
             "text": "I keep bees", "query": "bees", "entity": "Ada", "messages": [], "texts_or_facts": [],
             "destination": io.StringIO(), "source": io.StringIO(""), "path": "chat.json"}
 
@@ -1040,7 +1062,7 @@ NOT_FUZZED = {
     **{n: "a record the library returns; inputs are validated where the API takes them" for n in (
         "Message", "Fact", "Entity", "Triple", "Episode", "RecallHit", "ContextBlock", "SectionUsage",
         "MemoryStats", "ExtractedFact", "ExtractedEntity", "ExtractedTriple", "Extraction", "CompactionStats",
-        "IngestReport", "StrategyOutcome", "MemoryEvent", "ConversationState")},
+        "IngestReport", "StrategyOutcome", "MemoryEvent", "ConversationState", "StoredItem")},
     **{n: "an exception class" for n in (
         "UnifiedMemoryError", "MemoryValueError", "MemoryTypeError", "ConfigError", "NotFoundError",
         "StorageError", "ClosedError", "DependencyError", "LLMError", "StoreUnavailableError", "ConflictError", "AuthenticationError",

@@ -66,13 +66,14 @@ def test_tables_are_discovered_and_ordered_by_foreign_keys():
     names = [t.name for t in user_tables(store)]
     assert names[:6] == ["messages", "window", "facts", "entities", "triples", "summaries"]
     assert set(names) == {"messages", "window", "facts", "entities", "triples", "summaries", "embeddings",
-                          "index_journal", "index_snapshots", "ingested", "aardvark"}
+                          "index_journal", "index_snapshots", "ingested", "aardvark", "keyed_items"}
     assert names.index("ingested") > names.index("messages")
     assert "embeddings" not in [t.name for t in export_tables(store)]
     by_name = {t.name: t for t in user_tables(store)}
     assert by_name["messages"].surrogate == "seq" and by_name["messages"].identity == ("id",)
     assert by_name["window"].surrogate is None and by_name["window"].identity == ("message_seq",)
     assert by_name["summaries"].identity == ("user_id", "agent_id", "session_id")
+    assert by_name["keyed_items"].surrogate == "seq" and by_name["keyed_items"].identity == ("user_id", "namespace", "key")
     assert by_name["ingested"].references == (("message_seq", "messages", "seq"),)
 
 
@@ -293,7 +294,7 @@ def test_delete_user_rows_clears_every_table_of_that_user_only():
         store.execute("INSERT INTO embeddings VALUES ('ada', 'm', 'h', 1, x'00000000')")
         counts = delete_user_rows(store, "ada")
     assert counts == {"messages": 1, "window": 1, "facts": 0, "entities": 2, "triples": 1, "summaries": 0,
-                      "embeddings": 1, "index_journal": 0,
+                      "keyed_items": 0, "embeddings": 1, "index_journal": 0,
                       "index_snapshots": 0}
     assert users_in(store) == ["bob"]
 

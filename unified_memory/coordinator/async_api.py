@@ -41,7 +41,7 @@ from datetime import datetime
 from typing import Any, Literal, TypeVar
 
 from tiers.storage import Storage
-from unified_memory.coordinator.write_api import WritingAPI
+from unified_memory.coordinator.items_api import ItemsAPI
 from unified_memory.io.ingest import IngestReport
 from unified_memory.protocols import Extractor
 from unified_memory.types import (
@@ -53,6 +53,7 @@ from unified_memory.types import (
     MemoryStats,
     Message,
     RecallHit,
+    StoredItem,
     Triple,
 )
 
@@ -90,6 +91,11 @@ ASYNC_TWINS: dict[str, str] = {
         "import_jsonl",
         "forget",
         "ingest",
+        "put_item",
+        "get_item",
+        "delete_item",
+        "search_items",
+        "item_namespaces",
     )
 }
 
@@ -108,7 +114,7 @@ def _executor_for(owner: Storage) -> ThreadPoolExecutor:
         return executor
 
 
-class AsyncAPI(WritingAPI):
+class AsyncAPI(ItemsAPI):
     """The async layer: ``await mem.arecall(...)`` is ``mem.recall(...)`` run in a worker thread,
     with the same signature. Also ``async with UnifiedMemory() as mem:`` (closes the memory in
     the worker on exit)."""
@@ -344,3 +350,30 @@ class AsyncAPI(WritingAPI):
         return await self._run(
             self.ingest, path, format=format, user_id=user_id, progress=progress, extract=extract
         )
+
+    async def aput_item(self, namespace: Sequence[str], key: str, value: Mapping[str, Any], *,
+                        index: list[str] | bool | None = None, ttl: float | None = None) -> None:
+        """Async :meth:`put_item` (runs in a worker thread)."""
+        return await self._run(self.put_item, namespace, key, value, index=index, ttl=ttl)
+
+    async def aget_item(self, namespace: Sequence[str], key: str, *, refresh_ttl: bool = True) -> StoredItem | None:
+        """Async :meth:`get_item` (runs in a worker thread)."""
+        return await self._run(self.get_item, namespace, key, refresh_ttl=refresh_ttl)
+
+    async def adelete_item(self, namespace: Sequence[str], key: str) -> bool:
+        """Async :meth:`delete_item` (runs in a worker thread)."""
+        return await self._run(self.delete_item, namespace, key)
+
+    async def asearch_items(self, namespace_prefix: Sequence[str], *, query: str | None = None,
+                            filter: Mapping[str, Any] | None = None, limit: int = 10, offset: int = 0,
+                            refresh_ttl: bool = True) -> list[StoredItem]:
+        """Async :meth:`search_items` (runs in a worker thread)."""
+        return await self._run(self.search_items, namespace_prefix, query=query, filter=filter, limit=limit,
+                               offset=offset, refresh_ttl=refresh_ttl)
+
+    async def aitem_namespaces(self, *, prefix: Sequence[str] | None = None, suffix: Sequence[str] | None = None,
+                               max_depth: int | None = None, limit: int = 100, offset: int = 0
+                               ) -> list[tuple[str, ...]]:
+        """Async :meth:`item_namespaces` (runs in a worker thread)."""
+        return await self._run(self.item_namespaces, prefix=prefix, suffix=suffix, max_depth=max_depth, limit=limit,
+                               offset=offset)

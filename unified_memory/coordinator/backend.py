@@ -23,6 +23,7 @@ from scoring.importance import HeuristicImportanceScorer
 from tiers.documents import DocumentIndex
 from tiers.entities import ENTITY_LENGTH_NORMALISATION, EntityGraph
 from tiers.episodic import EpisodicLog
+from tiers.keyed_items import KeyedItems, Ranking
 from tiers.long_term import LongTermFacts
 from tiers.short_term import ShortTermWindow
 from tiers.storage import Storage
@@ -105,6 +106,7 @@ class Backend:
     summaries: ConversationSummaries
     summarizer: Summarizer
     scrub: Scrubber
+    items: KeyedItems
 
     @property
     def indexes(self) -> tuple[DocumentIndex, ...]:
@@ -143,6 +145,14 @@ class Backend:
         self.storage.close()
 
 
+def _item_ranking(config: MemoryConfig) -> Ranking:
+    """How keyed items rank for a query: the memory's BM25 parameters, fusion weights and half-life."""
+    ranking = config.ranking
+    return Ranking(k1=ranking.bm25_k1, b=ranking.bm25_b, base=ranking.base, recency_weight=ranking.recency_weight,
+                   half_life_days=ranking.recency_half_life_days, lexical_weight=ranking.lexical_weight,
+                   dense_floor=ranking.dense_floor, dense_ceiling=ranking.dense_ceiling)
+
+
 def open_backend(path: str | os.PathLike[str] | None, config: MemoryConfig,
                  plugins: Plugins | None = None) -> Backend:
     """Open ``path`` (``None``: in memory) and build every tier over it."""
@@ -171,7 +181,7 @@ def open_backend(path: str | os.PathLike[str] | None, config: MemoryConfig,
             extractor=extractor, scorer=scorer, count_tokens=count_tokens, clock=plugins.clock or time.time,
             mode=mode, dense=dense, reranker=plugins.reranker, events=EventBus(),
             summaries=ConversationSummaries(storage), summarizer=plugins.summarizer or ExtractiveSummarizer(),
-            scrub=scrub,
+            scrub=scrub, items=KeyedItems(storage, _item_ranking(config)),
         )
     except BaseException:
         storage.close()
