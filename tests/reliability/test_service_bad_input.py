@@ -95,6 +95,18 @@ ENDPOINTS: dict[tuple[str, str], Endpoint] = {
     ("POST", f"{USER}/import"): Endpoint(jsonl=True),
     # a valid body names no item of the user (404, nothing deleted): the fuzzer never forgets what it reads
     ("POST", f"{USER}/forget"): Endpoint({"ids": ["fact_not_there"]}, {"ids": "list!", "ids[0]": "str"}),
+    ("PUT", f"{USER}/items"): Endpoint({"namespace": ["notes"], "key": "k", "value": {"text": "hi"}}, {
+        "namespace": "labels!", "key": "str!", "value": "dict!", "index": "index", "ttl": "float"}),
+    ("POST", f"{USER}/items/get"): Endpoint({"namespace": ["notes"], "key": "k"}, {
+        "namespace": "labels!", "key": "str!", "refresh_ttl": "bool"}),
+    # a valid body names no item (nothing deleted): the fuzzer never deletes what it reads
+    ("POST", f"{USER}/items/delete"): Endpoint({"namespace": ["notes"], "key": "not-there"}, {
+        "namespace": "labels!", "key": "str!"}),
+    ("POST", f"{USER}/items/search"): Endpoint({"namespace_prefix": ["notes"], "query": "hi"}, {
+        "namespace_prefix": "labels", "query": "str", "filter": "dict", "limit": "int", "offset": "int",
+        "refresh_ttl": "bool"}),
+    ("POST", f"{USER}/items/namespaces"): Endpoint({"prefix": ["notes"]}, {
+        "prefix": "labels", "suffix": "labels", "max_depth": "int", "limit": "int", "offset": "int"}),
     ("GET", f"{USER}/facts"): Endpoint(query={"limit": "int", "offset": "offset", "category": "str",
                                              "include_archived": "bool", "include_inactive": "bool",
                                              "include_history": "bool"}),
@@ -122,6 +134,8 @@ WRONG: dict[str, list[Any]] = {
     "bool": [1, 0, "true", [], {}], "bool!": [None, 1, "true", [], {}], "dict": [[], "x", 1, True, [["a", 1]]],
     "moment": [True, [], {}], "tiers": [1, True, {}, [1], [None]], "list!": [None, {}, "x", 1, []],
     "list": [{}, "x", 1, [1], ["x"]], "fact": [1, True, None, [], {}],
+    "labels!": [None, {}, "x", 1, [], [1], [""], ["a.b"], ["a\x00"]], "labels": [{}, "x", 1, [1], [""], ["a.b"]],
+    "dict!": [None, [], "x", 1, True], "index": [1, "x", True, [1], {}, ["a..b"]],
 }
 # numbers JSON can say that Python's json reads (NaN, Infinity) and numbers too big for any field
 NUMBER_LITERALS = ["NaN", "Infinity", "-Infinity", "1e400", "-1e400", "1" + "0" * 40, "-" + "9" * 40]

@@ -28,6 +28,7 @@ from unified_memory import (
     PermissionDeniedError,
     RecallHit,
     RemoteMemory,
+    StoredItem,
     StoreUnavailableError,
     Triple,
     UnifiedMemory,
@@ -41,7 +42,7 @@ from unified_memory.service.background import free_port
 # the calls the service offers (UnifiedMemory's others need the file: consolidate, ingest, neighbors, ...)
 OFFERED = {"add_turn", "add_message", "add_messages", "remember", "remember_many", "add_triple", "recall", "context",
            "assemble_context", "facts", "count_facts", "entities", "triples", "episodes", "stats", "users", "export_jsonl",
-           "import_jsonl", "forget"}
+           "import_jsonl", "forget", "put_item", "get_item", "delete_item", "search_items", "item_namespaces"}
 
 
 @pytest.fixture(scope="module")
@@ -364,3 +365,44 @@ def test_a_user_id_with_a_slash_is_addressed_and_kept_apart(service, keys):
         assert http.get("/v1/users/team/alice/stats").status_code == 403  # unencoded: the user "team", not hers
         gone = http.delete("/v1/users/team%2Falice")
         assert gone.status_code == 200, gone.text
+
+
+def test_keyed_items_round_trip_with_the_answers_of_a_local_memory(service, keys):
+    ada, bob = remote(service, keys["ada"], user_id="ada"), remote(service, keys["bob"], user_id="bob")
+    with ada, bob:
+        ada.put_item(("notes", "home"), "n1", {"text": "I keep bees", "n": 2}, ttl=60)
+        ada.put_item(["notes", "work"], "n2", {"text": "Standup at nine", "n": 5}, index=["text"])
+        bob.put_item(("notes", "home"), "n1", {"text": "Bob keeps wasps"})
+        item = ada.get_item(("notes", "home"), "n1")
+        assert isinstance(item, StoredItem) and item.value == {"text": "I keep bees", "n": 2}
+        with local(service, "ada") as here:
+            assert item == here.get_item(("notes", "home"), "n1", refresh_ttl=False)
+            def shown(items):  # (the score's recency moves with the clock between the two calls)
+                return [(i.model_dump(exclude={"score"}), i.score is None) for i in items]
+
+            assert shown(ada.search_items(("notes",), query="bees")) == shown(
+                here.search_items(("notes",), query="bees", refresh_ttl=False))
+            assert ada.item_namespaces() == here.item_namespaces() == [("notes", "home"), ("notes", "work")]
+        found = ada.search_items(("notes",), query="bees")
+        assert [i.key for i in found] == ["n1", "n2"] and found[0].score and found[1].score is None
+        assert [i.key for i in ada.search_items((), filter={"n": {"$gt": 3}})] == ["n2"]
+        assert ada.item_namespaces(suffix=("work",), max_depth=1) == [("notes",)]
+        assert bob.get_item(("notes", "home"), "n1").value == {"text": "Bob keeps wasps"}
+        assert ada.get_item(("nope",), "x") is None
+        with pytest.raises(MemoryValueError) as caught:
+            ada.put_item(("a.b",), "k", {})
+        assert caught.value.field == "namespace[0]"
+        with pytest.raises(PermissionDeniedError):
+            ada.scoped(user_id="bob").get_item(("notes", "home"), "n1")
+
+        async def twins() -> None:
+            await ada.aput_item(("t",), "k", {"v": 1})
+            assert (await ada.aget_item(("t",), "k")).value == {"v": 1}
+            assert [i.key for i in await ada.asearch_items(("t",))] == ["k"]
+            assert await ada.aitem_namespaces(prefix=("t",)) == [("t",)]
+            assert await ada.adelete_item(("t",), "k") is True and await ada.adelete_item(("t",), "k") is False
+
+        asyncio.run(twins())
+        assert ada.delete_item(("notes", "home"), "n1") is True and ada.get_item(("notes", "home"), "n1") is None
+        assert ada.forget()["keyed_items"] == 1 and ada.item_namespaces() == []
+        assert bob.item_namespaces() == [("notes", "home")]

@@ -90,6 +90,18 @@ SPECS: dict[str, tuple[dict[str, Any], dict[str, Any], set[str]]] = {
     "import_jsonl": (dict(source=st.builds(lambda: io.StringIO("")), user_id=st.none()), {}, set()),
     # forget with valid arguments names a fact that is not there: never wipes the user under test
     "forget": (dict(user_id=st.none(), ids=st.just(["fact_not_there"])), {"ids": NOT_NONE}, set()),
+    "put_item": (dict(namespace=st.sampled_from([("notes",), ["notes", "x"]]), key=st.sampled_from(["k1", "k 2"]),
+                      value=st.sampled_from([{}, {"text": "hi"}, {"n": [1, {"a": None}]}]),
+                      index=st.sampled_from([None, False, ["text"]]), ttl=st.sampled_from([None, 5, 0.5])), {}, set()),
+    "get_item": (dict(namespace=st.sampled_from([("notes",), ["a", "b"]]), key=st.sampled_from(["k1", "none"]),
+                      refresh_ttl=BOOL), {}, set()),
+    # delete with valid arguments names an item that is not there
+    "delete_item": (dict(namespace=st.just(("notes",)), key=st.just("not-there")), {}, set()),
+    "search_items": (dict(namespace_prefix=st.sampled_from([(), ("notes",)]), query=st.one_of(st.none(), TEXTS),
+                          filter=st.sampled_from([None, {"text": "hi"}, {"n": {"$gte": 1}}]), limit=LIMITS,
+                          offset=st.integers(0, 3), refresh_ttl=BOOL), {}, set()),
+    "item_namespaces": (dict(prefix=st.sampled_from([None, ("notes",), ("*",)]), suffix=st.sampled_from([None, ("x",)]),
+                             max_depth=OPTIONAL_LIMIT, limit=LIMITS, offset=st.integers(0, 3)), {}, set()),
     "scoped": (dict(user_id=st.sampled_from([None, "fuzz"]), agent_id=st.sampled_from([None, "a1"]),
                     session_id=st.sampled_from([None, "s1"])), {}, set()),
     "report_failure": (dict(kind=st.just("agent"), error=st.just("recall: timeout")), {}, set()),

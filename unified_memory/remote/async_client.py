@@ -37,6 +37,7 @@ from unified_memory.types import (
     MemoryStats,
     Message,
     RecallHit,
+    StoredItem,
     Triple,
 )
 
@@ -184,3 +185,30 @@ class AsyncTwins:
     def scoped(self, *, user_id: str | None = None, agent_id: str | None = None,
                session_id: str | None = None) -> AsyncTwins:
         raise NotImplementedError  # pragma: no cover - RemoteMemory defines it
+
+    async def aput_item(self, namespace: Sequence[str], key: str, value: Mapping[str, Any], *,
+                        index: list[str] | bool | None = None, ttl: float | None = None) -> None:
+        """Async :meth:`put_item`."""
+        await self._asend(wire.put_item(namespace, key, value, index=index, ttl=ttl))
+
+    async def aget_item(self, namespace: Sequence[str], key: str, *, refresh_ttl: bool = True) -> StoredItem | None:
+        """Async :meth:`get_item`."""
+        return await self._asend(wire.get_item(namespace, key, refresh_ttl=refresh_ttl))
+
+    async def adelete_item(self, namespace: Sequence[str], key: str) -> bool:
+        """Async :meth:`delete_item`."""
+        return await self._asend(wire.delete_item(namespace, key))
+
+    async def asearch_items(self, namespace_prefix: Sequence[str], *, query: str | None = None,
+                            filter: Mapping[str, Any] | None = None, limit: int = 10, offset: int = 0,
+                            refresh_ttl: bool = True) -> list[StoredItem]:
+        """Async :meth:`search_items`."""
+        return await self._asend(wire.search_items(namespace_prefix, query=query, filter=filter, limit=limit,
+                                                   offset=offset, refresh_ttl=refresh_ttl))
+
+    async def aitem_namespaces(self, *, prefix: Sequence[str] | None = None, suffix: Sequence[str] | None = None,
+                               max_depth: int | None = None, limit: int = 100, offset: int = 0
+                               ) -> list[tuple[str, ...]]:
+        """Async :meth:`item_namespaces`."""
+        return await self._asend(wire.item_namespaces(prefix=prefix, suffix=suffix, max_depth=max_depth, limit=limit,
+                                                      offset=offset))

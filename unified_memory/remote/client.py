@@ -60,6 +60,7 @@ from unified_memory.types import (
     MemoryStats,
     Message,
     RecallHit,
+    StoredItem,
     Triple,
 )
 from unified_memory.validation import check_text
@@ -279,6 +280,34 @@ class RemoteMemory(AsyncTwins):
     def users(self) -> list[str]:
         """Every user with memories in the server's file (``GET /v1/users``: needs an admin key)."""
         return self._send(wire.users())
+
+    # -- keyed items ------------------------------------------------------------------------------
+
+    def put_item(self, namespace: Sequence[str], key: str, value: Mapping[str, Any], *,
+                 index: list[str] | bool | None = None, ttl: float | None = None) -> None:
+        """Store a keyed item of this user (``PUT /items``; see ``UnifiedMemory.put_item``)."""
+        self._send(wire.put_item(namespace, key, value, index=index, ttl=ttl))
+
+    def get_item(self, namespace: Sequence[str], key: str, *, refresh_ttl: bool = True) -> StoredItem | None:
+        """One keyed item of this user, or ``None`` (``POST /items/get``)."""
+        return self._send(wire.get_item(namespace, key, refresh_ttl=refresh_ttl))
+
+    def delete_item(self, namespace: Sequence[str], key: str) -> bool:
+        """Delete one keyed item of this user; whether there was one (``POST /items/delete``)."""
+        return self._send(wire.delete_item(namespace, key))
+
+    def search_items(self, namespace_prefix: Sequence[str], *, query: str | None = None,
+                     filter: Mapping[str, Any] | None = None, limit: int = 10, offset: int = 0,
+                     refresh_ttl: bool = True) -> list[StoredItem]:
+        """This user's keyed items under a prefix, filtered, ranked by ``query`` (``POST /items/search``)."""
+        return self._send(wire.search_items(namespace_prefix, query=query, filter=filter, limit=limit, offset=offset,
+                                            refresh_ttl=refresh_ttl))
+
+    def item_namespaces(self, *, prefix: Sequence[str] | None = None, suffix: Sequence[str] | None = None,
+                        max_depth: int | None = None, limit: int = 100, offset: int = 0) -> list[tuple[str, ...]]:
+        """The namespaces holding this user's keyed items (``POST /items/namespaces``)."""
+        return self._send(wire.item_namespaces(prefix=prefix, suffix=suffix, max_depth=max_depth, limit=limit,
+                                               offset=offset))
 
     # -- moving and forgetting ---------------------------------------------------------------------
 

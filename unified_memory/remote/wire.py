@@ -22,6 +22,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
+from tiers.item_checks import check_filter, check_index, check_key, check_namespace, check_ttl, check_value
 from unified_memory.errors import (
     AuthenticationError,
     ConflictError,
@@ -43,6 +44,7 @@ from unified_memory.types import (
     Fact,
     MemoryStats,
     RecallHit,
+    StoredItem,
     Triple,
 )
 from unified_memory.validation import (
@@ -64,7 +66,7 @@ from unified_memory.validation import (
 __all__ = ["Call", "error_from", "check_user", "add_turn", "add_message", "add_messages", "remember",
            "remember_many", "add_triple", "recall", "context", "facts_query", "entities", "triples", "episodes",
            "stats", "forget_items", "forget_user", "users", "PAGE", "facts_page", "facts_count", "check_export", "import_rows",
-           "check_forget"]
+           "check_forget", "put_item", "get_item", "delete_item", "search_items", "item_namespaces"]
 
 T = TypeVar("T")
 PAGE = 1000  # the service's largest page of facts
@@ -313,6 +315,54 @@ def episodes(*, days: Any, session_id: Any, limit: Any) -> Call[list[Episode]]:
 def stats() -> Call[MemoryStats]:
     """``GET /stats`` (``path`` is None: the server's file is not the caller's business)."""
     return Call("GET", "/stats", MemoryStats.model_validate)
+
+
+# -- keyed items -----------------------------------------------------------------------------
+
+def put_item(namespace: Any, key: Any, value: Any, *, index: Any, ttl: Any) -> Call[None]:
+    """``PUT /items``."""
+    body = {"namespace": list(check_namespace("namespace", namespace)), "key": check_key("key", key),
+            "value": check_value("value", value)[0], "index": check_index("index", index),
+            "ttl": check_ttl("ttl", ttl)}
+    return Call("PUT", "/items", lambda answer: None, json=_drop_none(body))
+
+
+def get_item(namespace: Any, key: Any, *, refresh_ttl: Any) -> Call[StoredItem | None]:
+    """``POST /items/get``."""
+    body = {"namespace": list(check_namespace("namespace", namespace)), "key": check_key("key", key),
+            "refresh_ttl": check_bool("refresh_ttl", refresh_ttl)}
+    return Call("POST", "/items/get",
+                lambda answer: None if answer["item"] is None else StoredItem.model_validate(answer["item"]), json=body)
+
+
+def delete_item(namespace: Any, key: Any) -> Call[bool]:
+    """``POST /items/delete``."""
+    body = {"namespace": list(check_namespace("namespace", namespace)), "key": check_key("key", key)}
+    return Call("POST", "/items/delete", lambda answer: bool(answer["deleted"]), json=body)
+
+
+def search_items(namespace_prefix: Any, *, query: Any, filter: Any, limit: Any, offset: Any,
+                 refresh_ttl: Any) -> Call[list[StoredItem]]:
+    """``POST /items/search``."""
+    body = {"namespace_prefix": list(check_namespace("namespace_prefix", namespace_prefix, empty=True)),
+            "query": check_optional_text("query", query), "filter": check_filter("filter", filter),
+            "limit": check_limit("limit", limit), "offset": check_limit("offset", offset, minimum=0),
+            "refresh_ttl": check_bool("refresh_ttl", refresh_ttl)}
+    return Call("POST", "/items/search", lambda answer: [StoredItem.model_validate(i) for i in answer["items"]],
+                json=_drop_none(body))
+
+
+def item_namespaces(*, prefix: Any, suffix: Any, max_depth: Any, limit: Any,
+                    offset: Any) -> Call[list[tuple[str, ...]]]:
+    """``POST /items/namespaces``."""
+    if max_depth is not None and (isinstance(max_depth, bool) or not isinstance(max_depth, int)):
+        raise wrong_type("max_depth", "int or None", max_depth)
+    body = {"prefix": None if prefix is None else list(check_namespace("prefix", prefix, empty=True)),
+            "suffix": None if suffix is None else list(check_namespace("suffix", suffix, empty=True)),
+            "max_depth": None if max_depth is None else check_limit("max_depth", max_depth),
+            "limit": check_limit("limit", limit), "offset": check_limit("offset", offset, minimum=0)}
+    return Call("POST", "/items/namespaces", lambda answer: [tuple(ns) for ns in answer["namespaces"]],
+                json=_drop_none(body))
 
 
 # -- forgetting and admin --------------------------------------------------------------------

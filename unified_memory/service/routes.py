@@ -32,6 +32,11 @@ from unified_memory.service.schemas import (
     IdOut,
     Ids,
     Imported,
+    ItemGetIn,
+    ItemIn,
+    ItemKeyIn,
+    ItemNamespacesIn,
+    ItemSearchIn,
     MessagesIn,
     RecallIn,
     RecallOut,
@@ -198,6 +203,40 @@ async def stats(mem: Memory) -> dict[str, Any]:
     found = _json(await mem.astats())
     found["path"] = None  # the server's file system is not the caller's business
     return found
+
+
+# -- keyed items (UnifiedMemory.put_item ..., LangGraph's store) -----------------------------
+
+@router.put("/items", summary="Store a keyed item (a JSON object under a namespace and a key)")
+async def put_item(body: ItemIn, mem: Memory) -> dict[str, Any]:
+    await mem.aput_item(tuple(body.namespace), body.key, body.value, index=body.index, ttl=body.ttl)
+    return {"stored": True}
+
+
+@router.post("/items/get", summary="One keyed item (null when there is none or it expired)")
+async def get_item(body: ItemGetIn, mem: Memory) -> dict[str, Any]:
+    item = await mem.aget_item(tuple(body.namespace), body.key, refresh_ttl=body.refresh_ttl)
+    return {"item": None if item is None else _json(item)}
+
+
+@router.post("/items/delete", summary="Delete one keyed item")
+async def delete_item(body: ItemKeyIn, mem: Memory) -> dict[str, Any]:
+    return {"deleted": await mem.adelete_item(tuple(body.namespace), body.key)}
+
+
+@router.post("/items/search", summary="Keyed items under a namespace prefix, filtered, ranked by a query")
+async def search_items(body: ItemSearchIn, mem: Memory) -> Response:
+    found = await mem.asearch_items(tuple(body.namespace_prefix), query=body.query, filter=body.filter,
+                                    limit=body.limit, offset=body.offset, refresh_ttl=body.refresh_ttl)
+    return _listing("items", found)
+
+
+@router.post("/items/namespaces", summary="The namespaces holding this user's keyed items")
+async def item_namespaces(body: ItemNamespacesIn, mem: Memory) -> dict[str, Any]:
+    found = await mem.aitem_namespaces(prefix=None if body.prefix is None else tuple(body.prefix),
+                                       suffix=None if body.suffix is None else tuple(body.suffix),
+                                       max_depth=body.max_depth, limit=body.limit, offset=body.offset)
+    return {"namespaces": [list(ns) for ns in found]}
 
 
 # -- moving and forgetting -------------------------------------------------------------------

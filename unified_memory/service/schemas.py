@@ -11,7 +11,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 __all__ = ["TurnIn", "MessageIn", "MessagesIn", "FactIn", "FactsIn", "TripleIn", "RecallIn", "ContextIn", "ForgetIn",
-           "Ids", "IdOut", "Deleted", "Imported", "FactPage", "RecallOut"]
+           "ItemIn", "ItemKeyIn", "ItemGetIn", "ItemSearchIn", "ItemNamespacesIn", "Ids", "IdOut", "Deleted", "Imported", "FactPage", "RecallOut"]
 
 Moment = str | float | None
 
@@ -100,6 +100,50 @@ class ForgetIn(_Body):
     """``POST /forget``: ids of this user's messages, facts, entities or relations."""
 
     ids: list[str] = Field(min_length=1, max_length=10_000)
+
+
+class ItemIn(_Body):
+    """``PUT /items``: a keyed item (``UnifiedMemory.put_item``)."""
+
+    namespace: list[str]
+    key: str
+    value: dict[str, Any]
+    index: list[str] | bool | None = None
+    ttl: float | None = None
+
+
+class ItemKeyIn(_Body):
+    """``POST /items/delete``: one item's namespace and key."""
+
+    namespace: list[str]
+    key: str
+
+
+class ItemGetIn(ItemKeyIn):
+    """``POST /items/get``: one item's namespace and key, and whether reading restarts its TTL."""
+
+    refresh_ttl: bool = True
+
+
+class ItemSearchIn(_Body):
+    """``POST /items/search`` (``UnifiedMemory.search_items``)."""
+
+    namespace_prefix: list[str] = Field(default_factory=list)
+    query: str | None = None
+    filter: dict[str, Any] | None = None
+    limit: int = 10
+    offset: int = 0
+    refresh_ttl: bool = True
+
+
+class ItemNamespacesIn(_Body):
+    """``POST /items/namespaces`` (``UnifiedMemory.item_namespaces``)."""
+
+    prefix: list[str] | None = None
+    suffix: list[str] | None = None
+    max_depth: int | None = None
+    limit: int = 100
+    offset: int = 0
 
 
 class Ids(BaseModel):
