@@ -1,0 +1,264 @@
+"""The memory as a LangGraph store (``pip install "unified-memory[langgraph]"``).
+
+LangGraph's long-term memory is a ``BaseStore``: JSON documents under a namespace (a tuple of
+labels) and a key, read with ``get``, ``search`` (a namespace prefix, a filter, a query) and
+``list_namespaces``. :class:`MemoryStore` keeps them in a :class:`~unified_memory.UnifiedMemory`
+(or a :class:`~unified_memory.RemoteMemory`) as its keyed items
+(:meth:`~unified_memory.UnifiedMemory.put_item`): in the memory's SQLite file, per user, so
+``forget(user_id=...)``, export and import cover them, and ``search(query=...)`` ranks them with
+the memory's recall scoring (BM25, dense similarity when the memory embeds, recency), the score
+on each ``SearchItem`` it matched (the others follow, unscored).
+
+How namespaces map onto the memory's scopes:
+
+- by default (``user_label=None``) every namespace is a path inside the memory's user (its
+  ``user_id``; scope the memory with ``memory.scoped(user_id=...)`` for another user): a
+  namespace never sees another's items, nor another user's;
+- with ``user_label=k``, label ``k`` of each namespace names the user the item belongs to (the
+  common ``("memories", user_id)`` layout is ``user_label=1``): each operation runs on
+  ``memory.scoped(user_id=namespace[k])``. A search or a listing whose prefix does not reach
+  label ``k`` covers the users the memory can see (``memory.users()`` for a local memory; the
+  API key's user for a remote one).
+
+Agent and session scopes do not partition items (items are per user).
+
+TTL (``supports_ttl``): ``ttl`` minutes after an item was last written or read (reads refresh it
+unless ``refresh_ttl=False`` or ``ttl_config={"refresh_on_read": False}``); expired items are
+never returned or listed, and are deleted by the next write. ``ttl_config["default_ttl"]`` is
+the TTL of a ``put`` that names none.
+
+Within one ``batch``, reads see the store as it was before the batch; puts (and deletes, a put of
+``None``) are applied after them in order, the last one for a key winning — as LangGraph's
+``InMemoryStore`` does.
+
+.. code-block:: python
+
+    from langgraph.graph import StateGraph
+    from unified_memory import UnifiedMemory
+    from unified_memory.integrations.langgraph import MemoryStore
+
+    store = MemoryStore(UnifiedMemory("memory.db"), user_label=1)
+    graph = builder.compile(store=store)     # nodes: store.put(("memories", user_id), key, {...})
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Iterable, Mapping
+from typing import Any, cast
+
+from unified_memory.errors import DependencyError, invalid, wrong_type
+
+INSTALL_HINT = 'pip install "unified-memory[langgraph]"'
+
+try:
+    from langgraph.store.base import (
+        BaseStore,
+        GetOp,
+        Item,
+        ListNamespacesOp,
+        MatchCondition,
+        Op,
+        PutOp,
+        Result,
+        SearchItem,
+        SearchOp,
+        TTLConfig,
+        validate_op_namespace,
+    )
+except ImportError as exc:  # tests/integrations/test_without_frameworks.py
+    raise DependencyError(f"unified_memory.integrations.langgraph needs langgraph: {INSTALL_HINT}") from exc
+
+__all__ = ["MemoryStore", "INSTALL_HINT"]
+
+#: The memory methods the store calls (a UnifiedMemory and a RemoteMemory both have them).
+_NEEDED = ("put_item", "get_item", "delete_item", "search_items", "item_namespaces", "aput_item", "aget_item",
+           "adelete_item", "asearch_items", "aitem_namespaces", "scoped")
+_TTL_KEYS = frozenset({"refresh_on_read", "omit_expired", "default_ttl", "sweep_interval_minutes"})
+
+
+def _item(found: Any) -> Item:
+    return Item(value=found.value, key=found.key, namespace=tuple(found.namespace), created_at=found.created_at,
+                updated_at=found.updated_at)
+
+
+def _search_item(found: Any) -> SearchItem:
+    return SearchItem(tuple(found.namespace), found.key, found.value, found.created_at, found.updated_at, found.score)
+
+
+def _ranked(found: list[Any]) -> list[Any]:
+    """Items of several users in one order: scored ones best first, then the others newest first."""
+    scored = sorted((i for i in found if i.score is not None), key=lambda i: -i.score)
+    return scored + sorted((i for i in found if i.score is None), key=lambda i: i.updated_at, reverse=True)
+
+
+def _conditions(op: ListNamespacesOp) -> tuple[tuple[str, ...] | None, tuple[str, ...] | None]:
+    prefix: tuple[str, ...] | None = None
+    suffix: tuple[str, ...] | None = None
+    for condition in op.match_conditions or ():
+        if not isinstance(condition, MatchCondition) or condition.match_type not in ("prefix", "suffix"):
+            raise invalid("match_conditions", f"expected prefix or suffix MatchConditions, got {condition!r:.80}")
+        if condition.match_type == "prefix":
+            prefix = tuple(condition.path) if prefix is None else _longer(prefix, tuple(condition.path))
+        else:
+            suffix = tuple(condition.path) if suffix is None else _longer(suffix, tuple(condition.path))
+    return prefix, suffix
+
+
+def _longer(first: tuple[str, ...], second: tuple[str, ...]) -> tuple[str, ...]:
+    """Two prefix (or suffix) conditions both hold: the longer one, when the other agrees with it."""
+    return second if len(second) > len(first) else first
+
+
+class MemoryStore(BaseStore):
+    """A LangGraph ``BaseStore`` over unified-memory (see the module docstring).
+
+    ``memory``: a :class:`~unified_memory.UnifiedMemory` or :class:`~unified_memory.RemoteMemory`.
+    ``user_label``: which label of a namespace names the user (``None``: all items are the memory's
+    user's). ``ttl``: LangGraph's ``TTLConfig`` (``default_ttl`` minutes, ``refresh_on_read``).
+    """
+
+    supports_ttl: bool = True
+
+    def __init__(self, memory: Any, *, user_label: int | None = None,
+                 ttl: TTLConfig | Mapping[str, Any] | None = None) -> None:
+        missing = [name for name in _NEEDED if not callable(getattr(memory, name, None))]
+        if missing:
+            raise wrong_type("memory", "a UnifiedMemory or RemoteMemory (with " + ", ".join(missing) + ")", memory)
+        if user_label is not None and (isinstance(user_label, bool) or not isinstance(user_label, int)):
+            raise wrong_type("user_label", "int or None", user_label)
+        if user_label is not None and user_label < 0:
+            raise invalid("user_label", f"must be a label position (0 or more), got {user_label}")
+        if ttl is not None:
+            if not isinstance(ttl, Mapping):
+                raise wrong_type("ttl", "a TTLConfig dict or None", ttl)
+            unknown = set(ttl) - _TTL_KEYS
+            if unknown:
+                raise invalid("ttl", f"unknown keys {sorted(map(str, unknown))} (TTLConfig has {sorted(_TTL_KEYS)})")
+        self.memory = memory
+        self.user_label = user_label
+        self.ttl_config = cast(TTLConfig, dict(ttl)) if ttl is not None else None
+
+    def __repr__(self) -> str:
+        return f"MemoryStore(memory={self.memory!r}, user_label={self.user_label!r})"
+
+    # -- which memory an operation runs on ------------------------------------------------------------
+
+    def _user_of(self, namespace: tuple[str, ...]) -> str | None:
+        """The user a namespace names (``None``: the memory's own, or, for a prefix too short, every user)."""
+        k = self.user_label
+        return None if k is None or len(namespace) <= k or namespace[k] == "*" else namespace[k]
+
+    def _memory_for(self, namespace: tuple[str, ...], field: str) -> Any:
+        if self.user_label is None:
+            return self.memory
+        user = self._user_of(namespace)
+        if user is None:
+            raise invalid(field, f"must have a label {self.user_label} naming the user (user_label="
+                                 f"{self.user_label}), got {namespace!r:.120}")
+        return self.memory.scoped(user_id=user)
+
+    def _memories_under(self, prefix: tuple[str, ...]) -> list[Any]:
+        """The memories a prefix covers: one user's, or (a prefix short of the user label) every user's."""
+        if self.user_label is None:
+            return [self.memory]
+        user = self._user_of(prefix)
+        if user is not None:
+            return [self.memory.scoped(user_id=user)]
+        users = self._visible_users()
+        return [self.memory.scoped(user_id=u) for u in users]
+
+    def _visible_users(self) -> list[str]:
+        if getattr(self.memory, "url", None) is not None:
+            return [self.memory.user_id]  # a remote memory: its key's user (listing users needs an admin key)
+        return list(self.memory.users())
+
+    # -- the batch ------------------------------------------------------------------------------------
+
+    @staticmethod
+    def _check(ops: Iterable[Op]) -> list[Op]:
+        checked = list(ops)
+        for op in checked:
+            if not isinstance(op, GetOp | PutOp | SearchOp | ListNamespacesOp):
+                raise wrong_type("ops", "GetOp, PutOp, SearchOp or ListNamespacesOp", op)
+            validate_op_namespace(op)
+        return checked
+
+    @staticmethod
+    def _puts(ops: list[Op]) -> dict[tuple[tuple[str, ...], str], PutOp]:
+        """The batch's puts, the last one for each item (in order of first appearance)."""
+        puts: dict[tuple[tuple[str, ...], str], PutOp] = {}
+        for op in ops:
+            if isinstance(op, PutOp):
+                puts[(tuple(op.namespace), op.key)] = op
+        return puts
+
+    def batch(self, ops: Iterable[Op]) -> list[Result]:
+        """Run the operations with the memory's methods (reads first, then the puts)."""
+        checked = self._check(ops)
+        results: list[Result] = [None] * len(checked)
+        for i, op in enumerate(checked):
+            if isinstance(op, GetOp):
+                found = self._memory_for(tuple(op.namespace), "namespace").get_item(
+                    tuple(op.namespace), op.key, refresh_ttl=op.refresh_ttl)
+                results[i] = None if found is None else _item(found)
+            elif isinstance(op, SearchOp) and op.limit <= 0:
+                results[i] = []
+            elif isinstance(op, SearchOp):
+                results[i] = self._search(op, [m.search_items(
+                    tuple(op.namespace_prefix), query=op.query, filter=op.filter, limit=op.offset + op.limit, offset=0,
+                    refresh_ttl=op.refresh_ttl) for m in self._memories_under(tuple(op.namespace_prefix))])
+            elif isinstance(op, ListNamespacesOp) and op.limit <= 0:
+                results[i] = []
+            elif isinstance(op, ListNamespacesOp):
+                prefix, suffix = _conditions(op)
+                results[i] = self._listing(op, [m.item_namespaces(
+                    prefix=prefix, suffix=suffix, max_depth=op.max_depth, limit=op.offset + op.limit, offset=0)
+                    for m in self._memories_under(prefix or ())])
+        for (namespace, key), op in self._puts(checked).items():
+            memory = self._memory_for(namespace, "namespace")
+            if op.value is None:
+                memory.delete_item(namespace, key)
+            else:
+                memory.put_item(namespace, key, op.value, index=op.index, ttl=op.ttl)
+        return results
+
+    async def abatch(self, ops: Iterable[Op]) -> list[Result]:
+        """:meth:`batch` with the memory's async twins."""
+        checked = self._check(ops)
+        results: list[Result] = [None] * len(checked)
+        for i, op in enumerate(checked):
+            if isinstance(op, GetOp):
+                found = await self._memory_for(tuple(op.namespace), "namespace").aget_item(
+                    tuple(op.namespace), op.key, refresh_ttl=op.refresh_ttl)
+                results[i] = None if found is None else _item(found)
+            elif isinstance(op, SearchOp) and op.limit <= 0:
+                results[i] = []
+            elif isinstance(op, SearchOp):
+                results[i] = self._search(op, [await m.asearch_items(
+                    tuple(op.namespace_prefix), query=op.query, filter=op.filter, limit=op.offset + op.limit, offset=0,
+                    refresh_ttl=op.refresh_ttl) for m in self._memories_under(tuple(op.namespace_prefix))])
+            elif isinstance(op, ListNamespacesOp) and op.limit <= 0:
+                results[i] = []
+            elif isinstance(op, ListNamespacesOp):
+                prefix, suffix = _conditions(op)
+                results[i] = self._listing(op, [await m.aitem_namespaces(
+                    prefix=prefix, suffix=suffix, max_depth=op.max_depth, limit=op.offset + op.limit, offset=0)
+                    for m in self._memories_under(prefix or ())])
+        for (namespace, key), op in self._puts(checked).items():
+            memory = self._memory_for(namespace, "namespace")
+            if op.value is None:
+                await memory.adelete_item(namespace, key)
+            else:
+                await memory.aput_item(namespace, key, op.value, index=op.index, ttl=op.ttl)
+        return results
+
+    @staticmethod
+    def _search(op: SearchOp, per_user: list[list[Any]]) -> list[SearchItem]:
+        merged = per_user[0] if len(per_user) == 1 else _ranked([i for found in per_user for i in found])
+        return [_search_item(i) for i in merged[op.offset:op.offset + op.limit]]
+
+    @staticmethod
+    def _listing(op: ListNamespacesOp, per_user: list[list[tuple[str, ...]]]) -> list[tuple[str, ...]]:
+        merged = sorted(set(heapq.merge(*per_user)))
+        return merged[op.offset:op.offset + op.limit]
