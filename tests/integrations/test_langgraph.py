@@ -263,3 +263,18 @@ def test_the_example_agent_remembers_across_days(capsys, monkeypatch):
     out = capsys.readouterr().out
     assert "tuesday> What am I allergic to?\n  From memory: I'm allergic to peanuts" in out
     assert "tuesday> Where does my sister live?\n  From memory: My sister Maria lives in Lisbon" in out
+
+
+@pytest.mark.embeddings
+def test_a_hybrid_memory_ranks_a_paraphrase_by_meaning():
+    """With an embedder, search(query=...) finds an item that shares no word with the query."""
+    pytest.importorskip("sentence_transformers")
+    with UnifiedMemory(user_id="ada") as mem:
+        assert mem.retrieval == "hybrid"
+        store = MemoryStore(mem)
+        store.put(("memories",), "m1", {"text": "I'm allergic to peanuts"})
+        store.put(("memories",), "m2", {"text": "I love jazz music"})
+        store.put(("memories",), "m3", {"text": "My sister Maria lives in Lisbon"})
+        found = store.search(("memories",), query="which food must I avoid?")
+        assert found[0].key == "m1" and found[0].score is not None and found[0].score > 0
+        assert all(item.score is None or item.score <= found[0].score for item in found)
