@@ -207,7 +207,8 @@ class WritingAPI(ReadingAPI):
 
     def clear(self, include_long_term: bool = False) -> None:
         """Forget this conversation's window and this user's episodic log; with
-        ``include_long_term`` also the user's facts, entities and triples.
+        ``include_long_term`` also the user's facts, entities and triples. Keyed items
+        (:meth:`put_item`) stay: ``delete_item`` or ``forget(user_id=...)`` deletes them.
 
         >>> from unified_memory import UnifiedMemory
 
