@@ -25,7 +25,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from unified_memory.errors import invalid, wrong_type
-from unified_memory.types import LONE_SURROGATE, MAX_JSON_DEPTH
+from unified_memory.types import LONE_SURROGATE, MAX_JSON_DEPTH, json_depth
 
 __all__ = ["SEPARATOR", "OPERATORS", "MAX_TTL_MINUTES", "check_namespace", "check_key", "check_value",
            "check_index", "check_ttl", "check_filter", "matches", "searchable_text", "joined", "split",
@@ -81,19 +81,8 @@ def check_key(field: str, value: Any) -> str:
     return value
 
 
-def _depth(value: Any) -> int:
-    deepest, stack = 0, [(value, 1)]
-    while stack:
-        item, level = stack.pop()
-        if isinstance(item, dict | list | tuple):
-            deepest = max(deepest, level)
-            if level <= MAX_JSON_DEPTH:
-                stack.extend((child, level + 1) for child in (item.values() if isinstance(item, dict) else item))
-    return deepest
-
-
 def _json_text(field: str, value: Any) -> str:
-    if _depth(value) > MAX_JSON_DEPTH:
+    if json_depth(value) > MAX_JSON_DEPTH:
         raise invalid(field, f"nests more than {MAX_JSON_DEPTH} levels deep")
     try:
         text = json.dumps(value, allow_nan=False, ensure_ascii=False, separators=(",", ":"))

@@ -40,6 +40,7 @@ __all__ = [
     "Extraction",
     "StoredItem",
     "utc_from_timestamp",
+    "json_depth",
 ]
 
 Role = Literal["user", "assistant", "system", "tool"]
@@ -66,8 +67,12 @@ LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 MAX_JSON_DEPTH = 100
 
 
-def _depth(value: Any) -> int:
-    """How deeply lists and dicts nest in ``value`` (iteratively: any depth is measured)."""
+def json_depth(value: Any) -> int:
+    """How deeply lists and dicts nest in ``value`` (iteratively: any depth is measured).
+
+    >>> json_depth({"a": [1, {"b": 2}]}), json_depth("text")
+    (3, 0)
+    """
     deepest, stack = 0, [(value, 1)]
     while stack:
         item, level = stack.pop()
@@ -79,7 +84,7 @@ def _depth(value: Any) -> int:
 
 
 def _check_json(value: Any, field: str) -> Any:
-    if _depth(value) > MAX_JSON_DEPTH:
+    if json_depth(value) > MAX_JSON_DEPTH:
         raise ValueError(f"{field} nests more than {MAX_JSON_DEPTH} levels deep")
     try:
         json.dumps(value, allow_nan=False)
