@@ -9,6 +9,7 @@ So each test here hands back the encodings it loaded."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -25,3 +26,23 @@ def _no_encodings_left_behind() -> Iterator[None]:
     loaded = getattr(tiktoken.registry, "ENCODINGS", {})
     for name in set(loaded) - before:
         del loaded[name]
+
+
+@pytest.fixture
+def example(monkeypatch: pytest.MonkeyPatch):
+    """``example("name")``: the module ``examples/name.py``, loaded as the CI runs it (offline; in a
+    memory that is not kept: ``MEMORY_DB`` unset)."""
+    import importlib.util
+    from pathlib import Path
+
+    monkeypatch.delenv("MEMORY_DB", raising=False)
+
+    def load(name: str) -> Any:
+        path = Path(__file__).resolve().parents[2] / "examples" / f"{name}.py"
+        spec = importlib.util.spec_from_file_location(f"{name}_example", path)
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        return module
+
+    return load

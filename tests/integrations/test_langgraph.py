@@ -248,18 +248,10 @@ def test_through_the_service_with_two_users(tmp_path):
             assert ada_store.get(("notes",), "n") is None and bob_store.get(("notes",), "n") is not None
 
 
-def test_the_example_agent_remembers_across_days(capsys, monkeypatch):
+def test_the_example_agent_remembers_across_days(capsys, example):
     """``examples/langgraph_agent.py`` runs offline: Tuesday's answers come from Monday's memories."""
-    import importlib.util
-    from pathlib import Path
-
-    monkeypatch.delenv("MEMORY_DB", raising=False)
-    path = Path(__file__).resolve().parents[2] / "examples" / "langgraph_agent.py"
-    spec = importlib.util.spec_from_file_location("langgraph_agent_example", path)
-    assert spec is not None and spec.loader is not None
-    example = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(example)
-    assert example.main(["langgraph_agent.py"]) == 0
+    module = example("langgraph_agent")
+    assert module.main(["langgraph_agent.py"]) == 0
     out = capsys.readouterr().out
     assert "tuesday> What am I allergic to?\n  From memory: I'm allergic to peanuts" in out
     assert "tuesday> Where does my sister live?\n  From memory: My sister Maria lives in Lisbon" in out

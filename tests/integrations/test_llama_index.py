@@ -112,18 +112,10 @@ def test_through_the_service_with_remote_memory(tmp_path):
             assert [m.content for m in remote.episodes()] == ["I'm allergic to peanuts", "Noted."]
 
 
-def test_the_example_agent_remembers_across_sessions(capsys, monkeypatch):
+def test_the_example_agent_remembers_across_sessions(capsys, example):
     """``examples/llama_index_agent.py`` runs offline: Tuesday's new chat answers from Monday's."""
-    import importlib.util
-    from pathlib import Path
-
-    monkeypatch.delenv("MEMORY_DB", raising=False)
-    path = Path(__file__).resolve().parents[2] / "examples" / "llama_index_agent.py"
-    spec = importlib.util.spec_from_file_location("llama_index_agent_example", path)
-    assert spec is not None and spec.loader is not None
-    example = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(example)
-    assert example.main(["llama_index_agent.py", "Where does my sister live?", "What am I allergic to?"]) == 0
+    module = example("llama_index_agent")
+    assert module.main(["llama_index_agent.py", "Where does my sister live?", "What am I allergic to?"]) == 0
     out = capsys.readouterr().out
     assert "tuesday> Where does my sister live?\n  From memory: My sister Maria lives in Lisbon" in out
     assert "From memory: I'm allergic to peanuts" in out.split("What am I allergic to?")[1]

@@ -299,16 +299,9 @@ def test_through_the_service_with_remote_memory(tmp_path):
             assert run(MemorySession("chat-1", memory=other).get_items()) == []
 
 
-def test_the_example_agent_remembers_across_sessions(capsys):
+def test_the_example_agent_remembers_across_sessions(capsys, example):
     """``examples/openai_agents_sdk.py`` runs offline: Tuesday's new session answers from Monday's."""
-    import importlib.util
-    from pathlib import Path
-
-    path = Path(__file__).resolve().parents[2] / "examples" / "openai_agents_sdk.py"
-    spec = importlib.util.spec_from_file_location("openai_agents_sdk_example", path)
-    assert spec is not None and spec.loader is not None
-    example = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(example)
-    assert example.main(["openai_agents_sdk.py"]) == 0
+    module = example("openai_agents_sdk")
+    assert module.main(["openai_agents_sdk.py"]) == 0
     out = capsys.readouterr().out
     assert "tuesday> What am I allergic to?\n  From memory: I'm allergic to peanuts" in out
