@@ -110,6 +110,9 @@ def _top(scores: np.ndarray, k: int) -> np.ndarray:
     return sel[np.argsort(-scores[sel], kind="stable")][:k]
 
 
+_FEW = 4  # up to this many documents, add_many adds them one by one (8 µs each against 60 µs for one in bulk)
+
+
 class LexicalIndex:
     """Incremental BM25 over ``key -> text`` documents (see the module docstring).
 
@@ -221,6 +224,10 @@ class LexicalIndex:
             pop(key, None)
             batch[key] = text
         if not batch:
+            return
+        if len(batch) <= _FEW:  # a turn's message or fact: the array set-up would cost more than it saves
+            for key, text in batch.items():
+                self.add(key, text)
             return
         keys, n = list(batch), len(batch)
         ids, lengths = self._term_ids(list(batch.values()))

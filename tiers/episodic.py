@@ -23,7 +23,7 @@ from tiers.candidates import CandidateQuery, MessageDetail, RecallCandidate
 from tiers.documents import Candidate, DocumentIndex, SearchMode
 from tiers.neighbors import ConversationTurn, neighbor_documents, split_parts
 from tiers.storage import NO_SCOPE, Scope, Storage, dumps, loads, new_id, recall_filter
-from unified_memory.types import Episode, Message, utc_from_timestamp
+from unified_memory.types import Episode, Message, trusted_record, utc_from_timestamp
 
 __all__ = ["EpisodicLog", "LoggedMessage", "index_text"]
 
@@ -53,7 +53,7 @@ def index_text(name: str | None, content: str | None) -> str:
 
 
 def _to_message(row: dict[str, Any]) -> Message:
-    return Message.model_construct(  # stored rows were validated on the way in
+    return trusted_record(Message,  # stored rows were validated on the way in
         role=row["role"],
         content=row["content"],
         name=row["name"],
@@ -72,7 +72,7 @@ def _to_message(row: dict[str, Any]) -> Message:
 
 def _to_episode(row: dict[str, Any], in_window: bool) -> Episode:
     message = _to_message(row)
-    return Episode.model_construct(
+    return trusted_record(Episode,
         id=row["id"], role=row["role"], content=row["content"], name=row["name"],
         created_at=message.created_at, metadata=message.metadata, tool_calls=message.tool_calls,
         tool_call_id=row["tool_call_id"], images=message.images,

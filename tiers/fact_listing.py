@@ -22,7 +22,7 @@ from tiers.access import ACCESS_COUNT, LAST_ACCESSED, USES_JOIN
 from tiers.rows import loads
 from tiers.scope import Scope
 from tiers.storage import Storage
-from unified_memory.types import Fact, utc_from_timestamp
+from unified_memory.types import Fact, trusted_record, utc_from_timestamp
 
 __all__ = ["FactFilter", "list_facts", "count_facts", "VALID_FROM", "row_to_fact"]
 
@@ -97,7 +97,7 @@ def count_facts(storage: Storage, scope: Scope, where: FactFilter) -> int:
 
 def row_to_fact(row: dict[str, Any]) -> Fact:
     """The record of a stored row (rows were validated on the way in)."""
-    return Fact.model_construct(
+    return trusted_record(Fact,
         id=row["id"], text=row["text"], importance=row["importance"], category=row["category"],
         confidence=row["confidence"], subject=row["subject"], attribute=row["attribute"], value=row["value"],
         status=row["status"], created_at=utc_from_timestamp(row["created_at"]),

@@ -17,7 +17,7 @@ import json
 import math
 import re
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -41,6 +41,7 @@ __all__ = [
     "StoredItem",
     "utc_from_timestamp",
     "json_depth",
+    "trusted_record",
 ]
 
 Role = Literal["user", "assistant", "system", "tool"]
@@ -95,6 +96,29 @@ def _check_json(value: Any, field: str) -> Any:
 
 class _Record(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+
+R = TypeVar("R", bound=BaseModel)
+
+
+def trusted_record(cls: type[R], **values: Any) -> R:
+    """A record of values already checked (rows the library wrote, recall's own results): what
+    ``cls.model_construct(**values)`` builds, without its per-field work (2 µs instead of 5 for a
+    Message: a context builds some 120 records). Every field must be given; nothing is validated.
+
+    >>> trusted_record(RecallHit, id="f1", tier="long_term", text="hi", score=0.5, components={},
+    ...                metadata={}, created_at=None) == RecallHit(id="f1", tier="long_term", text="hi", score=0.5)
+    True
+    """
+    record = cls.__new__(cls)
+    fields = {name: values[name] for name in cls.model_fields}  # all of them, in declared order
+    if len(fields) != len(values):
+        raise TypeError(f"{cls.__name__}: unknown fields {sorted(set(values) - set(fields))}")
+    object.__setattr__(record, "__dict__", fields)
+    object.__setattr__(record, "__pydantic_fields_set__", set(fields))
+    object.__setattr__(record, "__pydantic_extra__", None)
+    object.__setattr__(record, "__pydantic_private__", None)
+    return record
 
 
 class Message(_Record):

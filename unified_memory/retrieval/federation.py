@@ -54,7 +54,7 @@ from tiers.candidates import (
 from tiers.entities import EntityGraph
 from tiers.scope import Scope
 from unified_memory.config import RankingConfig
-from unified_memory.types import TIERS, RecallHit, Tier, utc_from_timestamp
+from unified_memory.types import TIERS, RecallHit, Tier, trusted_record, utc_from_timestamp
 
 __all__ = ["federated_recall", "RecallRequest", "first_person", "TIER_ORDER"]
 
@@ -391,7 +391,7 @@ def _recall_hit(hit: _Hit) -> RecallHit:
     time made a datetime — for the hits kept, not every candidate scored."""
     if not math.isfinite(hit.score):  # the one check validation would add to what is built here
         raise ValueError(f"score: recall computed a non-finite score for {hit.id!r}")
-    return RecallHit.model_construct(id=hit.id, tier=hit.tier, text=hit.text, score=hit.score,
+    return trusted_record(RecallHit, id=hit.id, tier=hit.tier, text=hit.text, score=hit.score,
                                      components=_components(hit), metadata=hit.metadata(),
                                      created_at=utc_from_timestamp(hit.created_at))
 
