@@ -99,6 +99,7 @@ class _Record(BaseModel):
 
 
 R = TypeVar("R", bound=BaseModel)
+_FIELD_NAMES: dict[type, tuple[str, ...]] = {}
 
 
 def trusted_record(cls: type[R], **values: Any) -> R:
@@ -110,8 +111,11 @@ def trusted_record(cls: type[R], **values: Any) -> R:
     ...                metadata={}, created_at=None) == RecallHit(id="f1", tier="long_term", text="hi", score=0.5)
     True
     """
+    names = _FIELD_NAMES.get(cls)
+    if names is None:  # pydantic's model_fields is a property that builds a dict on each access
+        names = _FIELD_NAMES[cls] = tuple(cls.model_fields)
     record = cls.__new__(cls)
-    fields = {name: values[name] for name in cls.model_fields}  # all of them, in declared order
+    fields = {name: values[name] for name in names}  # all of them, in declared order
     if len(fields) != len(values):
         raise TypeError(f"{cls.__name__}: unknown fields {sorted(set(values) - set(fields))}")
     object.__setattr__(record, "__dict__", fields)
