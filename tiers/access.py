@@ -115,8 +115,8 @@ class AccessLog:
         self.storage.executemany(  # a fact deleted meanwhile has no row: its uses go with it
             "INSERT INTO fact_uses (seq, access_count, last_accessed) "
             "SELECT seq, ?, ? FROM facts INDEXED BY facts_id WHERE id = ? "
-            "ON CONFLICT (seq) DO UPDATE SET access_count = access_count + excluded.access_count, "
-            "last_accessed = MAX(last_accessed, excluded.last_accessed)",
+            "ON CONFLICT (seq) DO UPDATE SET access_count = fact_uses.access_count + excluded.access_count, "
+            "last_accessed = MAX(fact_uses.last_accessed, excluded.last_accessed)",
             [[int(uses), last, fact_id] for fact_id, (uses, last) in batch.items()])
 
     def fold(self) -> None:

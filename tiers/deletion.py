@@ -159,7 +159,7 @@ def mentioned_only_in(storage: Storage, user_id: str, items: Sequence[Mapping[st
         for entity_id, name, seen in storage.execute(
                 "SELECT id, name, first_seen FROM entities e WHERE user_id = ? AND mention_count <= 1 "
                 f"AND first_seen IN ({','.join('?' * len(chunk))}) AND name != 'user' "
-                "AND json_extract(attributes, '$.relation') IS NOT 'self' "
+                "AND COALESCE(json_extract(attributes, '$.relation'), '') != 'self' "
                 "AND NOT EXISTS (SELECT 1 FROM triples t WHERE t.subject_id = e.id OR t.object_id = e.id)",
                 [user_id, *chunk]).fetchall():
             words = term_set(name)

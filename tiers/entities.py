@@ -308,7 +308,7 @@ class EntityGraph:
 
     def delete_scope(self, scope: Scope) -> int:
         """Delete the user's entities and triples (only that agent's own when it has one)."""
-        agent_sql, params = ("agent_id = ?", [scope.agent_id]) if scope.agent_id else ("1", [])
+        agent_sql, params = ("agent_id = ?", [scope.agent_id]) if scope.agent_id else ("TRUE", [])
         self.storage.execute(f"DELETE FROM triples WHERE user_id = ? AND {agent_sql}", [scope.user_id, *params])
         cursor = self.storage.execute(f"DELETE FROM entities WHERE user_id = ? AND {agent_sql}",
                                       [scope.user_id, *params])

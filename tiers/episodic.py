@@ -210,7 +210,7 @@ class EpisodicLog:
         """Messages of this user/agent/session that left the window and were not promoted yet."""
         rows = self.storage.query(
             f"SELECT {_COLUMNS} FROM messages WHERE user_id = ? AND agent_id = ? AND session_id = ? "
-            "AND promoted = 0 AND seq NOT IN (SELECT message_seq FROM window) ORDER BY seq",
+            "AND promoted = 0 AND seq NOT IN (SELECT message_seq FROM \"window\") ORDER BY seq",
             [scope.user_id, scope.agent_id, scope.session_id],
         )
         return [LoggedMessage(row["seq"], row["id"], _to_message(row)) for row in rows]
@@ -225,7 +225,7 @@ class EpisodicLog:
         window and already promoted. Returns how many were deleted."""
         ids = [row[0] for row in self.storage.execute(
             "SELECT id FROM messages WHERE user_id = ? AND created_at < ? AND promoted = 1 "
-            "AND seq NOT IN (SELECT message_seq FROM window)", [user_id, older_than]).fetchall()]
+            "AND seq NOT IN (SELECT message_seq FROM \"window\")", [user_id, older_than]).fetchall()]
         if ids:
             self.storage.executemany("DELETE FROM messages WHERE id = ?", [[i] for i in ids])
             self.index.remove(user_id, ids)
@@ -241,7 +241,7 @@ class EpisodicLog:
     ) -> list[Episode]:
         """The user's log in time order (optionally since a time, for one session, the last ``limit``)."""
         agent_sql, agent_params = scope.agent_clause()
-        sql = (f"SELECT {_COLUMNS}, seq IN (SELECT message_seq FROM window) AS in_window FROM messages "
+        sql = (f"SELECT {_COLUMNS}, seq IN (SELECT message_seq FROM \"window\") AS in_window FROM messages "
                f"WHERE user_id = ? AND {agent_sql}")
         params: list[Any] = [scope.user_id, *agent_params]
         if since is not None:
@@ -259,7 +259,7 @@ class EpisodicLog:
 
     def delete_scope(self, scope: Scope) -> int:
         """Delete the user's log (only that agent's own messages when the scope has an agent)."""
-        agent_sql, agent_params = ("agent_id = ?", [scope.agent_id]) if scope.agent_id else ("1", [])
+        agent_sql, agent_params = ("agent_id = ?", [scope.agent_id]) if scope.agent_id else ("TRUE", [])
         cursor = self.storage.execute(
             f"DELETE FROM messages WHERE user_id = ? AND {agent_sql}", [scope.user_id, *agent_params])
         self.index.reset(scope.user_id)

@@ -83,9 +83,12 @@ def list_facts(storage: Storage, scope: Scope, where: FactFilter, *, order: Lite
     condition, params = where.sql(scope)
     sql = f"SELECT {_COLUMNS} FROM facts {USES_JOIN} WHERE {condition}"
     sql += " ORDER BY importance DESC, facts.seq" if order == "importance" else " ORDER BY facts.seq"
-    if limit is not None or offset:
-        sql += " LIMIT ? OFFSET ?"
-        params += [-1 if limit is None else int(limit), int(offset)]
+    if limit is not None:
+        sql += " LIMIT ?"
+        params += [int(limit)]
+    if offset:  # SQLite takes OFFSET only after a LIMIT: without one, the limit is "no limit"
+        sql += " OFFSET ?" if limit is not None else " LIMIT -1 OFFSET ?"
+        params += [int(offset)]
     return [row_to_fact(row) for row in storage.query(sql, params)]
 
 

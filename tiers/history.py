@@ -77,11 +77,12 @@ def retired_sources(storage: Storage, scope: Scope, sources: Sequence[str], *,
     for start in range(0, len(wanted), 500):
         chunk = wanted[start:start + 500]
         marks = ",".join("?" * len(chunk))
+        moment, moment_params = ("", []) if as_of is None else (" AND valid_to <= ?", [as_of])
         for fact_id, source in storage.execute(
             "SELECT id, json_extract(source_message_ids, '$[0]') FROM facts INDEXED BY facts_retired_source "
-            f"WHERE user_id = ? AND status = 'superseded' AND json_extract(source_message_ids, '$[0]') IN ({marks}) "
-            "AND (? IS NULL OR valid_to <= ?) ORDER BY seq",
-            [scope.user_id, *chunk, as_of, as_of],
+            f"WHERE user_id = ? AND status = 'superseded' AND json_extract(source_message_ids, '$[0]') IN ({marks})"
+            f"{moment} ORDER BY seq",
+            [scope.user_id, *chunk, *moment_params],
         ).fetchall():
             found.setdefault(source, fact_id)
     return found

@@ -372,7 +372,7 @@ class LongTermFacts:
 
     def delete_scope(self, scope: Scope) -> int:
         """Delete the user's facts (only that agent's own when the scope has an agent)."""
-        agent_sql, params = ("agent_id = ?", [scope.agent_id]) if scope.agent_id else ("1", [])
+        agent_sql, params = ("agent_id = ?", [scope.agent_id]) if scope.agent_id else ("TRUE", [])
         cursor = self.storage.execute(f"DELETE FROM facts WHERE user_id = ? AND {agent_sql}",
                                       [scope.user_id, *params])
         self.index.reset(scope.user_id)

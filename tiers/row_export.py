@@ -33,13 +33,12 @@ import base64
 import hashlib
 import json
 import math
-import sqlite3
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
 from tiers.schema import upgrade_row
-from tiers.storage import SCHEMA_VERSION, Storage, dumps
+from tiers.storage import SCHEMA_VERSION, IntegrityError, Storage, dumps
 from tiers.user_tables import (
     DERIVED_TABLES,
     Column,
@@ -357,7 +356,7 @@ def import_rows(storage: Storage, parsed: ParsedExport, *, user_id: str | None =
             for number, row, _ in plans:
                 try:
                     storage.execute(sql, [row[c] for c in columns])
-                except sqlite3.IntegrityError as exc:
+                except IntegrityError as exc:
                     raise _fail(source, number, f"{name} row conflicts with what this memory holds ({exc})") from None
                 result.rows += 1
                 result.per_table[name] = result.per_table.get(name, 0) + 1

@@ -59,7 +59,7 @@ def metadata_where(where: dict[str, Any] | None, column: str = "metadata") -> tu
     ("(json_type(metadata, ?) = 'text' AND json_extract(metadata, ?) = ?)", ['$."topic"', '$."topic"', 'food'])
     """
     if not where:
-        return "1", []
+        return "TRUE", []
     if not isinstance(where, dict):
         raise wrong_type("where", "dict", where)
     clauses: list[str] = []
@@ -94,9 +94,9 @@ def recall_filter(scope: Scope, *, where: dict[str, Any] | None, since: float | 
     ``time_column``) when given.
 
     >>> recall_filter(Scope("ada"), where=None, since=5.0, time_column="created_at")
-    ('user_id = ? AND 1 AND 1 AND created_at >= ?', ['ada', 5.0])
+    ('user_id = ? AND TRUE AND TRUE AND created_at >= ?', ['ada', 5.0])
     >>> recall_filter(Scope("ada"), where=None, since=None, time_column="created_at", until=9.0)
-    ('user_id = ? AND 1 AND 1 AND created_at <= ?', ['ada', 9.0])
+    ('user_id = ? AND TRUE AND TRUE AND created_at <= ?', ['ada', 9.0])
     """
     agent_sql, agent_params = scope.agent_clause()
     where_sql, where_params = metadata_where(where)

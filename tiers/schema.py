@@ -59,14 +59,14 @@ CREATE INDEX IF NOT EXISTS messages_scope ON messages(user_id, agent_id, session
 CREATE INDEX IF NOT EXISTS messages_time ON messages(user_id, created_at);
 CREATE INDEX IF NOT EXISTS messages_due ON messages(user_id, promoted);
 
-CREATE TABLE IF NOT EXISTS window (
+CREATE TABLE IF NOT EXISTS "window" (
     message_seq INTEGER PRIMARY KEY REFERENCES messages(seq) ON DELETE CASCADE,
     user_id TEXT NOT NULL,
     agent_id TEXT NOT NULL DEFAULT '',
     session_id TEXT NOT NULL DEFAULT '',
     tokens INTEGER NOT NULL DEFAULT 0
 );
-CREATE INDEX IF NOT EXISTS window_scope ON window(user_id, agent_id, session_id, message_seq);
+CREATE INDEX IF NOT EXISTS window_scope ON "window"(user_id, agent_id, session_id, message_seq);
 
 CREATE TABLE IF NOT EXISTS facts (
     seq INTEGER PRIMARY KEY,
@@ -250,7 +250,7 @@ TRIGGERS = (
     "BEGIN DELETE FROM fact_uses WHERE seq = old.seq; END",
 )
 
-SCHEMA_OBJECTS = frozenset(re.findall(r"CREATE (?:UNIQUE )?(?:TABLE|INDEX|TRIGGER) IF NOT EXISTS (\w+)",
+SCHEMA_OBJECTS = frozenset(re.findall(r"CREATE (?:UNIQUE )?(?:TABLE|INDEX|TRIGGER) IF NOT EXISTS \"?(\w+)",
                                       SCHEMA + ";".join(TRIGGERS)))
 
 

@@ -28,5 +28,5 @@ class Scope:
         """SQL (and params) selecting items visible to this scope's agent: its own
         and those shared by all agents; every agent's items when no agent is set."""
         if self.agent_id == NO_SCOPE:
-            return "1", []
+            return "TRUE", []
         return f"({column} = ? OR {column} = '')", [self.agent_id]

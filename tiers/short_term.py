@@ -59,11 +59,11 @@ class ShortTermWindow:
     def _rows(self, scope: Scope, last: int | None = None) -> list[tuple[int, int]]:
         if last is not None:  # the newest ``last`` entries only (the index serves them in reverse)
             rows = self.storage.execute(
-                "SELECT message_seq, tokens FROM window WHERE user_id = ? AND agent_id = ? AND session_id = ? "
+                "SELECT message_seq, tokens FROM \"window\" WHERE user_id = ? AND agent_id = ? AND session_id = ? "
                 "ORDER BY message_seq DESC LIMIT ?", [scope.user_id, scope.agent_id, scope.session_id, last])
             return [(int(r[0]), int(r[1])) for r in reversed(rows.fetchall())]
         return [(int(r[0]), int(r[1])) for r in self.storage.execute(
-            "SELECT message_seq, tokens FROM window WHERE user_id = ? AND agent_id = ? AND session_id = ? "
+            "SELECT message_seq, tokens FROM \"window\" WHERE user_id = ? AND agent_id = ? AND session_id = ? "
             "ORDER BY message_seq", [scope.user_id, scope.agent_id, scope.session_id]).fetchall()]
 
     def logged(self, scope: Scope, *, last: int | None = None) -> list[LoggedMessage]:
@@ -78,13 +78,13 @@ class ShortTermWindow:
     def tokens(self, scope: Scope) -> int:
         """Tokens held by the window (as counted when each message was added)."""
         row = self.storage.execute(
-            "SELECT COALESCE(SUM(tokens), 0) FROM window WHERE user_id = ? AND agent_id = ? AND session_id = ?",
+            "SELECT COALESCE(SUM(tokens), 0) FROM \"window\" WHERE user_id = ? AND agent_id = ? AND session_id = ?",
             [scope.user_id, scope.agent_id, scope.session_id]).fetchone()
         return int(row[0])
 
     def _slots(self, scope: Scope) -> list[_Slot]:
         rows = self.storage.execute(
-            "SELECT w.message_seq, w.tokens, m.role, m.tool_calls, m.tool_call_id FROM window w "
+            "SELECT w.message_seq, w.tokens, m.role, m.tool_calls, m.tool_call_id FROM \"window\" w "
             "JOIN messages m ON m.seq = w.message_seq WHERE w.user_id = ? AND w.agent_id = ? AND w.session_id = ? "
             "ORDER BY w.message_seq", [scope.user_id, scope.agent_id, scope.session_id]).fetchall()
         return [_Slot(seq, tokens, role, loads(calls), call_id) for seq, tokens, role, calls, call_id in rows]
@@ -98,7 +98,7 @@ class ShortTermWindow:
         is never in the log without being in the window, or the reverse.
         """
         self.storage.executemany(
-            "INSERT INTO window (message_seq, user_id, agent_id, session_id, tokens) VALUES (?, ?, ?, ?, ?)",
+            "INSERT INTO \"window\" (message_seq, user_id, agent_id, session_id, tokens) VALUES (?, ?, ?, ?, ?)",
             [[m.seq, scope.user_id, scope.agent_id, scope.session_id, int(t)]
              for m, t in zip(logged, token_counts, strict=True)],
         )
@@ -111,7 +111,7 @@ class ShortTermWindow:
         dropped = [slots[i].seq for i in plan.drop]
         if not dropped:
             return []
-        self.storage.executemany("DELETE FROM window WHERE message_seq = ?", [[seq] for seq in dropped])
+        self.storage.executemany("DELETE FROM \"window\" WHERE message_seq = ?", [[seq] for seq in dropped])
         return self.log.messages_by_seq(dropped)
 
     def compact(self, scope: Scope, *, threshold: int, target: int) -> list[LoggedMessage]:
@@ -141,7 +141,7 @@ class ShortTermWindow:
             return set()
         marks = ",".join("?" * len(seqs))
         return {int(r[0]) for r in self.storage.execute(
-            f"SELECT message_seq FROM window WHERE user_id = ? AND agent_id = ? AND session_id = ? "
+            f"SELECT message_seq FROM \"window\" WHERE user_id = ? AND agent_id = ? AND session_id = ? "
             f"AND message_seq IN ({marks})", [scope.user_id, scope.agent_id, scope.session_id, *seqs]).fetchall()}
 
     def recall_candidates(self, query: CandidateQuery) -> list[RecallCandidate]:
@@ -154,6 +154,6 @@ class ShortTermWindow:
         """Empty this conversation's window; returns what it held."""
         held = self.logged(scope)
         self.storage.execute(
-            "DELETE FROM window WHERE user_id = ? AND agent_id = ? AND session_id = ?",
+            "DELETE FROM \"window\" WHERE user_id = ? AND agent_id = ? AND session_id = ?",
             [scope.user_id, scope.agent_id, scope.session_id])
         return held

@@ -38,7 +38,13 @@ from tiers.scope import NO_SCOPE, Scope
 from tiers.writers import writer_queue
 from unified_memory.errors import ClosedError, StorageError, check_path
 
-__all__ = ["Storage", "Scope", "SCHEMA_VERSION", "new_id", "dumps", "loads", "NO_SCOPE", "metadata_where", "recall_filter"]
+__all__ = ["Storage", "Scope", "SCHEMA_VERSION", "new_id", "dumps", "loads", "NO_SCOPE", "metadata_where", "recall_filter",
+           "DriverError", "IntegrityError"]
+
+#: The database driver's errors, for callers above the storage (one name whatever the backend):
+#: any error, and a broken constraint.
+DriverError = sqlite3.Error
+IntegrityError = sqlite3.IntegrityError
 
 _PAGE_CACHE_KIB = 64 * 1024  # per connection; SQLite allocates it only as pages are read
 # Reads map the file instead of copying pages in: a commit by another connection (another

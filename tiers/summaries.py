@@ -41,6 +41,6 @@ class ConversationSummaries:
 
     def delete_scope(self, scope: Scope) -> int:
         """Forget the user's summaries (only that agent's when the scope has one)."""
-        agent_sql, params = ("agent_id = ?", [scope.agent_id]) if scope.agent_id else ("1", [])
+        agent_sql, params = ("agent_id = ?", [scope.agent_id]) if scope.agent_id else ("TRUE", [])
         return self.storage.execute(f"DELETE FROM summaries WHERE user_id = ? AND {agent_sql}",
                                     [scope.user_id, *params]).rowcount

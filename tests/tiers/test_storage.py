@@ -99,7 +99,7 @@ def test_metadata_where_rejects_non_scalars_and_odd_keys():
 
 
 def test_scope_agent_clause():
-    assert Scope("u").agent_clause() == ("1", [])
+    assert Scope("u").agent_clause() == ("TRUE", [])
     assert Scope("u", "bot").agent_clause() == ("(agent_id = ? OR agent_id = '')", ["bot"])
 
 

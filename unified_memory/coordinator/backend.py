@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import logging
 import os
-import sqlite3
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -26,7 +25,7 @@ from tiers.episodic import EpisodicLog
 from tiers.keyed_items import KeyedItems, Ranking
 from tiers.long_term import LongTermFacts
 from tiers.short_term import ShortTermWindow
-from tiers.storage import Storage
+from tiers.storage import DriverError, Storage
 from tiers.summaries import ConversationSummaries
 from unified_memory.config import MemoryConfig
 from unified_memory.errors import StorageError, wrong_type
@@ -133,12 +132,12 @@ class Backend:
         if not self.storage.closed:
             try:
                 self.facts.uses.flush()
-            except (StorageError, sqlite3.Error) as exc:  # e.g. locked by a writer past the timeout
+            except (StorageError, DriverError) as exc:  # e.g. locked by a writer past the timeout
                 _LOG.warning("close: the uses of %d recalled facts not saved: %s", self.facts.uses.pending, exc)
             try:
                 for documents in (*self.facts.indexes, self.graph.index, self.log.index):
                     documents.save_snapshots()
-            except (StorageError, sqlite3.Error) as exc:  # e.g. locked by a writer: the next open rebuilds
+            except (StorageError, DriverError) as exc:  # e.g. locked by a writer: the next open rebuilds
                 _LOG.warning("close: index snapshots not saved: %s", exc)
             if self.dense is not None:
                 self.dense.close()
