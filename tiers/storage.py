@@ -38,11 +38,11 @@ from tiers.scope import NO_SCOPE, Scope
 from tiers.writers import writer_queue
 from unified_memory.errors import ClosedError, StorageError, check_path
 
-__all__ = ["Storage", "Scope", "SCHEMA_VERSION", "new_id", "dumps", "loads", "NO_SCOPE", "metadata_where", "recall_filter",
-           "DriverError", "IntegrityError"]
+__all__ = ["Storage", "Scope", "SCHEMA_VERSION", "new_id", "dumps", "loads", "NO_SCOPE", "metadata_where", "recall_filter"]
 
 #: The database driver's errors, for callers above the storage (one name whatever the backend):
-#: any error, and a broken constraint.
+#: any error, and a broken constraint. Aliases of the driver's own classes (``except`` must catch
+#: what the driver raises), so not in ``__all__``: its classes have no docstrings to document.
 DriverError = sqlite3.Error
 IntegrityError = sqlite3.IntegrityError
 
