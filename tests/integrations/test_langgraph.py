@@ -30,19 +30,6 @@ from unified_memory import MemoryTypeError, MemoryValueError, UnifiedMemory  # n
 from unified_memory.integrations.langgraph import MemoryStore  # noqa: E402
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1_700_000_000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
-@pytest.fixture
-def clock() -> Clock:
-    return Clock()
-
-
 @pytest.fixture
 def memory(clock):
     with UnifiedMemory(user_id="ada", clock=clock) as mem:
@@ -137,12 +124,12 @@ def test_ttl_expires_and_reads_refresh(memory, clock):
     store.put(("t",), "default", {"v": 1})
     store.put(("t",), "short", {"v": 2}, ttl=1)
     store.put(("t",), "forever", {"v": 3}, ttl=None)
-    clock.now += 5 * 60
+    clock.advance(seconds=5 * 60)
     assert store.get(("t",), "short") is None
     assert store.get(("t",), "default") is not None  # refreshed: 10 more minutes
-    clock.now += 8 * 60
+    clock.advance(seconds=8 * 60)
     assert store.get(("t",), "default", refresh_ttl=False) is not None
-    clock.now += 3 * 60
+    clock.advance(seconds=3 * 60)
     assert [i.key for i in store.search(("t",))] == ["forever"]
     assert store.list_namespaces() == [("t",)]
 

@@ -16,22 +16,6 @@ from tiers.storage import Storage
 from unified_memory import MemoryTypeError, MemoryValueError, StoredItem, UnifiedMemory
 
 
-class Clock:
-    def __init__(self, now: float = 1_700_000_000.0) -> None:
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
-
-    def minutes(self, n: float) -> None:
-        self.now += 60 * n
-
-
-@pytest.fixture
-def clock() -> Clock:
-    return Clock()
-
-
 @pytest.fixture
 def mem(clock):
     with UnifiedMemory(user_id="ada", clock=clock) as memory:
@@ -45,7 +29,7 @@ def test_round_trip_overwrite_and_delete(mem, clock):
     assert item.namespace == ("notes", "home") and item.key == "n1"
     assert item.value == {"text": "I keep bees", "tags": ["a", "b"], "n": 1.5, "nested": {"x": None}}
     assert item.created_at == item.updated_at and item.score is None
-    clock.minutes(5)
+    clock.advance(seconds=60 * 5)
     mem.put_item(["notes", "home"], "n1", {"text": "I keep wasps"})
     again = mem.get_item(("notes", "home"), "n1")
     assert again.value == {"text": "I keep wasps"}
@@ -96,16 +80,16 @@ def test_search_returns_exactly_the_users_items_under_the_prefix(writes, prefix,
 def test_ttl_expires_and_reads_refresh_it(mem, clock):
     mem.put_item(("s",), "short", {"t": "x"}, ttl=10)
     mem.put_item(("s",), "kept", {"t": "y"})
-    clock.minutes(8)
+    clock.advance(seconds=60 * 8)
     assert mem.get_item(("s",), "short") is not None  # refreshed: now expires 10 minutes from here
-    clock.minutes(8)
+    clock.advance(seconds=60 * 8)
     assert mem.get_item(("s",), "short", refresh_ttl=False) is not None
-    clock.minutes(3)  # 11 minutes after the refresh
+    clock.advance(seconds=60 * 3)  # 11 minutes after the refresh
     assert mem.get_item(("s",), "short") is None
     assert [i.key for i in mem.search_items(("s",))] == ["kept"]
     assert mem.item_namespaces() == [("s",)]
     mem.put_item(("gone",), "g", {"t": "z"}, ttl=1)
-    clock.minutes(2)
+    clock.advance(seconds=60 * 2)
     assert mem.item_namespaces() == [("s",)]
     mem.put_item(("s",), "other", {"t": "w"})  # a write sweeps the expired rows
     assert mem.export_jsonl(out := io.StringIO()) > 0 and '"short"' not in out.getvalue()
@@ -114,9 +98,9 @@ def test_ttl_expires_and_reads_refresh_it(mem, clock):
 def test_search_refreshes_the_ttl_of_what_it_returns(mem, clock):
     mem.put_item(("s",), "a", {"t": "x"}, ttl=10)
     mem.put_item(("s",), "b", {"t": "y"}, ttl=10)
-    clock.minutes(9)
+    clock.advance(seconds=60 * 9)
     assert len(mem.search_items(("s",), filter={"t": "x"})) == 1
-    clock.minutes(9)
+    clock.advance(seconds=60 * 9)
     assert [i.key for i in mem.search_items(("s",), refresh_ttl=False)] == ["a"]
 
 
@@ -150,9 +134,9 @@ def test_filter_operators_compare_like_kinds_only():
 
 def test_a_query_ranks_what_it_matches_first_with_scores(mem, clock):
     mem.put_item(("m",), "bees", {"text": "I keep bees in the garden"})
-    clock.minutes(1)
+    clock.advance(seconds=60 * 1)
     mem.put_item(("m",), "jazz", {"text": "I like jazz"})
-    clock.minutes(1)
+    clock.advance(seconds=60 * 1)
     mem.put_item(("m",), "other", {"text": "Standup at nine"})
     mem.put_item(("m",), "hidden", {"text": "bees bees"}, index=False)
     mem.put_item(("m",), "titled", {"title": "about bees", "body": "nothing"}, index=["body"])
