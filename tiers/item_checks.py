@@ -25,7 +25,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from unified_memory.errors import invalid, wrong_type
-from unified_memory.types import LONE_SURROGATE, MAX_JSON_DEPTH, json_depth
+from unified_memory.types import LONE_SURROGATE, MAX_JSON_DEPTH, json_depth, text_fault
 
 __all__ = ["SEPARATOR", "OPERATORS", "MAX_TTL_MINUTES", "check_namespace", "check_key", "check_value",
            "check_index", "check_ttl", "check_filter", "matches", "searchable_text", "joined", "split",
@@ -46,10 +46,9 @@ def _label(field: str, value: Any, *, wildcard: bool = False) -> str:
         raise invalid(field, "a label must not be empty")
     if SEPARATOR in value:
         raise invalid(field, f"a label must not contain '.', got {value[:80]!r}")
-    if "\x00" in value:
-        raise invalid(field, "a label must not contain NUL characters")
-    if LONE_SURROGATE.search(value):
-        raise invalid(field, "must be valid unicode text (it holds a lone surrogate)")
+    fault = text_fault(value)
+    if fault is not None:
+        raise invalid(field, fault)
     return value
 
 
@@ -74,10 +73,9 @@ def check_key(field: str, value: Any) -> str:
         raise wrong_type(field, "str", value)
     if not value:
         raise invalid(field, "must not be empty")
-    if "\x00" in value:
-        raise invalid(field, "must not contain NUL characters")
-    if LONE_SURROGATE.search(value):
-        raise invalid(field, "must be valid unicode text (it holds a lone surrogate)")
+    fault = text_fault(value)
+    if fault is not None:
+        raise invalid(field, fault)
     return value
 
 

@@ -42,6 +42,7 @@ __all__ = [
     "utc_from_timestamp",
     "json_depth",
     "trusted_record",
+    "text_fault",
 ]
 
 Role = Literal["user", "assistant", "system", "tool"]
@@ -62,6 +63,19 @@ def utc_from_timestamp(ts: float | None) -> datetime | None:
 
 #: A UTF-16 surrogate on its own: Python strings may hold one, UTF-8 (SQLite, files) cannot.
 LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def text_fault(text: str) -> str | None:
+    """Why ``text`` cannot be stored as it is (a NUL character, a lone surrogate), or ``None``.
+
+    >>> text_fault("tea"), text_fault("a\\x00b")
+    (None, 'must not contain NUL characters')
+    """
+    if "\x00" in text:
+        return "must not contain NUL characters"
+    if LONE_SURROGATE.search(text):
+        return "must be valid unicode text (it holds a lone surrogate)"
+    return None
 
 #: How deeply JSON values (metadata, tool calls) may nest: a message must stay serialisable
 #: (pydantic stops at about 250 levels, json at the recursion limit).

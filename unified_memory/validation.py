@@ -21,7 +21,7 @@ from typing import Any, Literal, overload
 from pydantic import ValidationError
 
 from unified_memory.errors import MemoryValueError, check_path, invalid, wrong_type
-from unified_memory.types import LONE_SURROGATE, TIERS, Message
+from unified_memory.types import LONE_SURROGATE, TIERS, Message, text_fault
 
 __all__ = [
     "check_text", "check_scope_id", "check_limit", "check_unit", "check_metadata", "parse_when",
@@ -49,10 +49,9 @@ def check_text(field: str, value: Any, *, allow_empty: bool = False) -> str:
         raise wrong_type(field, "str", value)
     if not allow_empty and not value.strip():
         raise invalid(field, "must not be empty")
-    if "\x00" in value:
-        raise invalid(field, "must not contain NUL characters")
-    if LONE_SURROGATE.search(value):
-        raise invalid(field, "must be valid unicode text (it holds a lone surrogate)")
+    fault = text_fault(value)
+    if fault is not None:
+        raise invalid(field, fault)
     return value
 
 

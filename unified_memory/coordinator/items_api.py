@@ -23,7 +23,6 @@ import numpy as np
 from tiers.item_checks import check_filter, check_index, check_key, check_namespace, check_ttl, check_value
 from tiers.keyed_items import ItemRow, Similarity
 from unified_memory.coordinator.write_api import WritingAPI
-from unified_memory.errors import wrong_type
 from unified_memory.types import StoredItem
 from unified_memory.validation import check_bool, check_limit, check_optional_text
 
@@ -152,8 +151,6 @@ class ItemsAPI(WritingAPI):
         backend = self._view.backend
         starts = None if prefix is None else check_namespace("prefix", prefix, empty=True)
         ends = None if suffix is None else check_namespace("suffix", suffix, empty=True)
-        if max_depth is not None and (isinstance(max_depth, bool) or not isinstance(max_depth, int)):
-            raise wrong_type("max_depth", "int or None", max_depth)
         depth = None if max_depth is None else check_limit("max_depth", max_depth)
         return backend.items.namespaces(self._view.user_id, prefix=starts, suffix=ends, max_depth=depth,
                                         limit=check_limit("limit", limit), offset=check_limit("offset", offset, minimum=0),

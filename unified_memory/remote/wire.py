@@ -355,8 +355,6 @@ def search_items(namespace_prefix: Any, *, query: Any, filter: Any, limit: Any, 
 def item_namespaces(*, prefix: Any, suffix: Any, max_depth: Any, limit: Any,
                     offset: Any) -> Call[list[tuple[str, ...]]]:
     """``POST /items/namespaces``."""
-    if max_depth is not None and (isinstance(max_depth, bool) or not isinstance(max_depth, int)):
-        raise wrong_type("max_depth", "int or None", max_depth)
     body = {"prefix": None if prefix is None else list(check_namespace("prefix", prefix, empty=True)),
             "suffix": None if suffix is None else list(check_namespace("suffix", suffix, empty=True)),
             "max_depth": None if max_depth is None else check_limit("max_depth", max_depth),
