@@ -13,7 +13,7 @@ made the writes longer and two service processes served 6% fewer requests; in ba
 They are written to ``fact_uses``, a narrow row per fact, not to the fact's own row:
 updating that wide row (and finding it by its text id) cost ~9.5 µs a use at 100,000
 facts, the narrow row ~4 µs. Readers of the counts add them (:data:`USES_JOIN`,
-:data:`ACCESS_COUNT`, :data:`LAST_ACCESSED`); :meth:`AccessLog.fold` moves them into the
+:data:`ACCESS_COUNT`, :func:`last_accessed`); :meth:`AccessLog.fold` moves them into the
 facts' columns for what copies rows as they are (export, import).
 
 A crash loses at most the uses of the last ``max_age`` seconds; never anything stored.
@@ -28,7 +28,7 @@ A crash loses at most the uses of the last ``max_age`` seconds; never anything s
     >>> storage.query("SELECT access_count FROM facts")
     [{'access_count': 0}]
     >>> uses.flush()
-    >>> storage.query(f"SELECT {ACCESS_COUNT} AS uses, {LAST_ACCESSED} AS last FROM facts {USES_JOIN}")
+    >>> storage.query(f"SELECT {ACCESS_COUNT} AS uses, {last_accessed(storage.dialect)} AS last FROM facts {USES_JOIN}")
     [{'uses': 2, 'last': 5.0}]
     >>> uses.fold()
     >>> storage.query("SELECT access_count, last_accessed FROM facts")
@@ -42,17 +42,27 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 
+from tiers.dialect import Dialect
 from tiers.storage import Storage
 from unified_memory.errors import StorageError
 
-__all__ = ["AccessLog", "USES_JOIN", "ACCESS_COUNT", "LAST_ACCESSED"]
+__all__ = ["AccessLog", "USES_JOIN", "ACCESS_COUNT", "last_accessed"]
 
 #: Joins a query over ``facts`` to the uses not yet in its columns (as ``uses``).
 USES_JOIN = "LEFT JOIN fact_uses AS uses ON uses.seq = facts.seq"
 #: A fact's uses, all counted (with :data:`USES_JOIN`).
 ACCESS_COUNT = "(facts.access_count + COALESCE(uses.access_count, 0))"
-#: When a fact was last recalled, or NULL (with :data:`USES_JOIN`).
-LAST_ACCESSED = "COALESCE(MAX(facts.last_accessed, uses.last_accessed), uses.last_accessed, facts.last_accessed)"
+
+
+def last_accessed(dialect: Dialect) -> str:
+    """When a fact was last recalled, or NULL (with :data:`USES_JOIN`).
+
+    >>> from tiers.dialect import SQLITE
+    >>> last_accessed(SQLITE)
+    'COALESCE(MAX(facts.last_accessed, uses.last_accessed), uses.last_accessed, facts.last_accessed)'
+    """
+    return (f"COALESCE({dialect.greatest('facts.last_accessed', 'uses.last_accessed')}, "
+            "uses.last_accessed, facts.last_accessed)")
 
 _LOG = logging.getLogger(__name__)
 
@@ -114,9 +124,9 @@ class AccessLog:
             batch, self._pending = self._pending, {}
         self.storage.executemany(  # a fact deleted meanwhile has no row: its uses go with it
             "INSERT INTO fact_uses (seq, access_count, last_accessed) "
-            "SELECT seq, ?, ? FROM facts INDEXED BY facts_id WHERE id = ? "
+            f"SELECT seq, ?, ? FROM facts {self.storage.dialect.hint('facts_id')} WHERE id = ? "
             "ON CONFLICT (seq) DO UPDATE SET access_count = fact_uses.access_count + excluded.access_count, "
-            "last_accessed = MAX(fact_uses.last_accessed, excluded.last_accessed)",
+            f"last_accessed = {self.storage.dialect.greatest('fact_uses.last_accessed', 'excluded.last_accessed')}",
             [[int(uses), last, fact_id] for fact_id, (uses, last) in batch.items()])
 
     def fold(self) -> None:
@@ -129,6 +139,7 @@ class AccessLog:
             self.write_pending()
             self.storage.execute(
                 "UPDATE facts SET access_count = facts.access_count + uses.access_count, "
-                "last_accessed = MAX(COALESCE(facts.last_accessed, uses.last_accessed), uses.last_accessed) "
+                "last_accessed = "
+                f"{self.storage.dialect.greatest('COALESCE(facts.last_accessed, uses.last_accessed)', 'uses.last_accessed')} "
                 "FROM fact_uses AS uses WHERE facts.seq = uses.seq")
             self.storage.execute("DELETE FROM fact_uses")

@@ -115,7 +115,8 @@ def derived_from_messages(storage: Storage, user_id: str, messages: set[str]) ->
         chunk = ordered[start:start + 500]
         marks = ",".join("?" * len(chunk))
         facts.update(fact_id for fact_id, sources in storage.execute(
-            "SELECT DISTINCT facts.id, facts.source_message_ids FROM facts, json_each(facts.source_message_ids) AS j "
+            "SELECT DISTINCT facts.id, facts.source_message_ids "
+            f"FROM facts, {storage.dialect.json_values('facts.source_message_ids', 'j')} "
             f"WHERE facts.user_id = ? AND j.value IN ({marks})", [user_id, *chunk]).fetchall()
             if set(loads(sources, [])) <= messages)
         triples += [row[0] for row in storage.execute(
@@ -159,7 +160,7 @@ def mentioned_only_in(storage: Storage, user_id: str, items: Sequence[Mapping[st
         for entity_id, name, seen in storage.execute(
                 "SELECT id, name, first_seen FROM entities e WHERE user_id = ? AND mention_count <= 1 "
                 f"AND first_seen IN ({','.join('?' * len(chunk))}) AND name != 'user' "
-                "AND COALESCE(json_extract(attributes, '$.relation'), '') != 'self' "
+                f"AND COALESCE({storage.dialect.json_text('attributes', 'relation')}, '') != 'self' "
                 "AND NOT EXISTS (SELECT 1 FROM triples t WHERE t.subject_id = e.id OR t.object_id = e.id)",
                 [user_id, *chunk]).fetchall():
             words = term_set(name)
@@ -191,7 +192,7 @@ def prune_embeddings(storage: Storage, user_id: str, live_texts: Iterable[str]) 
     1
     """
     live = {content_hash(text) for text in live_texts}
-    stored = storage.execute("SELECT rowid, content_hash FROM embeddings WHERE user_id = ?", [user_id]).fetchall()
-    dead = [[rowid] for rowid, key in stored if key not in live]
-    storage.executemany("DELETE FROM embeddings WHERE rowid = ?", dead)
+    stored = storage.execute("SELECT model, content_hash FROM embeddings WHERE user_id = ?", [user_id]).fetchall()
+    dead = [[user_id, model, key] for model, key in stored if key not in live]
+    storage.executemany("DELETE FROM embeddings WHERE user_id = ? AND model = ? AND content_hash = ?", dead)
     return len(dead)

@@ -167,7 +167,7 @@ class DocumentIndex:
             return {}
         marks = ",".join("?" * len(unique))
         found = self.storage.query(
-            f"SELECT {columns} FROM {table} INDEXED BY {table}_id WHERE id IN ({marks}) AND {filter_sql}",
+            f"SELECT {columns} FROM {table} {self.storage.dialect.hint(f'{table}_id')} WHERE id IN ({marks}) AND {filter_sql}",
             [*unique, *params])
         return {row["id"]: row for row in found}
 

@@ -93,12 +93,12 @@ class EntityGraph:
         for entity_id in entity_ids:
             # The first relations of each side, oldest first: bounded work for popular entities.
             rows = self.storage.execute(
-                "SELECT s.name, t.predicate, o.name, 1, t.valid_to FROM triples t INDEXED BY triples_subject "
+                f"SELECT s.name, t.predicate, o.name, 1, t.valid_to FROM triples t {self.storage.dialect.hint('triples_subject')} "
                 "JOIN entities s ON s.id = t.subject_id JOIN entities o ON o.id = t.object_id "
                 f"WHERE t.subject_id = ?{until} ORDER BY t.seq LIMIT ?",
                 [entity_id, *bound, _MAX_RELATIONS_IN_DOC]).fetchall()
             rows += self.storage.execute(
-                "SELECT s.name, t.predicate, o.name, 0, t.valid_to FROM triples t INDEXED BY triples_object "
+                f"SELECT s.name, t.predicate, o.name, 0, t.valid_to FROM triples t {self.storage.dialect.hint('triples_object')} "
                 "JOIN entities s ON s.id = t.subject_id JOIN entities o ON o.id = t.object_id "
                 f"WHERE t.object_id = ?{until} ORDER BY t.seq LIMIT ?",
                 [entity_id, *bound, _MAX_RELATIONS_IN_DOC]).fetchall()
@@ -166,7 +166,7 @@ class EntityGraph:
         """Case-folded names of the user entity and of speakers ("relation: self")."""
         rows = self.storage.execute(  # two indexed lookups (an OR would scan the user's entities)
             "SELECT name FROM entities WHERE user_id = ? AND norm_name = ? UNION ALL SELECT name FROM entities "
-            "WHERE user_id = ? AND json_extract(attributes, '$.relation') = 'self'",
+            f"WHERE user_id = ? AND {self.storage.dialect.json_text('attributes', 'relation')} = 'self'",
             [user_id, USER_ENTITY, user_id]).fetchall()
         return {row[0].casefold() for row in rows} | {USER_ENTITY}
 
@@ -193,10 +193,10 @@ class EntityGraph:
         # can have thousands of relations, and all it takes is one that is current.
         rows = self.storage.execute(
             f"WITH ids(e) AS (VALUES {values}) SELECT e FROM ids WHERE "
-            "NOT EXISTS (SELECT 1 FROM triples INDEXED BY triples_subject WHERE subject_id = e AND valid_to IS NULL) "
-            "AND NOT EXISTS (SELECT 1 FROM triples INDEXED BY triples_object WHERE object_id = e AND valid_to IS NULL) "
-            "AND (EXISTS (SELECT 1 FROM triples INDEXED BY triples_subject WHERE subject_id = e) "
-            "OR EXISTS (SELECT 1 FROM triples INDEXED BY triples_object WHERE object_id = e))",
+            f"NOT EXISTS (SELECT 1 FROM triples {self.storage.dialect.hint('triples_subject')} WHERE subject_id = e AND valid_to IS NULL) "
+            f"AND NOT EXISTS (SELECT 1 FROM triples {self.storage.dialect.hint('triples_object')} WHERE object_id = e AND valid_to IS NULL) "
+            f"AND (EXISTS (SELECT 1 FROM triples {self.storage.dialect.hint('triples_subject')} WHERE subject_id = e) "
+            f"OR EXISTS (SELECT 1 FROM triples {self.storage.dialect.hint('triples_object')} WHERE object_id = e))",
             list(entity_ids)).fetchall()
         return {row[0] for row in rows}
 
@@ -240,7 +240,8 @@ class EntityGraph:
                 attributes = {**loads(row[0]["attributes"], {}), **entity.attributes}
                 kind = entity.type if row[0]["type"] == "thing" else row[0]["type"]
                 self.storage.execute(
-                    "UPDATE entities SET mention_count = mention_count + 1, last_seen = MAX(last_seen, ?), "
+                    "UPDATE entities SET mention_count = mention_count + 1, "
+                    f"last_seen = {self.storage.dialect.greatest('last_seen', '?')}, "
                     "attributes = ?, type = ? WHERE id = ?", [now, dumps(attributes), kind, row[0]["id"]])
                 ids[key] = row[0]["id"]
             else:
@@ -279,7 +280,7 @@ class EntityGraph:
                 triple_id = row[0]
                 self.storage.execute(
                     "UPDATE triples SET mention_count = mention_count + 1, updated_at = ?, valid_to = NULL, "
-                    "superseded_by = NULL, confidence = MAX(confidence, ?) WHERE id = ?",
+                    f"superseded_by = NULL, confidence = {self.storage.dialect.greatest('confidence', '?')} WHERE id = ?",
                     [now, triple.confidence, triple_id])
             else:
                 triple_id = new_id("tri")
@@ -299,7 +300,7 @@ class EntityGraph:
         """End the subject's other live relations of a single-valued predicate; returns
         the entities whose documents change."""
         rows = self.storage.execute(
-            "SELECT id, object_id FROM triples INDEXED BY triples_subject WHERE subject_id = ? AND predicate = ? "
+            f"SELECT id, object_id FROM triples {self.storage.dialect.hint('triples_subject')} WHERE subject_id = ? AND predicate = ? "
             "AND id != ? AND valid_to IS NULL AND user_id = ? AND agent_id = ?",
             [subject_id, predicate, current, scope.user_id, scope.agent_id]).fetchall()
         self.storage.executemany("UPDATE triples SET valid_to = ?, superseded_by = ? WHERE id = ?",
@@ -324,7 +325,7 @@ class EntityGraph:
         candidate's ``row`` holds the stored columns (JSON ones still encoded). ``as_of``:
         the entities first seen by then."""
         sql, params = recall_filter(scope, where=where, since=since, time_column="last_seen", until=as_of,
-                                    until_column="first_seen")
+                                    until_column="first_seen", dialect=self.storage.dialect)
         found = self.index.search(scope.user_id, query, want, table="entities", columns=_ENTITY_COLUMNS,
                                   filter_sql=sql, filter_params=params, vector=vector, mode=mode)
         return [(c, self._description(c.row)) for c in found]
@@ -436,10 +437,10 @@ class EntityGraph:
             "created_at <= ? AND (valid_to IS NULL OR valid_to > ?)", [as_of, as_of])  # current then
         # Two indexed lookups (an OR across the two columns would scan every triple).
         rows = self.storage.execute(
-            f"SELECT id, subject_id, predicate, object_id, seq FROM triples INDEXED BY triples_subject "
+            f"SELECT id, subject_id, predicate, object_id, seq FROM triples {self.storage.dialect.hint('triples_subject')} "
             f"WHERE subject_id IN ({marks}) "
             f"AND user_id = ? AND {live} UNION SELECT id, subject_id, predicate, object_id, seq "
-            f"FROM triples INDEXED BY triples_object WHERE object_id IN ({marks}) AND user_id = ? AND {live} "
+            f"FROM triples {self.storage.dialect.hint('triples_object')} WHERE object_id IN ({marks}) AND user_id = ? AND {live} "
             "ORDER BY seq DESC LIMIT ?",
             [*entity_ids, scope.user_id, *bound, *entity_ids, scope.user_id, *bound, 4 * limit]).fetchall()
         start = set(entity_ids)
@@ -451,10 +452,10 @@ class EntityGraph:
         if not via:
             return []
         sql, params = recall_filter(scope, where=where, since=since, time_column="last_seen", until=as_of,
-                                    until_column="first_seen")
+                                    until_column="first_seen", dialect=self.storage.dialect)
         marks = ",".join("?" * len(via))
         found = self.storage.query(
-            f"SELECT {_ENTITY_COLUMNS} FROM entities INDEXED BY entities_id WHERE id IN ({marks}) AND {sql} "
+            f"SELECT {_ENTITY_COLUMNS} FROM entities {self.storage.dialect.hint('entities_id')} WHERE id IN ({marks}) AND {sql} "
             "AND doc IS NOT NULL", [*via, *params])  # doc is NULL for the user and speakers
         by_id = {row["id"]: row for row in found}
         out = []

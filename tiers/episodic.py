@@ -156,7 +156,7 @@ class EpisodicLog:
         for message, importance in zip(messages, importances, strict=True):
             message_id = new_id("msg")
             created = message.created_at.timestamp() if message.created_at else now
-            cursor = self.storage.execute(
+            seq = self.storage.insert(
                 "INSERT INTO messages (id, user_id, agent_id, session_id, role, content, name, tool_calls, "
                 "tool_call_id, images, reasoning_details, metadata, created_at, importance) "
                 "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -169,8 +169,6 @@ class EpisodicLog:
                 "id": message_id, "created_at": utc_from_timestamp(created), "user_id": scope.user_id,
                 "agent_id": scope.agent_id or None, "session_id": scope.session_id or None,
             })
-            seq = cursor.lastrowid
-            assert seq is not None  # an INSERT sets it
             logged.append(LoggedMessage(int(seq), message_id, stored))
         self.index.add(scope.user_id, self._documents_after_append(scope, logged))
         return logged
@@ -179,7 +177,8 @@ class EpisodicLog:
                where: dict[str, Any] | None = None, vector: Any = None,
                mode: SearchMode = "lexical") -> list[tuple[Candidate, LoggedMessage]]:
         """Candidates among the user's messages that pass the filters."""
-        sql, params = recall_filter(scope, where=where, since=since, time_column="created_at")
+        sql, params = recall_filter(scope, where=where, since=since, time_column="created_at",
+                                    dialect=self.storage.dialect)
         found = self.index.search(scope.user_id, query, want, table="messages", columns=_COLUMNS, filter_sql=sql,
                                   filter_params=params, vector=vector, mode=mode)
         return [(c, LoggedMessage(c.row["seq"], c.row["id"], _to_message(c.row))) for c in found]
@@ -191,7 +190,7 @@ class EpisodicLog:
         ``episodic`` (see :meth:`tiers.short_term.ShortTermWindow.recall_candidates`); ``as_of``:
         only messages logged by then."""
         sql, params = recall_filter(query.scope, where=query.where, since=query.since, time_column="created_at",
-                                    until=query.as_of)
+                                    until=query.as_of, dialect=self.storage.dialect)
         found = self.index.search(query.scope.user_id, query.text, query.want, table="messages", columns=_COLUMNS,
                                   filter_sql=sql, filter_params=params, vector=query.vector, mode=query.mode)
         in_window = window(query.scope, [c.row["seq"] for c in found])

@@ -16,9 +16,11 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cache
 from typing import Any, Literal
 
-from tiers.access import ACCESS_COUNT, LAST_ACCESSED, USES_JOIN
+from tiers.access import ACCESS_COUNT, USES_JOIN, last_accessed
+from tiers.dialect import Dialect
 from tiers.rows import loads
 from tiers.scope import Scope
 from tiers.storage import Storage
@@ -29,13 +31,15 @@ __all__ = ["FactFilter", "list_facts", "count_facts", "VALID_FROM", "row_to_fact
 #: When a fact became true (rows of old files may lack ``valid_from``: they were true when stated).
 VALID_FROM = "COALESCE(valid_from, created_at)"
 
-_COLUMNS = (
-    "facts.seq AS seq, id, user_id, agent_id, session_id, text, norm_key, subject, attribute, value, importance, "
-    f"category, confidence, status, created_at, updated_at, {LAST_ACCESSED} AS last_accessed, "
-    f"{ACCESS_COUNT} AS access_count, "
-    "reinforcement_count, valid_from, valid_to, superseded_by, expires_at, source, source_message_ids, metadata, "
-    "recorded_at, superseded_at"
-)
+
+
+@cache
+def _columns(dialect: Dialect) -> str:
+    return ("facts.seq AS seq, id, user_id, agent_id, session_id, text, norm_key, subject, attribute, value, importance, "
+            f"category, confidence, status, created_at, updated_at, {last_accessed(dialect)} AS last_accessed, "
+            f"{ACCESS_COUNT} AS access_count, "
+            "reinforcement_count, valid_from, valid_to, superseded_by, expires_at, source, source_message_ids, metadata, "
+            "recorded_at, superseded_at")
 
 
 @dataclass(frozen=True)
@@ -81,13 +85,13 @@ def list_facts(storage: Storage, scope: Scope, where: FactFilter, *, order: Lite
     """The facts ``where`` keeps, oldest first (``order="time"``) or most important first;
     ``limit`` of them from ``offset``."""
     condition, params = where.sql(scope)
-    sql = f"SELECT {_COLUMNS} FROM facts {USES_JOIN} WHERE {condition}"
+    sql = f"SELECT {_columns(storage.dialect)} FROM facts {USES_JOIN} WHERE {condition}"
     sql += " ORDER BY importance DESC, facts.seq" if order == "importance" else " ORDER BY facts.seq"
     if limit is not None:
         sql += " LIMIT ?"
         params += [int(limit)]
     if offset:  # SQLite takes OFFSET only after a LIMIT: without one, the limit is "no limit"
-        sql += " OFFSET ?" if limit is not None else " LIMIT -1 OFFSET ?"
+        sql += " OFFSET ?" if limit is not None or storage.dialect.postgres else " LIMIT -1 OFFSET ?"
         params += [int(offset)]
     return [row_to_fact(row) for row in storage.query(sql, params)]
 

@@ -48,7 +48,7 @@ def current_successors(storage: Storage, scope: Scope, ids: Sequence[str], *,
             break
         marks = ",".join("?" * len(set(pending.values())))
         rows = {row[0]: row[1:] for row in storage.execute(
-            f"SELECT id, status, superseded_by, valid_from, valid_to FROM facts INDEXED BY facts_id "
+            f"SELECT id, status, superseded_by, valid_from, valid_to FROM facts {storage.dialect.hint('facts_id')} "
             f"WHERE user_id = ? AND id IN ({marks})",
             [scope.user_id, *set(pending.values())]).fetchall()}
         following: dict[str, str] = {}
@@ -78,9 +78,10 @@ def retired_sources(storage: Storage, scope: Scope, sources: Sequence[str], *,
         chunk = wanted[start:start + 500]
         marks = ",".join("?" * len(chunk))
         moment, moment_params = ("", []) if as_of is None else (" AND valid_to <= ?", [as_of])
+        first = storage.dialect.json_first("source_message_ids")
         for fact_id, source in storage.execute(
-            "SELECT id, json_extract(source_message_ids, '$[0]') FROM facts INDEXED BY facts_retired_source "
-            f"WHERE user_id = ? AND status = 'superseded' AND json_extract(source_message_ids, '$[0]') IN ({marks})"
+            f"SELECT id, {first} FROM facts {storage.dialect.hint('facts_retired_source')} "
+            f"WHERE user_id = ? AND status = 'superseded' AND {first} IN ({marks})"
             f"{moment} ORDER BY seq",
             [scope.user_id, *chunk, *moment_params],
         ).fetchall():
@@ -95,7 +96,7 @@ def statements(storage: Storage, scope: Scope, ids: Sequence[str]) -> list[tuple
         return []
     marks = ",".join("?" * len(ids))
     return [(loads(sources, []), text) for sources, text in storage.execute(
-        f"SELECT source_message_ids, text FROM facts INDEXED BY facts_id WHERE user_id = ? AND id IN ({marks})",
+        f"SELECT source_message_ids, text FROM facts {storage.dialect.hint('facts_id')} WHERE user_id = ? AND id IN ({marks})",
         [scope.user_id, *ids]).fetchall()]
 
 

@@ -58,7 +58,7 @@ class IngestedKeys:
 
         >>> from tiers.storage import Storage
         >>> store = Storage(None)
-        >>> IngestedKeys(store).ensure(); "ingested" in store.db.table_names()
+        >>> IngestedKeys(store).ensure(); "ingested" in store.table_infos()
         True
         """
         if not self._ready:

@@ -66,7 +66,7 @@ class IndexJournal:
     def __init__(self, storage: Storage, kind: str) -> None:
         self.storage = storage
         self.kind = kind
-        self.enabled = storage.path is not None
+        self.enabled = storage.shared
         self._version = storage.data_version()
         self._seen = self._head() if self.enabled else 0
         self._written = 0
@@ -125,7 +125,7 @@ class IndexJournal:
             if head - pruned > 2 * JOURNAL_KEEP:
                 through = head - JOURNAL_KEEP
                 storage.execute("DELETE FROM index_journal WHERE seq <= ?", [through])
-                storage.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", [_PRUNED_KEY, str(through)])
+                storage.set_meta(_PRUNED_KEY, str(through))
 
     def head(self) -> int:
         """The position of the newest entry ever written (0 before the first)."""
@@ -150,8 +150,7 @@ class IndexJournal:
         return [Change(user, key, text) for user, key, text in rows]
 
     def _head(self) -> int:
-        row = self.storage.execute("SELECT seq FROM sqlite_sequence WHERE name = 'index_journal'").fetchone()
-        return int(row[0]) if row else 0
+        return self.storage.journal_head()
 
     # -- following --------------------------------------------------------------------------
 

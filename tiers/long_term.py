@@ -39,8 +39,9 @@ from typing import Any, Literal
 from scoring.lexical import LexicalMatch
 from scoring.temporal import stated_start
 from scoring.text import normalize_key, term_set
-from tiers.access import ACCESS_COUNT, LAST_ACCESSED, USES_JOIN, AccessLog
+from tiers.access import ACCESS_COUNT, USES_JOIN, AccessLog, last_accessed
 from tiers.candidates import CandidateQuery, FactDetail, RecallCandidate
+from tiers.dialect import SQLITE, Dialect
 from tiers.documents import Candidate, DocumentIndex, SearchMode
 from tiers.fact_listing import VALID_FROM, FactFilter, count_facts, list_facts
 from tiers.history import current_successors, retired_sources
@@ -136,16 +137,19 @@ def _same_value(a: str | None, b: str | None) -> bool:
     return (a or "").strip().casefold() == (b or "").strip().casefold()
 
 
-def retention_order(*, now: float, weights: EvictionWeights, protect: set[str]) -> tuple[str, list[Any]]:
+def retention_order(*, now: float, weights: EvictionWeights, protect: set[str],
+                    dialect: Dialect = SQLITE) -> tuple[str, list[Any]]:
     """``ORDER BY`` terms (over ``facts`` joined to its uses, :data:`~tiers.access.USES_JOIN`)
     and their parameters that put first the facts retention archives first: unprotected ones,
     then lowest retention ``importance·w_i + recency·w_r + use·w_u`` (recency and use as
     :func:`scoring.decay.recency_array` and :func:`scoring.decay.usage` define them, recency from
     the later of the last statement and the last recall), then the oldest."""
     decay = -math.log(2.0) / (86400.0 * weights.half_life_days)  # recency = exp(decay · age in seconds)
-    stamp = f"MAX(updated_at, COALESCE({LAST_ACCESSED}, 0))"
-    order = (f"facts.id IN (SELECT value FROM json_each(?)), "
-             f"? * importance + ? * exp(? * MAX(? - {stamp}, 0)) + ? * MIN(1.0, ln(1 + {ACCESS_COUNT}) / ?), "
+    d = dialect
+    stamp = d.greatest("updated_at", f"COALESCE({last_accessed(d)}, 0)")
+    recency = d.exp(f"? * {d.greatest(f'? - {stamp}', '0')}")
+    order = (f"facts.id IN (SELECT protected.value FROM {d.json_values('?', 'protected')}), "
+             f"? * importance + ? * {recency} + ? * {d.least('1.0', f'ln(1 + {ACCESS_COUNT}) / ?')}, "
              "facts.seq")
     return order, [json.dumps(sorted(protect)), weights.importance, weights.recency, decay, now, weights.use,
                    math.log1p(weights.use_saturation)]
@@ -181,7 +185,7 @@ class LongTermFacts:
         return [(row[0], row[1]) for row in rows]
 
     def _has_archived(self, user_id: str) -> bool:
-        return self.storage.execute("SELECT 1 FROM facts INDEXED BY facts_status WHERE user_id = ? "
+        return self.storage.execute(f"SELECT 1 FROM facts {self.storage.dialect.hint('facts_status')} WHERE user_id = ? "
                                     "AND status = 'archived' LIMIT 1", [user_id]).fetchone() is not None
 
     def _unarchive(self, user_id: str, rows: Sequence[dict[str, Any]]) -> None:
@@ -229,7 +233,8 @@ class LongTermFacts:
             valid_from = start if start is not None else stated
             if superseded:  # true until the new fact became true (not before it began itself)
                 self.storage.executemany(
-                    "UPDATE facts SET status = 'superseded', valid_to = MAX(?, COALESCE(valid_from, created_at)), "
+                    "UPDATE facts SET status = 'superseded', "
+                    f"valid_to = {self.storage.dialect.greatest('?', 'COALESCE(valid_from, created_at)')}, "
                     "superseded_by = ?, superseded_at = ? WHERE id = ?",
                     [[valid_from, fact_id, now, old] for old in superseded])
                 self._unarchive(scope.user_id, slot)  # history: searched with the current facts
@@ -265,7 +270,7 @@ class LongTermFacts:
             chunk = ordered[start:start + 500]
             marks = ",".join("?" * len(chunk))
             for row in self.storage.query(
-                f"SELECT {_LOOKUP_COLUMNS} FROM facts INDEXED BY facts_key "
+                f"SELECT {_LOOKUP_COLUMNS} FROM facts {self.storage.dialect.hint('facts_key')} "
                 f"WHERE user_id = ? AND norm_key IN ({marks}) AND agent_id = ? AND status IN {_CURRENT} "
                 "ORDER BY seq",
                 [scope.user_id, *chunk, scope.agent_id],
@@ -278,10 +283,11 @@ class LongTermFacts:
     def _current_in_slot(self, scope: Scope, subject: str, attribute: str) -> list[dict[str, Any]]:
         """The subject's current facts on ``attribute``, or on an attribute it ends, or that
         ends it, after an underscore: "number" and "mobile_number" are one slot."""
+        dialect = self.storage.dialect
         return self.storage.query(
-            f"SELECT {_LOOKUP_COLUMNS} FROM facts INDEXED BY facts_slot WHERE user_id = ? AND subject = ? "
-            "AND attribute IS NOT NULL AND (attribute = ? OR substr(attribute, -length(?) - 1) = '_' || ? "
-            "OR substr(?, -length(attribute) - 1) = '_' || attribute) "
+            f"SELECT {_LOOKUP_COLUMNS} FROM facts {dialect.hint('facts_slot')} WHERE user_id = ? AND subject = ? "
+            f"AND attribute IS NOT NULL AND (attribute = ? OR {dialect.ends_with_part('attribute', '?')} "
+            f"OR {dialect.ends_with_part('?', 'attribute')}) "
             f"AND agent_id = ? AND status IN {_CURRENT} ORDER BY seq",
             [scope.user_id, subject, attribute, attribute, attribute, attribute, scope.agent_id])
 
@@ -299,7 +305,7 @@ class LongTermFacts:
             probe = max(terms, key=len)[:4].replace("\\", "").replace("%", "").replace("_", "")
             for row in self.storage.query(
                 f"SELECT {_LOOKUP_COLUMNS}, subject, attribute FROM facts WHERE user_id = ? AND agent_id = ? "
-                f"AND status IN {_CURRENT} AND text LIKE ? ORDER BY seq LIMIT 200",
+                f"AND status IN {_CURRENT} AND text {self.storage.dialect.like_any_case} ? ORDER BY seq LIMIT 200",
                 [scope.user_id, scope.agent_id, f"%{probe}%"],
             ):
                 about = row["subject"]
@@ -320,7 +326,8 @@ class LongTermFacts:
         self.storage.execute(
             "UPDATE facts SET status = CASE status WHEN 'archived' THEN 'active' ELSE status END, "
             "reinforcement_count = reinforcement_count + 1, "
-            "updated_at = MAX(updated_at, ?), importance = ?, confidence = ?, source_message_ids = ?, expires_at = ? "
+            f"updated_at = {self.storage.dialect.greatest('updated_at', '?')}, "
+            "importance = ?, confidence = ?, source_message_ids = ?, expires_at = ? "
             "WHERE id = ?",
             [item.valid_from if item.valid_from is not None else now, importance, max(float(row["confidence"]), item.confidence), dumps(sources), expires, row["id"]])
         self._unarchive(user_id, [row])  # restated: current knowledge again
@@ -330,7 +337,7 @@ class LongTermFacts:
     def expire(self, scope: Scope, *, now: float) -> list[str]:
         """Mark facts whose TTL ran out (active or archived) as ``expired`` and unindex them."""
         rows = self.storage.execute(
-            "SELECT id, status FROM facts INDEXED BY facts_expiry WHERE user_id = ? AND expires_at IS NOT NULL "
+            f"SELECT id, status FROM facts {self.storage.dialect.hint('facts_expiry')} WHERE user_id = ? AND expires_at IS NOT NULL "
             f"AND expires_at <= ? AND status IN {_CURRENT}", [scope.user_id, now]).fetchall()
         ids = [r[0] for r in rows]
         if ids:
@@ -355,7 +362,7 @@ class LongTermFacts:
         self.uses.write_pending()  # retention weighs the uses
         # Ranked by SQLite (this runs for every write past the limit; reading the user's rows into
         # Python cost 5% of a busy service's time): :func:`retention_order` says how.
-        order, params = retention_order(now=now, weights=weights, protect=protect)
+        order, params = retention_order(now=now, weights=weights, protect=protect, dialect=self.storage.dialect)
         rows = self.storage.execute(
             f"SELECT facts.seq, facts.id, facts.text FROM facts {USES_JOIN} "
             f"WHERE user_id = ? AND status = 'active' ORDER BY {order} LIMIT ?",
@@ -398,7 +405,7 @@ class LongTermFacts:
         leaves this tier. ``as_of``: only facts that had become true by then (whatever
         followed), their rows with ``valid_from`` and ``created_at`` too."""
         sql, params = recall_filter(scope, where=where, since=since, time_column="updated_at", until=as_of,
-                                    until_column=VALID_FROM)
+                                    until_column=VALID_FROM, dialect=self.storage.dialect)
         columns = _SEARCH_COLUMNS if as_of is None else _AS_OF_COLUMNS
         sql += " AND (expires_at IS NULL OR expires_at > ?)"
         params = [*params, now]
@@ -434,7 +441,7 @@ class LongTermFacts:
             return {}
         marks = ",".join("?" * len(set(chain.values())))
         rows = {row["id"]: row for row in self.storage.query(
-            f"SELECT {_AS_OF_COLUMNS} FROM facts INDEXED BY facts_id WHERE user_id = ? AND id IN ({marks})",
+            f"SELECT {_AS_OF_COLUMNS} FROM facts {self.storage.dialect.hint('facts_id')} WHERE user_id = ? AND id IN ({marks})",
             [query.scope.user_id, *set(chain.values())])}
         return {old: _fact_candidate(Candidate(new, rows[new], None, None), query.as_of)
                 for old, new in chain.items() if new in rows}

@@ -114,9 +114,11 @@ def export_rows(storage: Storage, out: TextIO, *, users: Sequence[str] | None,
         out.write(_line({**header, "users": list(users) if users is not None else users_in(storage)}))
         for table in export_tables(storage):
             names = table.column_names
-            order = ", ".join(quote_name(c.name) for c in sorted((c for c in table.columns if c.pk),
-                                                              key=lambda c: c.pk)) \
-                if table.without_rowid else "rowid"
+            keys = [c.name for c in sorted((c for c in table.columns if c.pk), key=lambda c: c.pk)]
+            # In the order rows were stored: the rowid (or its alias); PostgreSQL has none,
+            # and its tables are ordered by their surrogate key, else their primary key.
+            order = ", ".join(map(quote_name, keys or table.identity)) \
+                if table.without_rowid or storage.dialect.postgres else "rowid"
             sql = f"SELECT {', '.join(map(quote_name, names))} FROM {quote_name(table.name)}"
             params: list[Any] = []
             if users is not None:
@@ -284,7 +286,7 @@ def _check_header(source: str, number: int, obj: dict[str, Any]) -> dict[str, An
 
 def _select_one(storage: Storage, table: TableInfo, columns: Sequence[str], values: Sequence[Any]
                 ) -> dict[str, Any] | None:
-    where = " AND ".join(f"{quote_name(c)} IS ?" for c in columns)
+    where = " AND ".join(storage.dialect.same(quote_name(c)) for c in columns)
     found = storage.query(f"SELECT * FROM {quote_name(table.name)} WHERE {where} LIMIT 1", list(values))
     return found[0] if found else None
 

@@ -9,6 +9,7 @@ import json
 import uuid
 from typing import Any
 
+from tiers.dialect import SQLITE, Dialect
 from tiers.scope import Scope
 from unified_memory.errors import invalid, wrong_type
 
@@ -48,7 +49,8 @@ def loads(text: str | None, default: Any = None) -> Any:
     return json.loads(text)
 
 
-def metadata_where(where: dict[str, Any] | None, column: str = "metadata") -> tuple[str, list[Any]]:
+def metadata_where(where: dict[str, Any] | None, column: str = "metadata",
+                   dialect: Dialect = SQLITE) -> tuple[str, list[Any]]:
     """SQL (and params) keeping rows whose JSON ``column`` has every ``key: value`` of ``where``.
 
     Values must be JSON scalars (str, int, float, bool or None; None also matches a
@@ -67,27 +69,17 @@ def metadata_where(where: dict[str, Any] | None, column: str = "metadata") -> tu
     for key, value in where.items():
         if not isinstance(key, str) or not key or '"' in key or "\\" in key:
             raise invalid("where", f"keys must be non-empty strings without quotes or backslashes, got {key!r}")
-        path = f'$."{key}"'
-        if value is None:
-            clauses.append(f"COALESCE(json_type({column}, ?), 'null') = 'null'")
-            params.append(path)
-        elif isinstance(value, bool):
-            clauses.append(f"json_type({column}, ?) = ?")
-            params += [path, "true" if value else "false"]
-        elif isinstance(value, int | float):
-            clauses.append(f"(json_type({column}, ?) IN ('integer', 'real') AND json_extract({column}, ?) = ?)")
-            params += [path, path, value]
-        elif isinstance(value, str):
-            clauses.append(f"(json_type({column}, ?) = 'text' AND json_extract({column}, ?) = ?)")
-            params += [path, path, value]
-        else:
+        if value is not None and not isinstance(value, str | int | float):  # bool is an int
             raise wrong_type(f"where[{key!r}]", "str, int, float, bool or None", value)
+        clause, values = dialect.metadata_equals(column, key, value)
+        clauses.append(clause)
+        params += values
     return " AND ".join(clauses), params
 
 
 def recall_filter(scope: Scope, *, where: dict[str, Any] | None, since: float | None,
                   time_column: str, until: float | None = None,
-                  until_column: str | None = None) -> tuple[str, list[Any]]:
+                  until_column: str | None = None, dialect: Dialect = SQLITE) -> tuple[str, list[Any]]:
     """SQL (and params) for what a recall may see: the scope's user and agent, the
     metadata equalities of ``where``, ``time_column >= since`` when given, and what
     existed by ``until`` (recall ``as_of``: ``until_column <= until``, by default
@@ -99,7 +91,7 @@ def recall_filter(scope: Scope, *, where: dict[str, Any] | None, since: float | 
     ('user_id = ? AND TRUE AND TRUE AND created_at <= ?', ['ada', 9.0])
     """
     agent_sql, agent_params = scope.agent_clause()
-    where_sql, where_params = metadata_where(where)
+    where_sql, where_params = metadata_where(where, dialect=dialect)
     sql = f"user_id = ? AND {agent_sql} AND {where_sql}"
     params: list[Any] = [scope.user_id, *agent_params, *where_params]
     if since is not None:

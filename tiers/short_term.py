@@ -78,7 +78,7 @@ class ShortTermWindow:
     def tokens(self, scope: Scope) -> int:
         """Tokens held by the window (as counted when each message was added)."""
         row = self.storage.execute(
-            "SELECT COALESCE(SUM(tokens), 0) FROM \"window\" WHERE user_id = ? AND agent_id = ? AND session_id = ?",
+            "SELECT CAST(COALESCE(SUM(tokens), 0) AS BIGINT) FROM \"window\" WHERE user_id = ? AND agent_id = ? AND session_id = ?",
             [scope.user_id, scope.agent_id, scope.session_id]).fetchone()
         return int(row[0])
 

@@ -132,8 +132,9 @@ def save(storage: Storage, user_id: str, kind: str, state: LexicalState, *, head
     0
     """
     header, blob = encode(state)
-    storage.execute("INSERT OR REPLACE INTO index_snapshots (user_id, kind, head, header, arrays) "
-                    "VALUES (?, ?, ?, ?, ?)", [user_id, kind, head, header, blob])
+    storage.execute("INSERT INTO index_snapshots (user_id, kind, head, header, arrays) VALUES (?, ?, ?, ?, ?) "
+                    "ON CONFLICT (user_id, kind) DO UPDATE SET head = excluded.head, header = excluded.header, "
+                    "arrays = excluded.arrays", [user_id, kind, head, header, blob])
 
 
 def load(storage: Storage, user_id: str, kind: str) -> tuple[LexicalState, int] | None:

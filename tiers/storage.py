@@ -1,16 +1,21 @@
-"""The connection to the one SQLite file every tier lives in: opening it, transactions,
-statements. The rest lives beside it: the tables and their version in :mod:`tiers.schema`,
-a damaged file in :mod:`tiers.damage`, the process's writer turns in :mod:`tiers.writers`,
-scopes in :mod:`tiers.scope`, ids, JSON columns and filters in :mod:`tiers.rows`
-(all re-exported here).
+"""The database every tier lives in, whichever it is: the seam the tiers talk to.
 
-SQLite is the source of truth; every index is derived from it and can be rebuilt.
-A file that is not ours (or is newer than this code) is refused, never overwritten.
+:class:`Storage` opens a SQLite file (or a database in memory), or a PostgreSQL database
+given by its URL, and hands every statement to that backend
+(:class:`~tiers.sqlite_backend.SQLiteBackend`, :class:`~tiers.postgres_backend.PostgresBackend`).
+Statements are written once, in the SQL both share, with ``?`` placeholders; the few
+pieces the two spell differently come from :attr:`Storage.dialect` (:mod:`tiers.dialect`).
+The rest lives beside it: the tables and their version in :mod:`tiers.schema`, a damaged
+file in :mod:`tiers.damage`, the process's writer turns in :mod:`tiers.writers`, scopes in
+:mod:`tiers.scope`, ids, JSON columns and filters in :mod:`tiers.rows` (re-exported here).
+
+The database is the source of truth; every index is derived from it and can be rebuilt.
+A database that is not ours (or is newer than this code) is refused, never overwritten.
 
     >>> from tiers.storage import Storage
     >>> store = Storage(None)            # in memory
-    >>> with store.atomic() as db:
-    ...     _ = db.execute("INSERT INTO meta(key, value) VALUES (?, ?)", ["greeting", "hi"])
+    >>> with store.atomic():
+    ...     _ = store.execute("INSERT INTO meta(key, value) VALUES (?, ?)", ["greeting", "hi"])
     >>> store.get_meta("greeting")
     'hi'
     >>> store.close()
@@ -18,330 +23,171 @@ A file that is not ours (or is newer than this code) is refused, never overwritt
 
 from __future__ import annotations
 
-import contextlib
-import math
 import os
 import sqlite3
-import threading
-import time
-import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
+from contextlib import AbstractContextManager
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
-import sqlite_utils
-
-from tiers.damage import CheckedRows, is_damage, refuse_damage  # noqa: F401  (is_damage: still importable from here)
+from tiers.damage import is_damage  # noqa: F401  (still importable from here)
+from tiers.dialect import Dialect
+from tiers.postgres_backend import PostgresBackend, is_url, redact_url
 from tiers.rows import dumps, loads, metadata_where, new_id, recall_filter
-from tiers.schema import SCHEMA_VERSION, check_ownership, migrate, refuse_foreign_file
+from tiers.schema import SCHEMA_VERSION
 from tiers.scope import NO_SCOPE, Scope
-from tiers.writers import writer_queue
-from unified_memory.errors import ClosedError, StorageError, check_path
+from tiers.sqlite_backend import SQLiteBackend
+from tiers.table_info import TableInfo
+from unified_memory.errors import ConstraintError
 
-__all__ = ["Storage", "Scope", "SCHEMA_VERSION", "new_id", "dumps", "loads", "NO_SCOPE", "metadata_where", "recall_filter"]
+__all__ = ["Storage", "Backend", "Rows", "Scope", "SCHEMA_VERSION", "new_id", "dumps", "loads", "NO_SCOPE",
+           "metadata_where", "recall_filter", "is_url", "redact_url"]
 
-#: The database driver's errors, for callers above the storage (one name whatever the backend):
-#: any error, and a broken constraint. Aliases of the driver's own classes (``except`` must catch
-#: what the driver raises), so not in ``__all__``: its classes have no docstrings to document.
-DriverError = sqlite3.Error
-IntegrityError = sqlite3.IntegrityError
+#: The database drivers' errors, for callers above the storage (one name whatever the backend):
+#: any error, and a broken constraint. Tuples of the drivers' own classes and ours (``except``
+#: takes a tuple), so not in ``__all__``: the drivers' classes have no docstrings to document.
+DriverError = sqlite3.Error  # the PostgreSQL backend raises StorageError (ConstraintError, StorageUnavailableError)
+IntegrityError = (sqlite3.IntegrityError, ConstraintError)
 
-_PAGE_CACHE_KIB = 64 * 1024  # per connection; SQLite allocates it only as pages are read
-# Reads map the file instead of copying pages in: a commit by another connection (another
-# process serving the same file, or this one's writer) empties a connection's page cache, and
-# with the map re-reading a page is not a read() and a copy. Two service processes on one
-# 100k-fact file: 422 -> 431 requests/s (benchmarks/server.py). Writes still go through write().
-_MMAP_BYTES = 1 << 30
+class Rows(Protocol):
+    """What a statement returns: its rows to fetch, and how many rows it changed."""
 
-# The files this process has open through SQLite (resolved path -> connections). The header of a
-# file is read with a plain open() only while no connection of this process has it open: closing
-# any descriptor of a file drops every POSIX lock the process holds on it (SQLite's too), and a
-# connection that lost its WAL read lock no longer sees other processes' commits (or worse).
-_open_files: dict[str, int] = {}
-_open_files_lock = threading.Lock()
+    @property
+    def rowcount(self) -> int: ...
+
+    def fetchone(self) -> Any: ...
+
+    def fetchall(self) -> list[Any]: ...
+
+    def __iter__(self) -> Any: ...
 
 
-def _file_key(path: Path) -> str:
-    return os.path.realpath(path)
+class Backend(Protocol):
+    """One database behind :class:`Storage` (SQLite or PostgreSQL): what the facade hands on."""
+
+    dialect: Dialect
+    location: str
+    shared: bool
+    origin: str
+    path: Path | None
+    lock: Any
+
+    @property
+    def closed(self) -> bool: ...
+
+    def atomic(self) -> AbstractContextManager[Any]: ...
+
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> Rows: ...
+
+    def query(self, sql: str, params: Sequence[Any] = ()) -> list[dict[str, Any]]: ...
+
+    def executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> None: ...
+
+    def insert(self, sql: str, params: Sequence[Any] = ()) -> int: ...
+
+    def get_meta(self, key: str) -> str | None: ...
+
+    def data_version(self) -> int: ...
+
+    def journal_head(self) -> int: ...
+
+    def table_infos(self) -> dict[str, TableInfo]: ...
+
+    def checkpoint(self) -> tuple[int, int, int]: ...
+
+    def vacuum(self) -> None: ...
+
+    def close(self) -> None: ...
 
 
 class Storage:
-    """One SQLite database (a file, or in memory when ``path`` is None).
+    """The memory's database: a SQLite file (in memory when ``target`` is None) or a
+    PostgreSQL database (``target`` a ``postgresql://`` URL).
 
-    WAL journal, a busy timeout, foreign keys, a schema version in ``meta``.
-    All access goes through one connection guarded by a re-entrant lock, so a
-    ``Storage`` may be shared by threads. Writes happen inside :meth:`atomic`.
+    A SQLite file: WAL journal, a busy timeout, foreign keys. PostgreSQL: one connection,
+    writers serialised by an advisory lock (as SQLite's file lock serialises them). Both:
+    a schema version in ``meta``; all access through one connection guarded by a
+    re-entrant lock, so a ``Storage`` may be shared by threads; writes inside :meth:`atomic`.
     """
 
-    def __init__(self, path: str | os.PathLike[str] | None, *, busy_timeout_ms: int = 10_000) -> None:
-        self.path: Path | None = Path(check_path("path", path)) if path is not None else None
-        self.lock = threading.RLock()
-        self.origin = uuid.uuid4().hex  # tells this connection's journal entries from others' (tiers.journal)
-        self._closed = False
-        self._writers = writer_queue(self.path) if self.path is not None else None
-        self._file_key: str | None = None
-        if self.path is not None:
-            try:
-                key = _file_key(self.path)
-                with _open_files_lock:  # counted before connecting: no header read while we connect
-                    if not _open_files.get(key):  # one open here was checked already
-                        refuse_foreign_file(self.path)
-                    _open_files[key] = _open_files.get(key, 0) + 1
-                    self._file_key = key
-            except OSError as exc:  # e.g. a name too long for the file system, no permission
-                raise StorageError(f"path: cannot use {str(self.path)[:200]!r}: {exc.strerror or exc}",
-                                   field="path") from None
-        try:
-            self._connect(busy_timeout_ms)
-        except BaseException:
-            self._release_file()
-            raise
+    def __init__(self, target: str | os.PathLike[str] | None, *, busy_timeout_ms: int = 10_000) -> None:
+        backend: Backend
+        if is_url(target):
+            backend = PostgresBackend(str(target), busy_timeout_ms=busy_timeout_ms)
+        else:
+            backend = SQLiteBackend(target, busy_timeout_ms=busy_timeout_ms)
+        self.backend = backend
+        self.dialect: Dialect = backend.dialect
+        #: The SQLite file (``None``: in memory, or a PostgreSQL database).
+        self.path: Path | None = backend.path
+        #: Where the data is, for messages: a file, "in memory", or the URL without its password.
+        self.location: str = backend.location
+        #: Whether other connections (processes, hosts) may write it too: their commits are followed.
+        self.shared: bool = backend.shared
+        #: Tells this connection's journal entries from others' (:mod:`tiers.journal`).
+        self.origin: str = backend.origin
+        #: Held by every statement; tiers hold it too while they change their in-memory indexes.
+        self.lock = backend.lock
+        # The statements, handed straight to the backend (no call of ours in between).
+        self.execute = backend.execute
+        self.query = backend.query
+        self.executemany = backend.executemany
 
-    def _connect(self, busy_timeout_ms: int) -> None:
-        if self.path is not None and bool(self.path.parent) and not self.path.parent.exists():
-            raise StorageError(f"path: directory {str(self.path.parent)!r} does not exist", field="path")
-        target = ":memory:" if self.path is None else str(self.path)
-        try:
-            conn = sqlite3.connect(target, timeout=busy_timeout_ms / 1000, check_same_thread=False)
-        except sqlite3.Error as exc:
-            raise StorageError(f"path: cannot open {target!r}: {exc}", field="path") from None
-        try:
-            self.db = sqlite_utils.Database(conn, execute_plugins=False)
-            self._configure(busy_timeout_ms)
-            check_ownership(self.db, self.path)  # before the WAL switch: a file that is not ours stays untouched
-            self._enable_wal()
-            migrate(self.db, self.atomic, self.path)
-        except sqlite3.DatabaseError as exc:
-            conn.close()
-            raise StorageError(f"path: {target!r} is not a usable SQLite database: {exc}", field="path") from None
-        except BaseException:
-            conn.close()
-            raise
+    def atomic(self) -> AbstractContextManager[Any]:
+        """A transaction (a savepoint when nested): all of it commits, or none of it. The
+        outermost one first takes the database's write lock (waiting up to the busy timeout),
+        so a write that reads before it writes cannot fail half-way because another process
+        committed in between; a lock held longer is a :class:`~unified_memory.errors.StorageError`."""
+        return self.backend.atomic()
 
-    def _configure(self, busy_timeout_ms: int) -> None:
-        self._busy_timeout_ms = int(busy_timeout_ms)
-        conn = self.db.conn
-        conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
-        conn.execute("PRAGMA foreign_keys = ON")
-        # Deleted content is overwritten with zeros, so forgotten text cannot be read back from the file.
-        conn.execute("PRAGMA secure_delete = ON")
-        # Recall reads candidate rows by id, scattered over the file: with SQLite's default
-        # 2 MiB page cache a 100k-fact file misses on most of them (about 2x slower).
-        conn.execute(f"PRAGMA cache_size = -{_PAGE_CACHE_KIB}")
-        if self.path is not None:
-            conn.execute(f"PRAGMA mmap_size = {_MMAP_BYTES}")
-        try:  # SQLite's math functions (3.35+, when built with them): retention ranks with them
-            conn.execute("SELECT exp(0), ln(1)").fetchall()
-        except sqlite3.OperationalError:
-            conn.create_function("exp", 1, math.exp, deterministic=True)
-            conn.create_function("ln", 1, math.log, deterministic=True)
-
-    def _enable_wal(self) -> None:
-        if self.path is not None:
-            conn = self.db.conn
-            mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
-            if str(mode).lower() != "wal":
-                raise StorageError(f"path: could not enable WAL journaling (got {mode!r})", field="path")
-            conn.execute("PRAGMA synchronous = NORMAL")
-
-    # -- access -------------------------------------------------------------------
-
-    def _check_open(self) -> None:
-        if self._closed:
-            raise ClosedError("this memory is closed")
-
-    @contextlib.contextmanager
-    def atomic(self) -> Iterator[sqlite_utils.Database]:
-        """A transaction (a savepoint when nested): all of it commits, or none of it.
-
-        The outermost one starts with ``BEGIN IMMEDIATE``: it takes the file's write lock
-        first (waiting up to the busy timeout while another process writes), so a write
-        that reads before it writes cannot fail half-way because another process
-        committed in between. A lock held longer than the timeout is a :class:`StorageError`.
-        The connections of this process to the same file first queue for their turn, first
-        come first served (:class:`~tiers.writers.WriterQueue`), so that none of them starves.
-        """
-        with self.lock:
-            self._check_open()
-            conn = self.db.conn
-            if conn.in_transaction:
-                with self.db.atomic():  # a savepoint
-                    yield self.db
-                return
-            with self._writer_turn():
-                try:
-                    self._begin_immediate(conn)
-                except sqlite3.OperationalError as exc:
-                    raise self._busy(exc) from exc
-                try:
-                    yield self.db
-                except BaseException as exc:
-                    if conn.in_transaction:
-                        conn.execute("ROLLBACK")
-                    if isinstance(exc, sqlite3.OperationalError) and "locked" in str(exc):
-                        raise self._busy(exc) from exc
-                    raise
-                try:
-                    conn.execute("COMMIT")
-                except sqlite3.OperationalError as exc:
-                    if conn.in_transaction:
-                        conn.execute("ROLLBACK")
-                    raise self._busy(exc) from exc
-
-    def _begin_immediate(self, conn: sqlite3.Connection) -> None:
-        """``BEGIN IMMEDIATE``, waiting up to the busy timeout for another process's write.
-
-        SQLite's own wait sleeps 1, 2, 5, 10, 15 ms… between looks: a writer arriving while
-        another process's 3 ms transaction runs waited 1 + 2 + 5 ms. Here the look is
-        repeated after 0.1 ms, doubling to at most 1 ms, so the lock is taken soon after
-        it is released (the other statements keep SQLite's busy timeout)."""
-        if self.path is None:
-            conn.execute("BEGIN IMMEDIATE")
-            return
-        deadline = time.monotonic() + self._busy_timeout_ms / 1000
-        pause = 0.0001
-        conn.execute("PRAGMA busy_timeout = 0")
-        try:
-            while True:
-                try:
-                    conn.execute("BEGIN IMMEDIATE")
-                    return
-                except sqlite3.OperationalError as exc:
-                    if "locked" not in str(exc) or time.monotonic() >= deadline:
-                        raise
-                time.sleep(pause)
-                pause = min(pause * 2, 0.001)
-        finally:
-            conn.execute(f"PRAGMA busy_timeout = {self._busy_timeout_ms}")
-
-    @contextlib.contextmanager
-    def _writer_turn(self) -> Iterator[None]:
-        """This connection's turn among the process's writers to the file (see :class:`~tiers.writers.WriterQueue`);
-        waiting longer than the busy timeout is a :class:`StorageError`."""
-        queue = self._writers
-        if queue is not None and not queue.acquire(self._busy_timeout_ms / 1000):
-            raise self._busy(sqlite3.OperationalError("database is locked"))
-        try:
-            yield
-        finally:
-            if queue is not None:
-                queue.release()
-
-    def _busy(self, exc: sqlite3.OperationalError) -> StorageError:
-        where = "in memory" if self.path is None else str(self.path)
-        return StorageError(f"path: {where} stayed locked by another writer beyond the busy timeout "
-                            f"({self._busy_timeout_ms} ms), nothing was written: {exc}", field="path")
-
-    def execute(self, sql: str, params: Sequence[Any] | dict[str, Any] = ()) -> CheckedRows:
-        """Run one parameterised statement under the lock (reads, or writes inside :meth:`atomic`)."""
-        with self.lock:
-            self._check_open()
-            try:
-                cursor = self.db.execute(sql, params)
-            except sqlite3.DatabaseError as exc:
-                self._refuse_damage(exc)
-                raise
-            return CheckedRows(cursor, self._refuse_damage)
-
-    def query(self, sql: str, params: Sequence[Any] | dict[str, Any] = ()) -> list[dict[str, Any]]:
-        """Run a parameterised SELECT and return its rows as dicts."""
-        with self.lock:  # the rows are fetched before another thread uses the connection
-            cursor = self.execute(sql, params)
-            columns = [c[0] for c in cursor.description]
-            return [dict(zip(columns, row, strict=True)) for row in cursor.fetchall()]
-
-    def executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
-        """Run one parameterised statement for many rows (call inside :meth:`atomic`)."""
-        with self.lock:
-            self._check_open()
-            try:
-                self.db.conn.executemany(sql, rows)
-            except sqlite3.DatabaseError as exc:
-                self._refuse_damage(exc)
-                raise
-
-    def _refuse_damage(self, exc: sqlite3.DatabaseError) -> None:
-        """Raise a :class:`StorageError` naming the file when ``exc`` says the file is damaged
-        (a corrupt page, text that is not UTF-8); else return, and the caller re-raises
-        ``exc`` (constraint and lock errors are handled by callers)."""
-        refuse_damage(exc, self.path)
+    def insert(self, sql: str, params: Sequence[Any] = ()) -> int:
+        """Run one ``INSERT`` of a row keyed by ``seq`` and return the new ``seq``."""
+        return self.backend.insert(sql, params)
 
     def get_meta(self, key: str) -> str | None:
         """Read a value of the ``meta`` table."""
-        row = self.execute("SELECT value FROM meta WHERE key = ?", [key]).fetchone()
-        return row[0] if row else None
+        return self.backend.get_meta(key)
+
+    def set_meta(self, key: str, value: str) -> None:
+        """Write a value of the ``meta`` table (inside :meth:`atomic`)."""
+        self.execute("INSERT INTO meta (key, value) VALUES (?, ?) "
+                     "ON CONFLICT (key) DO UPDATE SET value = excluded.value", [key, value])
 
     def data_version(self) -> int:
-        """SQLite's ``PRAGMA data_version``: changes when another connection commits."""
-        return int(self.execute("PRAGMA data_version").fetchone()[0])
+        """A number that changes when another connection commits (what the journal follows)."""
+        return self.backend.data_version()
+
+    def journal_head(self) -> int:
+        """The position of the newest index journal entry ever written (0 before the first)."""
+        return self.backend.journal_head()
+
+    def table_infos(self) -> dict[str, TableInfo]:
+        """Every table with a ``user_id`` column, by name, from the database's catalog."""
+        return self.backend.table_infos()
 
     def checkpoint(self) -> tuple[int, int, int]:
-        """Copy the write-ahead log into the database file and truncate it to zero bytes
-        (``PRAGMA wal_checkpoint(TRUNCATE)``), so that old page images, deleted text
-        included, no longer sit in the ``-wal`` file. Returns SQLite's ``(busy, log
-        frames, checkpointed frames)``; ``busy`` is 1 when another connection's reader
-        kept the log from being truncated. In memory: ``(0, 0, 0)``.
+        """SQLite: copy the write-ahead log into the file and truncate it (``PRAGMA
+        wal_checkpoint(TRUNCATE)``); returns ``(busy, log frames, checkpointed frames)``.
+        In memory and on PostgreSQL: ``(0, 0, 0)``.
 
         >>> Storage(None).checkpoint()
         (0, 0, 0)
         """
-        with self.lock:
-            self._check_open()
-            if self.path is None:
-                return (0, 0, 0)
-            if self.db.conn.in_transaction:
-                raise StorageError("checkpoint: not possible inside a transaction")
-            row = self.db.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
-            return (int(row[0]), int(row[1]), int(row[2]))
+        return self.backend.checkpoint()
 
     def vacuum(self) -> None:
-        """Rewrite the database file compactly (``VACUUM``), under this process's writer turn.
-
-        ``secure_delete`` zeroes deleted cells and freed pages, but a page the b-tree
-        rebuilds keeps stale bytes of moved cells in its unused gap; rewriting the file is
-        what leaves no deleted text behind (:func:`~unified_memory.io.jsonl.forget`). In
-        memory: nothing.
+        """Rewrite the stored tables compactly, so that no deleted text is left in their
+        pages (:func:`~unified_memory.io.jsonl.forget`). In memory: nothing.
 
         >>> Storage(None).vacuum()
         """
-        with self.lock:
-            self._check_open()
-            if self.path is None:
-                return
-            if self.db.conn.in_transaction:
-                raise StorageError("vacuum: not possible inside a transaction")
-            with self._writer_turn():
-                try:
-                    self.db.conn.execute("VACUUM")
-                except sqlite3.DatabaseError as exc:
-                    if isinstance(exc, sqlite3.OperationalError) and ("locked" in str(exc) or "busy" in str(exc)):
-                        raise self._busy(exc) from exc
-                    self._refuse_damage(exc)
-                    raise
+        self.backend.vacuum()
 
     @property
     def closed(self) -> bool:
-        return self._closed
+        """Whether :meth:`close` was called."""
+        return self.backend.closed
 
     def close(self) -> None:
         """Close the connection (idempotent)."""
-        with self.lock:
-            if self._closed:
-                return
-            self._closed = True
-            if self.path is not None:
-                with contextlib.suppress(sqlite3.Error):
-                    self.db.conn.execute("PRAGMA optimize")
-            self.db.conn.close()
-            self._release_file()
-
-    def _release_file(self) -> None:
-        """Uncount this connection's file (see ``_open_files``)."""
-        if self._file_key is not None:
-            with _open_files_lock:
-                left = _open_files.get(self._file_key, 1) - 1
-                if left > 0:
-                    _open_files[self._file_key] = left
-                else:
-                    _open_files.pop(self._file_key, None)
-            self._file_key = None
+        self.backend.close()

@@ -31,8 +31,9 @@ class ConversationSummaries:
     def put(self, scope: Scope, text: str, *, messages: int, now: float) -> None:
         """Replace this conversation's summary (call inside ``storage.atomic()``)."""
         self.storage.execute(
-            "INSERT OR REPLACE INTO summaries (user_id, agent_id, session_id, text, messages, updated_at) "
-            "VALUES (?, ?, ?, ?, ?, ?)", [scope.user_id, scope.agent_id, scope.session_id, text, messages, now])
+            "INSERT INTO summaries (user_id, agent_id, session_id, text, messages, updated_at) "
+            "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (user_id, agent_id, session_id) DO UPDATE SET "
+            "text = excluded.text, messages = excluded.messages, updated_at = excluded.updated_at", [scope.user_id, scope.agent_id, scope.session_id, text, messages, now])
 
     def delete_conversation(self, scope: Scope) -> int:
         """Forget the running summary of exactly this conversation (user, agent and session)."""

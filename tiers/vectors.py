@@ -129,8 +129,9 @@ class EmbeddingCache:
             rows = sorted((user_id, self.model, key, dim, new[i].tobytes()) for i, key in enumerate(missing))
             with self.storage.atomic():
                 self.storage.executemany(
-                    "INSERT OR REPLACE INTO embeddings(user_id, model, content_hash, dim, vector) "
-                    "VALUES (?, ?, ?, ?, ?)", rows)
+                    "INSERT INTO embeddings(user_id, model, content_hash, dim, vector) VALUES (?, ?, ?, ?, ?) "
+                    "ON CONFLICT (user_id, model, content_hash) DO UPDATE SET dim = excluded.dim, vector = excluded.vector",
+                    rows)
             found.update((row[2], row[4]) for row in rows)
         data = bytearray(b"".join([found[key] for key in hashes]))
         return np.frombuffer(data, dtype=np.float32).reshape(len(texts), dim)

@@ -74,8 +74,9 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=fresh_writer_queues)
 
 
-def writer_queue(path: Path) -> WriterQueue:
-    """The queue of this process's writers to the file at ``path``."""
-    key = os.path.realpath(path)
+def writer_queue(path: Path | str) -> WriterQueue:
+    """The queue of this process's writers to the file at ``path`` (or to the database a
+    ``str`` names: a PostgreSQL URL and schema)."""
+    key = path if isinstance(path, str) else os.path.realpath(path)
     with _WRITER_QUEUES_LOCK:
         return _WRITER_QUEUES.setdefault(key, WriterQueue())

@@ -114,7 +114,7 @@ def open_demo(path: str | Path, *, user_id: str | None = None, **settings: Any) 
     storage = Storage(path)  # marked before anything is written: a demo cut short is still the demo's
     try:
         with storage.atomic():
-            storage.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", [DEMO_MARK, "1"])
+            storage.set_meta(DEMO_MARK, "1")
     finally:
         storage.close()
     return UnifiedMemory(path, user_id=user_id or load_sample()["user_id"], **{"short_term_limit": 6, **settings})

@@ -108,6 +108,24 @@ class StoreUnavailableError(StorageError):
     """
 
 
+class StorageUnavailableError(StoreUnavailableError):
+    """The memory's database server (PostgreSQL) cannot be reached: down, restarting, or
+    the connection was lost. Nothing of the statement that failed was written (its
+    transaction rolled back); the memory reconnects by itself on a later call once the
+    server is back. Over HTTP: 503.
+
+    >>> err = StorageUnavailableError("path: the database at db.example:5432 cannot be reached", field="path")
+    >>> isinstance(err, StoreUnavailableError), isinstance(err, StorageError)
+    (True, True)
+    """
+
+
+class ConstraintError(StorageError):
+    """A statement broke a constraint of the database (a unique key, a foreign key): the
+    backend-neutral form of the driver's integrity error, raised by the PostgreSQL backend
+    (:data:`tiers.storage.IntegrityError` catches it and SQLite's alike)."""
+
+
 class AuthenticationError(UnifiedMemoryError, PermissionError):
     """The memory service refused the API key: missing, unknown or revoked (HTTP 401), or too
     many failed attempts from this address (HTTP 429). ``field`` is ``"api_key"``.

@@ -9,7 +9,7 @@ from pathlib import Path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tiers.access import ACCESS_COUNT, LAST_ACCESSED, USES_JOIN, AccessLog
+from tiers.access import ACCESS_COUNT, USES_JOIN, AccessLog, last_accessed
 from tiers.storage import Storage
 from unified_memory import UnifiedMemory
 
@@ -77,7 +77,7 @@ def test_a_write_that_fails_after_writing_the_uses_loses_only_those() -> None:
     assert uses.pending == 0 and _counts(storage) == {"f0": 0}  # rolled back: usage statistics, not data
     uses.note(ids, now=3.0)
     uses.flush()
-    assert storage.query(f"SELECT {ACCESS_COUNT} AS n, {LAST_ACCESSED} AS last FROM facts {USES_JOIN}") == \
+    assert storage.query(f"SELECT {ACCESS_COUNT} AS n, {last_accessed(storage.dialect)} AS last FROM facts {USES_JOIN}") == \
         [{"n": 1, "last": 3.0}]
 
 
@@ -167,13 +167,13 @@ def test_a_due_batch_that_cannot_get_the_write_lock_waits_and_the_caller_goes_on
     try:
         ids = _facts(storage, 1)
         uses = AccessLog(storage, max_age=0.0)  # every use is due at once
-        holder.db.conn.execute("BEGIN IMMEDIATE")  # another process writing, past the busy timeout
+        holder.backend.db.conn.execute("BEGIN IMMEDIATE")  # another process writing, past the busy timeout
         uses.note(ids, now=1.0)  # no error: the use waits
         assert uses.pending == 1
-        holder.db.conn.execute("COMMIT")
+        holder.backend.db.conn.execute("COMMIT")
         uses.note(ids, now=2.0)
         assert uses.pending == 0
-        assert storage.query(f"SELECT {ACCESS_COUNT} AS n, {LAST_ACCESSED} AS last FROM facts {USES_JOIN}") == \
+        assert storage.query(f"SELECT {ACCESS_COUNT} AS n, {last_accessed(storage.dialect)} AS last FROM facts {USES_JOIN}") == \
             [{"n": 2, "last": 2.0}]
     finally:
         storage.close()

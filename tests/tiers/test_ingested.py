@@ -8,10 +8,10 @@ from tiers.storage import SCHEMA_VERSION, Storage
 
 def test_table_is_created_on_first_use_only(db_path):
     store = Storage(db_path)
-    assert "ingested" not in store.db.table_names()
+    assert "ingested" not in store.backend.db.table_names()
     keys = IngestedKeys(store)
     assert keys.count() == 0
-    assert "ingested" in store.db.table_names()
+    assert "ingested" in store.backend.db.table_names()
     columns = {row[1]: row[2] for row in store.execute("PRAGMA table_info(ingested)").fetchall()}
     assert columns == {"user_id": "TEXT", "source_key": "TEXT", "ingested_at": "REAL"}
     pk = [row[1] for row in sorted(store.execute("PRAGMA table_info(ingested)").fetchall(), key=lambda r: r[5])

@@ -167,7 +167,7 @@ def test_a_forked_child_does_not_inherit_a_writer_turn_held_in_the_parent(tmp_pa
             code = 1
             try:
                 child = Storage(path, busy_timeout_ms=5000)
-                code = 0 if child._writers.acquire(0.5) else 3
+                code = 0 if child.backend._writers.acquire(0.5) else 3
             finally:
                 os._exit(code)
     _, status = os.waitpid(pid, 0)

@@ -49,24 +49,24 @@ def test_a_writer_waits_for_another_connections_write_then_takes_the_lock(tmp_pa
     path = tmp_path / "m.db"
     holder, waiter = Storage(path), Storage(path, busy_timeout_ms=5000)
     try:
-        holder.db.conn.execute("BEGIN IMMEDIATE")
-        timer = threading.Timer(0.05, lambda: holder.db.conn.execute("COMMIT"))
+        holder.backend.db.conn.execute("BEGIN IMMEDIATE")
+        timer = threading.Timer(0.05, lambda: holder.backend.db.conn.execute("COMMIT"))
         timer.start()
         with waiter.atomic():
             waiter.execute("INSERT INTO meta (key, value) VALUES ('waited', '1')")
         timer.join()
         assert holder.get_meta("waited") == "1"
-        assert waiter.db.conn.execute("PRAGMA busy_timeout").fetchone()[0] == 5000
+        assert waiter.backend.db.conn.execute("PRAGMA busy_timeout").fetchone()[0] == 5000
         impatient = Storage(path, busy_timeout_ms=100)
-        holder.db.conn.execute("BEGIN IMMEDIATE")
+        holder.backend.db.conn.execute("BEGIN IMMEDIATE")
         began = time.monotonic()
         with pytest.raises(StorageError, match="m.db"):
             with impatient.atomic():
                 impatient.execute("INSERT INTO meta (key, value) VALUES ('impatient', '1')")
         assert time.monotonic() - began >= 0.1  # it waited the whole timeout
-        holder.db.conn.execute("COMMIT")
+        holder.backend.db.conn.execute("COMMIT")
         assert holder.get_meta("impatient") is None
-        assert impatient.db.conn.execute("PRAGMA busy_timeout").fetchone()[0] == 100
+        assert impatient.backend.db.conn.execute("PRAGMA busy_timeout").fetchone()[0] == 100
         impatient.close()
     finally:
         holder.close()

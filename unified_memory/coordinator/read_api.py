@@ -344,7 +344,7 @@ class ReadingAPI:
             "SELECT COUNT(*) FROM messages WHERE user_id = ? AND promoted = 0 AND seq NOT IN "
             "(SELECT message_seq FROM \"window\")", [user]).fetchone()[0]
         window = storage.execute(
-            "SELECT COUNT(*), COALESCE(SUM(tokens), 0) FROM \"window\" WHERE user_id = ? AND agent_id = ? "
+            "SELECT COUNT(*), CAST(COALESCE(SUM(tokens), 0) AS BIGINT) FROM \"window\" WHERE user_id = ? AND agent_id = ? "
             "AND session_id = ?", [user, self._view.scope.agent_id, self._view.scope.session_id]).fetchone()
         facts = backend.facts.counts(user)
         entities, triples = backend.graph.counts(user)

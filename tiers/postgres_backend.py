@@ -1,0 +1,331 @@
+"""The PostgreSQL backend of :class:`tiers.storage.Storage`: a database (and schema) on a
+PostgreSQL 15+ server, named by a ``postgresql://`` URL, shared by every process and host
+that opens it.
+
+One connection (psycopg 3, autocommit) per ``Storage``, as SQLite has one per file. Reads
+are single statements, each seeing what was committed when it ran. Writes run in
+:meth:`PostgresBackend.atomic`: a transaction that first takes an advisory lock of the
+schema, so writers take turns as they do on a SQLite file, and a write that reads before it
+writes (a fact reinforced rather than stored twice) never races another host's. Their turn
+order is also their commit order, which lets every host follow the index journal by its
+sequence (:mod:`tiers.journal`).
+
+A lost connection (the server restarted, the network cut) is a
+:class:`~unified_memory.errors.StorageUnavailableError`, never the driver's own error; the
+transaction it cut rolled back, and the next call connects again.
+
+    >>> is_url("postgresql://ada@db/memory"), redact_url("postgresql://ada:pw@db/memory")
+    (True, 'postgresql://ada:***@db/memory')
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import uuid
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from tiers.dialect import POSTGRESQL
+from tiers.table_info import TableInfo
+from tiers.writers import writer_queue
+from unified_memory.errors import (
+    ClosedError,
+    ConstraintError,
+    DependencyError,
+    StorageError,
+    StorageUnavailableError,
+)
+
+__all__ = ["PostgresBackend", "is_url", "redact_url"]
+
+_URL_SCHEMES = ("postgresql://", "postgres://")
+_INSTALL_HINT = "PostgreSQL needs psycopg 3: pip install 'unified-memory[postgres]'"
+# The placeholders of our statements (``?``) as psycopg's (``%s``), per statement text.
+_STATEMENTS: dict[str, str] = {}
+_STATEMENTS_KEPT = 8192
+
+
+def is_url(target: object) -> bool:
+    """Whether ``target`` names a PostgreSQL database (a ``postgresql://`` URL) rather than a file.
+
+    >>> is_url("postgres://ada@db:5432/memory"), is_url("memory.db"), is_url(None)
+    (True, False, False)
+    """
+    return isinstance(target, str) and target.startswith(_URL_SCHEMES)
+
+
+def redact_url(url: str) -> str:
+    """A database URL fit for messages and ``stats()``: without its password.
+
+    >>> redact_url("postgresql://ada:s3cret@db:5432/memory")
+    'postgresql://ada:***@db:5432/memory'
+    >>> redact_url("postgresql://ada@db/memory?sslmode=require")
+    'postgresql://ada@db/memory?sslmode=require'
+    """
+    scheme, _, rest = url.partition("://")
+    authority, slash, tail = rest.partition("/")
+    auth, at, host = authority.rpartition("@")
+    if at and ":" in auth:
+        authority = f"{auth.split(':', 1)[0]}:***@{host}"
+    query = tail.partition("?")
+    if "password=" in query[2]:  # a password given as a parameter
+        params = "&".join("password=***" if p.startswith("password=") else p for p in query[2].split("&"))
+        tail = f"{query[0]}?{params}"
+    return f"{scheme}://{authority}{slash}{tail}"
+
+
+def psycopg_statement(sql: str) -> str:
+    """One of our statements (``?`` placeholders) with psycopg's placeholders (``%s``; a
+    literal ``%`` doubled). This is the placeholder style of the driver, not a translation of
+    the SQL: our statements hold no ``?`` or ``%`` inside string literals.
+
+    >>> psycopg_statement("SELECT id FROM facts WHERE user_id = ? AND text LIKE '%x'")
+    "SELECT id FROM facts WHERE user_id = %s AND text LIKE '%%x'"
+    """
+    found = _STATEMENTS.get(sql)
+    if found is None:
+        found = sql.replace("%", "%%").replace("?", "%s")
+        if len(_STATEMENTS) >= _STATEMENTS_KEPT:
+            _STATEMENTS.clear()
+        _STATEMENTS[sql] = found
+    return found
+
+
+def _driver() -> Any:
+    try:
+        import psycopg
+    except ImportError:
+        raise DependencyError(_INSTALL_HINT) from None
+    return psycopg
+
+
+class PostgresBackend:
+    """One PostgreSQL database (its schema on the search path, ``public`` by default),
+    reached through one connection guarded by a re-entrant lock."""
+
+    dialect = POSTGRESQL
+    path: Path | None = None  # not a file
+    shared = True  # other processes and hosts write it: their commits are followed
+
+    def __init__(self, url: str, *, busy_timeout_ms: int = 10_000) -> None:
+        self._psycopg = _driver()
+        self.url = url
+        self.location = redact_url(url)
+        self.lock = threading.RLock()
+        self.origin = uuid.uuid4().hex  # tells this connection's journal entries from others' (tiers.journal)
+        self._busy_timeout_ms = int(busy_timeout_ms)
+        self._closed = False
+        self._conn: Any = None
+        self._lock_key = 0
+        self._connect()
+        self._writers = writer_queue(f"{url}#{self._schema}")
+
+    # -- the connection --------------------------------------------------------------------
+
+    def _connect(self) -> None:
+        """Open the connection, check the server, create or check the schema."""
+        from tiers.pg_schema import prepare_schema
+
+        psycopg = self._psycopg
+        try:
+            conn = psycopg.connect(self.url, autocommit=True, connect_timeout=max(1, self._busy_timeout_ms // 1000),
+                                   application_name="unified-memory")
+        except psycopg.OperationalError as exc:
+            raise StorageUnavailableError(f"path: cannot connect to {self.location}: {_reason(exc)}",
+                                          field="path") from None
+        except psycopg.ProgrammingError as exc:  # a malformed URL
+            raise StorageError(f"path: {self.location} is not a usable PostgreSQL URL: {_reason(exc)}",
+                               field="path") from None
+        try:
+            conn.execute(f"SET lock_timeout = {self._busy_timeout_ms}")
+            self._schema, self._lock_key = conn.execute(
+                "SELECT current_schema(), hashtext('unified-memory:' || current_schema())").fetchone()
+            if self._schema is None:
+                raise StorageError(f"path: {self.location} has no schema to create tables in "
+                                   "(none on the search path exists)", field="path")
+            prepare_schema(conn, self.location)
+        except psycopg.OperationalError as exc:
+            conn.close()
+            raise StorageUnavailableError(f"path: lost {self.location} while opening it: {_reason(exc)}",
+                                          field="path") from None
+        except BaseException:
+            conn.close()
+            raise
+        self._conn = conn
+
+    def _connection(self) -> Any:
+        """The open connection; a lost one is replaced (the server is back) or a
+        :class:`StorageUnavailableError` (it is not)."""
+        if self._closed:
+            raise ClosedError("this memory is closed")
+        conn = self._conn
+        if conn is None or conn.closed or conn.broken:
+            self._conn = None
+            with contextlib.suppress(Exception):
+                if conn is not None:
+                    conn.close()
+            self._connect()
+            conn = self._conn
+        return conn
+
+    def _failure(self, exc: Exception) -> Exception:
+        """Our error for one of the driver's (the caller raises it from ``None``)."""
+        errors = self._psycopg.errors
+        if isinstance(exc, errors.LockNotAvailable):
+            return StorageError(f"path: {self.location} stayed locked by another writer beyond the busy timeout "
+                                f"({self._busy_timeout_ms} ms), nothing was written", field="path")
+        if isinstance(exc, self._psycopg.IntegrityError):
+            return ConstraintError(f"path: {_reason(exc)}", field="path")
+        conn = self._conn
+        if isinstance(exc, self._psycopg.OperationalError) and (conn is None or conn.closed or conn.broken
+                                                                or _server_gone(exc)):
+            return StorageUnavailableError(f"path: lost the connection to {self.location}, nothing of this "
+                                           f"call was written: {_reason(exc)}", field="path")
+        return exc
+
+    # -- access ------------------------------------------------------------------------------
+
+    @property
+    def closed(self) -> bool:
+        """Whether :meth:`close` was called."""
+        return self._closed
+
+    @contextlib.contextmanager
+    def atomic(self) -> Iterator[None]:
+        """A transaction (a savepoint when nested) holding the schema's writer lock: all of
+        it commits, or none of it."""
+        psycopg = self._psycopg
+        with self.lock:
+            conn = self._connection()
+            if conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+                with conn.transaction():  # a savepoint
+                    yield
+                return
+            if not self._writers.acquire(self._busy_timeout_ms / 1000):
+                raise StorageError(f"path: {self.location}: this process's other writers held it beyond the busy "
+                                   f"timeout ({self._busy_timeout_ms} ms), nothing was written", field="path")
+            try:
+                with conn.transaction():
+                    conn.execute("SELECT pg_advisory_xact_lock(%s)", [self._lock_key])
+                    yield
+            except psycopg.Error as exc:
+                failure = self._failure(exc)
+                if failure is exc:
+                    raise
+                raise failure from None
+            finally:
+                self._writers.release()
+
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> Any:
+        """Run one parameterised statement under the lock; returns the cursor (rows fetched)."""
+        with self.lock:
+            conn = self._connection()
+            try:
+                return conn.execute(psycopg_statement(sql), params)
+            except self._psycopg.Error as exc:
+                failure = self._failure(exc)
+                if failure is exc:
+                    raise
+                raise failure from None
+
+    def query(self, sql: str, params: Sequence[Any] = ()) -> list[dict[str, Any]]:
+        """Run a parameterised SELECT and return its rows as dicts."""
+        with self.lock:
+            cursor = self.execute(sql, params)
+            columns = [c.name for c in cursor.description]
+            return [dict(zip(columns, row, strict=True)) for row in cursor.fetchall()]
+
+    def executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
+        """Run one parameterised statement for many rows (pipelined; call inside :meth:`atomic`)."""
+        if not rows:
+            return
+        with self.lock:
+            conn = self._connection()
+            try:
+                with conn.cursor() as cursor:
+                    cursor.executemany(psycopg_statement(sql), rows)
+            except self._psycopg.Error as exc:
+                failure = self._failure(exc)
+                if failure is exc:
+                    raise
+                raise failure from None
+
+    def insert(self, sql: str, params: Sequence[Any] = ()) -> int:
+        """Run one ``INSERT`` of a row keyed by ``seq`` and return the new ``seq``."""
+        return int(self.execute(f"{sql} RETURNING seq", params).fetchone()[0])
+
+    def get_meta(self, key: str) -> str | None:
+        """Read a value of the ``meta`` table."""
+        row = self.execute("SELECT value FROM meta WHERE key = ?", [key]).fetchone()
+        return row[0] if row else None
+
+    def data_version(self) -> int:
+        """The index journal's head: it moves when anyone commits a change of an index."""
+        return self.journal_head()
+
+    def journal_head(self) -> int:
+        """The ``seq`` of the newest committed index journal entry (0 before the first). Writers
+        commit in the order they took the writer lock, so no entry commits below it later."""
+        return int(self.execute("SELECT COALESCE(MAX(seq), 0) FROM index_journal").fetchone()[0])
+
+    def table_infos(self) -> dict[str, TableInfo]:
+        """Every table of the schema with a ``user_id`` column, by name."""
+        from tiers.pg_catalog import table_infos
+
+        with self.lock:
+            return table_infos(self._connection())
+
+    def checkpoint(self) -> tuple[int, int, int]:
+        """Nothing to do: PostgreSQL manages its write-ahead log itself."""
+        with self.lock:
+            self._connection()
+            return (0, 0, 0)
+
+    def vacuum(self) -> None:
+        """Rewrite every table of the schema (``VACUUM (FULL, ANALYZE)``), so that deleted
+        rows leave no dead tuples in the tables and their indexes, nor samples in the
+        planner's statistics. The server's write-ahead log, its archives, replicas and
+        backups keep what they hold (docs/deployment.md)."""
+        with self.lock:
+            conn = self._connection()
+            if conn.info.transaction_status != self._psycopg.pq.TransactionStatus.IDLE:
+                raise StorageError("vacuum: not possible inside a transaction")
+            tables = [row[0] for row in conn.execute(
+                "SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
+                "WHERE n.nspname = current_schema() AND c.relkind = 'r' ORDER BY c.relname").fetchall()]
+            if not self._writers.acquire(self._busy_timeout_ms / 1000):
+                raise StorageError(f"path: {self.location} stayed locked beyond the busy timeout", field="path")
+            try:
+                for table in tables:
+                    conn.execute(f'VACUUM (FULL, ANALYZE) "{table}"')
+            except self._psycopg.Error as exc:
+                failure = self._failure(exc)
+                if failure is exc:
+                    raise
+                raise failure from None
+            finally:
+                self._writers.release()
+
+    def close(self) -> None:
+        """Close the connection (idempotent)."""
+        with self.lock:
+            if self._closed:
+                return
+            self._closed = True
+            if self._conn is not None:
+                with contextlib.suppress(Exception):
+                    self._conn.close()
+                self._conn = None
+
+
+def _reason(exc: BaseException) -> str:
+    """The first line of a driver error (the server's message, without its context lines)."""
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
+
+
+def _server_gone(exc: BaseException) -> bool:
+    """Whether the error says the server went away (admin shutdown, crash, cannot connect now)."""
+    state = getattr(exc, "sqlstate", None) or ""
+    return state.startswith(("08", "57P"))
