@@ -118,6 +118,42 @@ def redis_url():
         proc.wait(timeout=10)
 
 
+# --- a real PostgreSQL 15 server on loopback (tests/pg_server.py), one per session ---------------
+
+
+@pytest.fixture(scope="session")
+def postgres_server():
+    """A throwaway PostgreSQL 15 server (its own data directory, port and socket directory);
+    skipped when PostgreSQL is not installed, a failure when ``CI`` is set."""
+    import tempfile
+
+    from tests.pg_server import MISSING, find_bindir, start_postgres
+
+    bindir = find_bindir()
+    if bindir is None:
+        if os.environ.get("CI"):
+            pytest.fail(MISSING)
+        pytest.skip(MISSING)
+    # Not under pytest's basetemp: that is private to root (0700), and the server runs as nobody.
+    server = start_postgres(Path(tempfile.mkdtemp(prefix="um-pg-")), bindir)
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def pg_url(postgres_server):
+    """The URL of a new, empty database of its own (copied from template0, ~25 ms), dropped after the test."""
+    from tests.pg_server import create_database, drop_database
+
+    url = create_database(postgres_server)
+    try:
+        yield url
+    finally:
+        drop_database(postgres_server, url.rsplit("/", 1)[1])
+
+
 @pytest.fixture
 def make_redis(request):
     """A factory of stores on the shared server, each test under its own prefix."""

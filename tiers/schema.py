@@ -289,9 +289,10 @@ def check_ownership(db: sqlite_utils.Database, path: Path | None) -> None:
         )
 
 
-def stored_version(row: Sequence[Any] | None, path: Path | None) -> int | None:
+def stored_version(row: Sequence[Any] | None, path: Path | str | None) -> int | None:
     """The stored schema version (``None``: no row); a value that is not a version
-    number means the file is not ours or is damaged, and is refused.
+    number means the file is not ours or is damaged, and is refused (``path`` names the
+    file, or a PostgreSQL database, in the message).
 
     >>> stored_version(("1",), None), stored_version(None, None)
     (1, None)
