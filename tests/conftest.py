@@ -154,6 +154,57 @@ def pg_url(postgres_server):
         drop_database(postgres_server, url.rsplit("/", 1)[1])
 
 
+# --- both backends: the behaviour suites run on a SQLite file and on PostgreSQL ------------------
+
+#: Where every test runs twice, on SQLite and on PostgreSQL (``[postgresql]`` in its id), unless
+#: marked ``sqlite_only`` (it checks the file itself, or starts processes that open a path).
+BOTH_BACKENDS: tuple[str, ...] = ()  # filled in as each suite passes on PostgreSQL
+_ROOT = Path(__file__).resolve().parents[1]
+
+
+def pytest_generate_tests(metafunc):
+    if "storage_backend" not in metafunc.fixturenames:
+        return
+    where = Path(str(metafunc.definition.fspath)).resolve().relative_to(_ROOT).as_posix()
+    if where.startswith(BOTH_BACKENDS) and metafunc.definition.get_closest_marker("sqlite_only") is None:
+        metafunc.parametrize("storage_backend", ["sqlite", "postgresql"], indirect=True)
+
+
+@pytest.fixture(autouse=True)
+def storage_backend(request, monkeypatch):
+    """``"sqlite"``, or ``"postgresql"``: then every database the test opens, in memory or at a
+    path, is a database of its own on the suite's PostgreSQL server (one per path, so reopening a
+    path reopens its data), dropped after the test."""
+    name = getattr(request, "param", "sqlite")
+    if name != "postgresql":
+        yield name
+        return
+    import tiers.storage
+    from tests.pg_server import create_database, drop_database
+    from tiers.postgres_backend import PostgresBackend
+
+    server = request.getfixturevalue("postgres_server")
+    by_path: dict[str, str] = {}
+    created: list[str] = []
+
+    def open_on_postgres(target, *, busy_timeout_ms=10_000):
+        key = None if target is None else os.path.realpath(target)
+        url = by_path.get(key) if key is not None else None
+        if url is None:
+            url = create_database(server)
+            created.append(url)
+            if key is not None:
+                by_path[key] = url
+        return PostgresBackend(url, busy_timeout_ms=busy_timeout_ms)
+
+    monkeypatch.setattr(tiers.storage, "SQLiteBackend", open_on_postgres)
+    try:
+        yield name
+    finally:
+        for url in created:
+            drop_database(server, url.rsplit("/", 1)[1])
+
+
 @pytest.fixture
 def make_redis(request):
     """A factory of stores on the shared server, each test under its own prefix."""

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
+from tiers.pg_schema import INGESTED_PG
 from tiers.storage import Storage
 
 __all__ = ["IngestedKeys", "INGESTED_SCHEMA"]
@@ -63,7 +64,7 @@ class IngestedKeys:
         """
         if not self._ready:
             with self.storage.atomic():
-                self.storage.execute(INGESTED_SCHEMA)
+                self.storage.execute(INGESTED_PG if self.storage.dialect.postgres else INGESTED_SCHEMA)
             self._ready = True
 
     def existing(self, user_id: str, keys: Iterable[str]) -> set[str]:

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from tiers.user_tables import Column, TableInfo
+from tiers.table_info import Column, TableInfo
 
 if TYPE_CHECKING:
     import psycopg

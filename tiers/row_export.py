@@ -363,6 +363,8 @@ def import_rows(storage: Storage, parsed: ParsedExport, *, user_id: str | None =
                 result.rows += 1
                 result.per_table[name] = result.per_table.get(name, 0) + 1
                 result.users.add(row["user_id"])
+            if table.surrogate and plans:
+                storage.keys_written(name, table.surrogate)
     return result
 
 

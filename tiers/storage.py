@@ -153,6 +153,14 @@ class Storage:
         self.execute("INSERT INTO meta (key, value) VALUES (?, ?) "
                      "ON CONFLICT (key) DO UPDATE SET value = excluded.value", [key, value])
 
+    def keys_written(self, table: str, column: str) -> None:
+        """After rows were inserted with explicit values of ``table``'s generated key ``column``
+        (import, migration): the next generated key comes after the highest. PostgreSQL's
+        identity sequence does not look at the rows; SQLite's rowid does (nothing to do)."""
+        if self.dialect.postgres:
+            self.execute(f'SELECT setval(pg_get_serial_sequence(?, ?), '
+                         f'(SELECT COALESCE(MAX("{column}"), 0) + 1 FROM "{table}"), false)', [table, column])
+
     def data_version(self) -> int:
         """A number that changes when another connection commits (what the journal follows)."""
         return self.backend.data_version()

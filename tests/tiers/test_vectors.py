@@ -231,7 +231,7 @@ class Docs:
 
     def put(self, user_id, item_id, text):  # journalled, as tiers.documents.DocumentIndex writes do
         with self.store.atomic():
-            self.store.execute("INSERT OR REPLACE INTO docs VALUES (?, ?, ?)", [user_id, item_id, text])
+            self.store.execute("INSERT INTO docs VALUES (?, ?, ?) ON CONFLICT (id) DO UPDATE SET user_id = excluded.user_id, text = excluded.text", [user_id, item_id, text])
             IndexJournal(self.store, "facts").put(user_id, [(item_id, text)])
 
     def delete(self, item_id):
