@@ -122,6 +122,11 @@ class Storage:
         self.path: Path | None = backend.path
         #: Where the data is, for messages: a file, "in memory", or the URL without its password.
         self.location: str = backend.location
+        #: What it was opened with (a file's path or the URL; ``None`` in memory), and the same to show
+        #: (a URL without its password).
+        url = str(target) if is_url(target) else None
+        self.target: str | None = url if url is not None else (None if backend.path is None else str(backend.path))
+        self.shown_target: str | None = backend.location if url is not None else self.target
         #: Whether other connections (processes, hosts) may write it too: their commits are followed.
         self.shared: bool = backend.shared
         #: Tells this connection's journal entries from others' (:mod:`tiers.journal`).

@@ -15,12 +15,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from tiers.postgres_backend import is_url, redact_url
 from unified_memory.cli._format import dump_json
 
 if TYPE_CHECKING:
     from unified_memory.memory import UnifiedMemory
 
-__all__ = ["PROG", "CliError", "DEFAULT_DB", "ENV_DB", "db_path", "user_of", "settings_of", "open_memory", "unknown_user", "emit",
+__all__ = ["PROG", "CliError", "DEFAULT_DB", "ENV_DB", "DatabaseURL", "db_path", "user_of", "settings_of", "open_memory", "unknown_user", "emit",
            "say"]
 
 PROG = "unified-memory"
@@ -40,13 +41,34 @@ class CliError(Exception):
         self.code = code
 
 
-def db_path(args: argparse.Namespace) -> Path:
+def db_path(args: argparse.Namespace) -> Path | DatabaseURL:
     """The memory file: ``--db``, else ``$UNIFIED_MEMORY_DB``, else ``unified_memory.db`` here.
+    A PostgreSQL URL is kept as it is (a :class:`DatabaseURL`, not a path).
 
     >>> str(db_path(argparse.Namespace(db=None))) in (os.environ.get(ENV_DB), DEFAULT_DB)
     True
+    >>> db_path(argparse.Namespace(db="postgresql://ada@db/memory")).exists()
+    True
     """
-    return Path(getattr(args, "db", None) or os.environ.get(ENV_DB) or DEFAULT_DB)
+    target = getattr(args, "db", None) or os.environ.get(ENV_DB) or DEFAULT_DB
+    return DatabaseURL(target) if is_url(target) else Path(target)
+
+
+class DatabaseURL(str):
+    """A ``postgresql://`` URL given for ``--db``: it passes where a path does (``str()`` is the
+    URL; it always "exists": the server says otherwise when connecting), and prints without its
+    password.
+
+    >>> url = DatabaseURL("postgresql://ada:pw@db/memory")
+    >>> url.exists(), f"{url!r}"
+    (True, "'postgresql://ada:***@db/memory'")
+    """
+
+    def exists(self) -> bool:
+        return True
+
+    def __repr__(self) -> str:
+        return repr(redact_url(self))
 
 
 def user_of(args: argparse.Namespace) -> str:
@@ -76,7 +98,7 @@ def open_memory(args: argparse.Namespace, *, path: Path | None = None, must_exis
     from unified_memory.memory import UnifiedMemory
 
     target = path if path is not None else db_path(args)
-    if must_exist and not target.exists():
+    if must_exist and not os.path.exists(target) and not is_url(target):
         raise CliError(f"no memory file at {str(target)!r} (create one with 'unified-memory ingest FILE' "
                        f"or 'unified-memory demo', or choose one with --db)")
     mem = UnifiedMemory(target, user_id=user_id or user_of(args), **{**settings_of(args), **overrides})
@@ -88,7 +110,7 @@ def open_memory(args: argparse.Namespace, *, path: Path | None = None, must_exis
     return mem
 
 
-def unknown_user(user: str, path: Path, users: list[str], *, shown: int = 5) -> str:
+def unknown_user(user: str, path: Path | str, users: list[str], *, shown: int = 5) -> str:
     """The error for a user the file holds nothing of: the user, the file, the users it holds.
 
     >>> unknown_user("ghost", Path("m.db"), ["ada", "bob"])
@@ -96,10 +118,11 @@ def unknown_user(user: str, path: Path, users: list[str], *, shown: int = 5) -> 
     >>> unknown_user("ghost", Path("m.db"), [])
     "unknown user 'ghost': 'm.db' holds no memories of any user yet"
     """
+    where = redact_url(str(path)) if is_url(str(path)) else str(path)
     if not users:
-        return f"unknown user {user!r}: {str(path)!r} holds no memories of any user yet"
+        return f"unknown user {user!r}: {where!r} holds no memories of any user yet"
     listed = ", ".join(users[:shown]) + (f" and {len(users) - shown} more" if len(users) > shown else "")
-    return (f"unknown user {user!r}: {str(path)!r} holds no memories of that user; its users: {listed} "
+    return (f"unknown user {user!r}: {where!r} holds no memories of that user; its users: {listed} "
             "(choose one with --user)")
 
 

@@ -110,6 +110,11 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_argument("path", nargs="?", metavar="PATH",
                      help="memory file to (re)create (default: --db, else unified_memory_demo.db)")
 
+    sub = command("migrate", _data.cmd_migrate, "copy a whole memory to an empty database (a SQLite file or a "
+                  "postgresql:// URL), then check the copy", parent=common_no_user)
+    sub.add_argument("source", metavar="SRC", help="the memory to copy: a file, or postgresql://user@host/db")
+    sub.add_argument("destination", metavar="DST", help="an empty database: a file, or postgresql://user@host/db")
+
     sub = command("recall", _commands.cmd_recall, "federated recall over the tiers, best first, with score "
                   "components")
     sub.add_argument("query", metavar="QUERY")

@@ -77,9 +77,8 @@ class ReadingAPI:
 
     @property
     def path(self) -> str | None:
-        """The database file, or ``None`` in memory."""
-        path = self._view.backend.storage.path
-        return str(path) if path else None
+        """The database file, or the PostgreSQL URL it was opened with, or ``None`` in memory."""
+        return self._view.backend.storage.target
 
     def close(self) -> None:
         """Close the file (idempotent). Scoped views share it and are closed too.
@@ -351,7 +350,8 @@ class ReadingAPI:
         return MemoryStats(user_id=user, messages=messages, window_messages=window[0], window_tokens=window[1],
                            pending_promotion=pending, facts=facts.get("active", 0),
                            superseded_facts=facts.get("superseded", 0), archived_facts=facts.get("archived", 0),
-                           entities=entities, triples=triples, path=self.path, schema_version=SCHEMA_VERSION)
+                           entities=entities, triples=triples, path=storage.shown_target,
+                           schema_version=SCHEMA_VERSION)
 
     def users(self) -> list[str]:
         """Every user with memories in this file (messages, facts of any status, entities,
