@@ -351,6 +351,36 @@ def test_storage_zeroes_deleted_content_and_truncates_the_wal(tmp_path):
     store.close()
 
 
+def test_vacuum_leaves_no_deleted_content_in_the_postgresql_tables(storage_backend, request, tmp_path):
+    """The guarantee above on PostgreSQL: after a deletion and Storage.vacuum, no file of the
+    schema's tables, indexes or TOAST holds the text (the server's WAL keeps it: docs/deployment.md)."""
+    if storage_backend != "postgresql":
+        pytest.skip("on SQLite: test_storage_zeroes_deleted_content_and_truncates_the_wal")
+    import psycopg
+
+    server = request.getfixturevalue("postgres_server")
+    secret = b"zebra-secret-4711"
+    store = Storage(tmp_path / "m.db")
+
+    def files() -> list:
+        with psycopg.connect(server.url, autocommit=True) as admin:
+            admin.execute("CHECKPOINT")  # what the buffers hold, on disk
+        return [server.datadir / path for (path,) in store.execute(
+            "SELECT pg_relation_filepath(c.oid) FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
+            "WHERE n.nspname IN (current_schema(), 'pg_toast') AND c.relkind IN ('r', 'i', 't') "
+            "AND pg_relation_filepath(c.oid) IS NOT NULL")]
+
+    try:
+        add_message(store, "ada", secret.decode() * 20)
+        with store.atomic():
+            store.execute("DELETE FROM messages")
+        assert any(secret in path.read_bytes() for path in files() if path.exists())  # deleted, still there
+        store.vacuum()
+        assert not [path for path in files() if path.exists() and secret in path.read_bytes()]
+    finally:
+        store.close()
+
+
 @pytest.mark.sqlite_only  # SQLite's type affinities (a column type such as ANYTHING)
 def test_sqlite_refuses_nothing_we_export(tmp_path):
     """Every value the export writes is accepted back by the same schema (sanity of the affinity rules)."""
