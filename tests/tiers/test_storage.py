@@ -21,7 +21,7 @@ def test_file_uses_wal_and_schema_version(db_path):
     assert Storage(db_path).get_meta("schema_version") == str(SCHEMA_VERSION)
 
 
-@pytest.mark.sqlite_only  # a file that is not SQLite (PostgreSQL: tests/tiers/test_pg_schema.py)
+@pytest.mark.sqlite_only  # a file that is not a SQLite database
 def test_refuses_a_file_that_is_not_sqlite(tmp_path):
     path = tmp_path / "notes.db"
     path.write_text("my precious notes")
