@@ -57,12 +57,22 @@ class Dialect:
 
     def exp(self, x: str) -> str:
         """``exp(x)`` for ``x <= 0``; PostgreSQL raises on underflow where SQLite gives 0,
-        so there the argument is clamped first (``exp(-700)`` is 1e-304: 0 to any score).
+        so there the argument is clamped first (``exp(-345)`` is 1e-150: 0 to any score, and
+        a weight times it cannot underflow either).
 
         >>> POSTGRESQL.exp("x")
-        'exp(GREATEST(x, -700.0))'
+        'exp(GREATEST(x, -345.0))'
         """
-        return f"exp(GREATEST({x}, -700.0))" if self.postgres else f"exp({x})"
+        return f"exp(GREATEST({x}, -345.0))" if self.postgres else f"exp({x})"
+
+    def flush_tiny(self, x: str) -> str:
+        """``x`` (an expression without ``?``), as a factor of a product: PostgreSQL raises where
+        a product of floats underflows (SQLite gives 0), so there an ``x`` below 1e-150 counts as 0.
+
+        >>> SQLITE.flush_tiny("importance"), POSTGRESQL.flush_tiny("importance")
+        ('importance', '(CASE WHEN abs(importance) < 1e-150 THEN 0.0 ELSE importance END)')
+        """
+        return f"(CASE WHEN abs({x}) < 1e-150 THEN 0.0 ELSE {x} END)" if self.postgres else x
 
     def json_text(self, column: str, key: str) -> str:
         """The text of member ``key`` (a constant of our code) of the JSON object in ``column``.

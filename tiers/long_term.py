@@ -149,7 +149,7 @@ def retention_order(*, now: float, weights: EvictionWeights, protect: set[str],
     stamp = d.greatest("updated_at", f"COALESCE({last_accessed(d)}, 0)")
     recency = d.exp(f"? * {d.greatest(f'? - {stamp}', '0')}")
     order = (f"facts.id IN (SELECT protected.value FROM {d.json_values('?', 'protected')}), "
-             f"? * importance + ? * {recency} + ? * {d.least('1.0', f'ln(1 + {ACCESS_COUNT}) / ?')}, "
+             f"? * {d.flush_tiny('importance')} + ? * {recency} + ? * {d.least('1.0', f'ln(1 + {ACCESS_COUNT}) / ?')}, "
              "facts.seq")
     return order, [json.dumps(sorted(protect)), weights.importance, weights.recency, decay, now, weights.use,
                    math.log1p(weights.use_saturation)]

@@ -9,6 +9,7 @@ from pathlib import Path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.tiers.write_lock import hold_write_lock, release
 from tiers.access import ACCESS_COUNT, USES_JOIN, AccessLog, last_accessed
 from tiers.storage import Storage
 from unified_memory import UnifiedMemory
@@ -33,34 +34,37 @@ def _counts(storage: Storage) -> dict[str, int]:
                           st.just(("tick", []))), max_size=30))
 def test_every_use_is_counted_once_whatever_writes_in_between(steps: list[tuple[str, list[int]]]) -> None:
     storage = Storage(None)
-    ids = _facts(storage, 5)
-    clock = [0.0]
-    uses = AccessLog(storage, max_age=2.0, max_pending=3, monotonic=lambda: clock[0])
-    expected = dict.fromkeys(ids, 0)
-    for kind, picked in steps:
-        if kind == "use":
-            uses.note([ids[i] for i in picked], now=clock[0])
-            for i in picked:
-                expected[ids[i]] += 1
-        elif kind == "write":  # another write neither writes nor drops the waiting uses
-            waiting = uses.pending
-            with storage.atomic():
-                storage.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('x', '1')")
-            assert uses.pending == waiting
-        elif kind == "flush":
-            uses.flush()
-            assert uses.pending == 0
-        elif kind == "fold":  # every use now in the facts' own columns
-            uses.fold()
-            assert uses.pending == 0 and not storage.query("SELECT * FROM fact_uses")
-            assert {r["id"]: r["access_count"] for r in storage.query("SELECT id, access_count FROM facts")} == expected
-        else:
-            clock[0] += 1.5
-        assert uses.pending < 3  # a full batch is written at once
-        written = _counts(storage)
-        assert all(written[i] <= expected[i] for i in ids)  # never counted twice, never ahead
-    uses.flush()
-    assert _counts(storage) == expected
+    try:
+        ids = _facts(storage, 5)
+        clock = [0.0]
+        uses = AccessLog(storage, max_age=2.0, max_pending=3, monotonic=lambda: clock[0])
+        expected = dict.fromkeys(ids, 0)
+        for kind, picked in steps:
+            if kind == "use":
+                uses.note([ids[i] for i in picked], now=clock[0])
+                for i in picked:
+                    expected[ids[i]] += 1
+            elif kind == "write":  # another write neither writes nor drops the waiting uses
+                waiting = uses.pending
+                with storage.atomic():
+                    storage.set_meta("x", "1")
+                assert uses.pending == waiting
+            elif kind == "flush":
+                uses.flush()
+                assert uses.pending == 0
+            elif kind == "fold":  # every use now in the facts' own columns
+                uses.fold()
+                assert uses.pending == 0 and not storage.query("SELECT * FROM fact_uses")
+                assert {r["id"]: r["access_count"] for r in storage.query("SELECT id, access_count FROM facts")} == expected
+            else:
+                clock[0] += 1.5
+            assert uses.pending < 3  # a full batch is written at once
+            written = _counts(storage)
+            assert all(written[i] <= expected[i] for i in ids)  # never counted twice, never ahead
+        uses.flush()
+        assert _counts(storage) == expected
+    finally:
+        storage.close()  # a PostgreSQL database per example: its connection goes now
 
 
 def test_a_write_that_fails_after_writing_the_uses_loses_only_those() -> None:
@@ -167,10 +171,10 @@ def test_a_due_batch_that_cannot_get_the_write_lock_waits_and_the_caller_goes_on
     try:
         ids = _facts(storage, 1)
         uses = AccessLog(storage, max_age=0.0)  # every use is due at once
-        holder.backend.db.conn.execute("BEGIN IMMEDIATE")  # another process writing, past the busy timeout
+        hold_write_lock(holder)  # another process writing, past the busy timeout
         uses.note(ids, now=1.0)  # no error: the use waits
         assert uses.pending == 1
-        holder.backend.db.conn.execute("COMMIT")
+        release(holder)
         uses.note(ids, now=2.0)
         assert uses.pending == 0
         assert storage.query(f"SELECT {ACCESS_COUNT} AS n, {last_accessed(storage.dialect)} AS last FROM facts {USES_JOIN}") == \

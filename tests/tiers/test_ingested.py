@@ -1,22 +1,17 @@
-import sqlite3
-
 import pytest
 
 from tiers.ingested import IngestedKeys
-from tiers.storage import SCHEMA_VERSION, Storage
+from tiers.storage import SCHEMA_VERSION, IntegrityError, Storage
 
 
 def test_table_is_created_on_first_use_only(db_path):
     store = Storage(db_path)
-    assert "ingested" not in store.backend.db.table_names()
+    assert "ingested" not in store.table_infos()
     keys = IngestedKeys(store)
     assert keys.count() == 0
-    assert "ingested" in store.backend.db.table_names()
-    columns = {row[1]: row[2] for row in store.execute("PRAGMA table_info(ingested)").fetchall()}
-    assert columns == {"user_id": "TEXT", "source_key": "TEXT", "ingested_at": "REAL"}
-    pk = [row[1] for row in sorted(store.execute("PRAGMA table_info(ingested)").fetchall(), key=lambda r: r[5])
-          if row[5]]
-    assert pk == ["user_id", "source_key"]
+    info = store.table_infos()["ingested"]
+    assert {c.name: c.affinity for c in info.columns} == {"user_id": "TEXT", "source_key": "TEXT", "ingested_at": "REAL"}
+    assert [c.name for c in sorted(info.columns, key=lambda c: c.pk) if c.pk] == ["user_id", "source_key"]
     store.close()
 
 
@@ -49,7 +44,7 @@ def test_recording_a_known_key_fails_and_rolls_back_the_transaction():
     keys = IngestedKeys(Storage(None))
     with keys.storage.atomic():
         keys.record("ada", ["k1"], now=0.0)
-    with pytest.raises(sqlite3.IntegrityError), keys.storage.atomic():
+    with pytest.raises(IntegrityError), keys.storage.atomic():
         keys.record("ada", ["k2"], now=0.0)
         keys.record("ada", ["k1"], now=0.0)
     assert keys.existing("ada", ["k1", "k2"]) == {"k1"}

@@ -62,19 +62,22 @@ NAMESPACES = st.lists(LABELS, min_size=1, max_size=3).map(tuple)
        prefix=st.lists(LABELS, max_size=2).map(tuple), user=st.sampled_from(["ada", "bob"]))
 def test_search_returns_exactly_the_users_items_under_the_prefix(writes, prefix, user):
     items = KeyedItems(Storage(None))
-    model: dict[tuple, int] = {}
-    for i, (who, namespace, key, value) in enumerate(writes):
-        items.put(who, namespace, key, {"v": value}, now=float(i))
-        model[(who, namespace, key)] = value
-    found = items.search(user, prefix, limit=100, now=100.0)
-    expected = {(ns, key): v for (who, ns, key), v in model.items() if who == user and ns[:len(prefix)] == prefix}
-    assert {(row.namespace, row.key): row.value["v"] for row in found} == expected
-    assert len(found) == len(expected)
-    for (who, ns, key), v in model.items():
-        other = "bob" if who == "ada" else "ada"
-        assert items.get(who, ns, key, now=100.0).value == {"v": v}
-        if (other, ns, key) not in model:
-            assert items.get(other, ns, key, now=100.0) is None
+    try:
+        model: dict[tuple, int] = {}
+        for i, (who, namespace, key, value) in enumerate(writes):
+            items.put(who, namespace, key, {"v": value}, now=float(i))
+            model[(who, namespace, key)] = value
+        found = items.search(user, prefix, limit=100, now=100.0)
+        expected = {(ns, key): v for (who, ns, key), v in model.items() if who == user and ns[:len(prefix)] == prefix}
+        assert {(row.namespace, row.key): row.value["v"] for row in found} == expected
+        assert len(found) == len(expected)
+        for (who, ns, key), v in model.items():
+            other = "bob" if who == "ada" else "ada"
+            assert items.get(who, ns, key, now=100.0).value == {"v": v}
+            if (other, ns, key) not in model:
+                assert items.get(other, ns, key, now=100.0) is None
+    finally:
+        items.storage.close()  # a PostgreSQL database per example: its connection goes now
 
 
 def test_ttl_expires_and_reads_refresh_it(mem, clock):

@@ -186,32 +186,35 @@ def test_retention_archives_what_the_scoring_formula_ranks_lowest(rows, excess, 
     from scoring.decay import recency_array
 
     storage = Storage(None)
-    weights = EvictionWeights(half_life_days=half_life)
-    now = 120 * DAY
-    with storage.atomic():
-        storage.executemany(
-            "INSERT INTO facts (id, user_id, text, norm_key, importance, created_at, updated_at, last_accessed, "
-            "access_count) VALUES (?, 'ada', ?, ?, ?, 0, ?, ?, ?)",
-            [[f"f{i}", f"t{i}", f"t{i}", imp, upd * DAY, None if last is None else last * DAY, uses]
-             for i, (imp, upd, last, uses, _) in enumerate(rows)])
-    protect = {f"f{i}" for i, row in enumerate(rows) if row[4]}
-    facts = LongTermFacts(storage)
-    limit = max(0, len(rows) - excess)
-    with storage.atomic():
-        archived = facts.evict(ADA, limit=limit, now=now, protect=protect, weights=weights)
+    try:
+        weights = EvictionWeights(half_life_days=half_life)
+        now = 120 * DAY
+        with storage.atomic():
+            storage.executemany(
+                "INSERT INTO facts (id, user_id, text, norm_key, importance, created_at, updated_at, last_accessed, "
+                "access_count) VALUES (?, 'ada', ?, ?, ?, 0, ?, ?, ?)",
+                [[f"f{i}", f"t{i}", f"t{i}", imp, upd * DAY, None if last is None else last * DAY, uses]
+                 for i, (imp, upd, last, uses, _) in enumerate(rows)])
+        protect = {f"f{i}" for i, row in enumerate(rows) if row[4]}
+        facts = LongTermFacts(storage)
+        limit = max(0, len(rows) - excess)
+        with storage.atomic():
+            archived = facts.evict(ADA, limit=limit, now=now, protect=protect, weights=weights)
 
-    def key(i: int) -> tuple[bool, float, int]:
-        imp, upd, last, uses, _ = rows[i]
-        fresh = recency_array(np.array([now - max(upd, last or 0.0) * DAY]), half_life)[0]
-        use = min(1.0, np.log1p(uses) / np.log1p(weights.use_saturation))
-        return f"f{i}" in protect, weights.importance * imp + weights.recency * fresh + weights.use * use, i
+        def key(i: int) -> tuple[bool, float, int]:
+            imp, upd, last, uses, _ = rows[i]
+            fresh = recency_array(np.array([now - max(upd, last or 0.0) * DAY]), half_life)[0]
+            use = min(1.0, np.log1p(uses) / np.log1p(weights.use_saturation))
+            return f"f{i}" in protect, weights.importance * imp + weights.recency * fresh + weights.use * use, i
 
-    ranked = sorted(range(len(rows)), key=key)
-    assert len(archived) == len(rows) - limit
-    chosen = [int(fact_id[1:]) for fact_id in archived]
-    for a, b in zip(chosen, chosen[1:], strict=False):  # in the formula's order (ulps aside)
-        assert key(a)[0] < key(b)[0] or (key(a)[0] == key(b)[0] and key(a)[1] <= key(b)[1] + 1e-9)
-    worst_kept = [key(i) for i in ranked if i not in chosen]
-    if worst_kept and chosen:  # nothing kept ranks below something archived
-        last = key(chosen[-1])
-        assert all(k[0] > last[0] or (k[0] == last[0] and k[1] >= last[1] - 1e-9) for k in worst_kept)
+        ranked = sorted(range(len(rows)), key=key)
+        assert len(archived) == len(rows) - limit
+        chosen = [int(fact_id[1:]) for fact_id in archived]
+        for a, b in zip(chosen, chosen[1:], strict=False):  # in the formula's order (ulps aside)
+            assert key(a)[0] < key(b)[0] or (key(a)[0] == key(b)[0] and key(a)[1] <= key(b)[1] + 1e-9)
+        worst_kept = [key(i) for i in ranked if i not in chosen]
+        if worst_kept and chosen:  # nothing kept ranks below something archived
+            last = key(chosen[-1])
+            assert all(k[0] > last[0] or (k[0] == last[0] and k[1] >= last[1] - 1e-9) for k in worst_kept)
+    finally:
+        storage.close()  # a PostgreSQL database per example: its connection goes now

@@ -49,22 +49,25 @@ def test_targets_limit_the_output_and_bad_width_is_refused():
 def test_incremental_documents_equal_a_rebuild_from_the_store(batches, width):
     """Whatever the order of appends, the index holds what a rebuild from SQLite would."""
     log = EpisodicLog(Storage(None), neighbor_turns=width, neighbor_gap_seconds=100 * MINUTE)
-    written: dict[str, str] = {}
-    add = log.index.add
+    try:
+        written: dict[str, str] = {}
+        add = log.index.add
 
-    def capture(user_id, items):
-        items = list(items)
-        written.update(items)
-        add(user_id, items)
+        def capture(user_id, items):
+            items = list(items)
+            written.update(items)
+            add(user_id, items)
 
-    log.index.add = capture
-    clock = 0.0
-    for batch in batches:
-        by_session: dict[str, list[Message]] = {}
-        for session, minutes, text in batch:
-            clock += minutes * MINUTE
-            by_session.setdefault(session, []).append(Message(role="user", content=text or None))
-        for session, messages in by_session.items():
-            with log.storage.atomic():
-                log.append(Scope("ada", session_id=session), messages, now=clock, importances=[0.5] * len(messages))
-    assert written == dict(log._load_documents("ada"))
+        log.index.add = capture
+        clock = 0.0
+        for batch in batches:
+            by_session: dict[str, list[Message]] = {}
+            for session, minutes, text in batch:
+                clock += minutes * MINUTE
+                by_session.setdefault(session, []).append(Message(role="user", content=text or None))
+            for session, messages in by_session.items():
+                with log.storage.atomic():
+                    log.append(Scope("ada", session_id=session), messages, now=clock, importances=[0.5] * len(messages))
+        assert written == dict(log._load_documents("ada"))
+    finally:
+        log.storage.close()  # a PostgreSQL database per example: its connection goes now

@@ -16,6 +16,9 @@ from tiers.storage import Storage
 from tiers.user_tables import Column, user_tables
 
 psycopg = pytest.importorskip("psycopg")
+# Not run twice (storage_backend): these tests make their own PostgreSQL databases (pg_url), and the
+# SQLite Storage they compare with must stay SQLite.
+pytestmark = pytest.mark.sqlite_only
 
 
 @pytest.fixture

@@ -13,6 +13,9 @@ from tiers.schema import SCHEMA_OBJECTS, SCHEMA_VERSION
 from unified_memory.errors import StorageError
 
 psycopg = pytest.importorskip("psycopg")
+# Not run twice (storage_backend): these tests make their own PostgreSQL databases (pg_url), and the
+# SQLite Storage they compare with must stay SQLite.
+pytestmark = pytest.mark.sqlite_only
 
 
 @pytest.fixture

@@ -22,14 +22,16 @@ HEADER = {"kind": "header", "format": FORMAT, "version": FORMAT_VERSION}
 def add_message(store: Storage, user: str, content: str, *, seq: int | None = None, window: bool = True,
                 created: float = 1.5) -> tuple[int, str]:
     message_id = f"msg_{user}_{content}"
+    columns, values = ["id", "user_id", "role", "content", "created_at"], [message_id, user, "user", content, created]
+    if seq is not None:
+        columns, values = ["seq", *columns], [seq, *values]
     with store.atomic():
-        cursor = store.execute(
-            "INSERT INTO messages (seq, id, user_id, role, content, created_at) VALUES (?, ?, ?, 'user', ?, ?)",
-            [seq, message_id, user, content, created])
+        seq = store.insert(f"INSERT INTO messages ({', '.join(columns)}) VALUES ({', '.join('?' * len(values))})",
+                           values)
+        store.keys_written("messages", "seq")
         if window:
-            store.execute("INSERT INTO window (message_seq, user_id, tokens) VALUES (?, ?, 3)",
-                          [cursor.lastrowid, user])
-    return int(cursor.lastrowid), message_id
+            store.execute("INSERT INTO \"window\" (message_seq, user_id, tokens) VALUES (?, ?, 3)", [seq, user])
+    return seq, message_id
 
 
 def add_graph(store: Storage, user: str) -> None:
@@ -137,7 +139,7 @@ def test_colliding_positions_are_renumbered_with_their_references():
     assert [r["content"] for r in rows] == ["one", "two"]
     seq_of = {r["content"]: r["seq"] for r in rows}
     assert seq_of == {"one": 3, "two": 4}  # after the highest, in file order
-    window = [r[0] for r in target.execute("SELECT message_seq FROM window WHERE user_id = 'ada' ORDER BY 1")]
+    window = [r[0] for r in target.execute("SELECT message_seq FROM \"window\" WHERE user_id = 'ada' ORDER BY 1")]
     assert window == [3, 4]
     assert target.execute("SELECT message_seq FROM ingested").fetchone()[0] == seq_of["two"]
     # importing again finds the rows under their new positions: nothing added
@@ -152,7 +154,7 @@ def test_user_id_remaps_a_single_user_export_and_refuses_several_users():
     target = Storage(None)
     result = import_rows(target, parse(target, dump(store, ["ada"]), user_id="zoe"), user_id="zoe")
     assert result.users == {"zoe"}
-    assert {r[0] for r in target.execute("SELECT user_id FROM messages UNION SELECT user_id FROM window "
+    assert {r[0] for r in target.execute("SELECT user_id FROM messages UNION SELECT user_id FROM \"window\" "
                                          "UNION SELECT user_id FROM summaries")} == {"zoe"}
     add_message(store, "bob", "yo")
     with pytest.raises(MemoryValueError, match="export.jsonl, line 1: user_id: the export holds 2 users"):
@@ -249,7 +251,7 @@ def test_a_copy_as_another_user_gets_fresh_ids_and_its_references_follow():
          "source_message_ids": json.dumps([fresh_id(message, "eve"), fresh_id("msg_gone", "eve")],
                                           separators=(",", ":"))}]
     [eve_seq] = [r[0] for r in store.execute("SELECT seq FROM messages WHERE user_id = 'eve'")]
-    assert eve_seq != seq and store.execute("SELECT message_seq FROM window WHERE user_id = 'eve'").fetchall() == [
+    assert eve_seq != seq and store.execute("SELECT message_seq FROM \"window\" WHERE user_id = 'eve'").fetchall() == [
         (eve_seq,)]
     entities = {r[0] for r in store.execute("SELECT id FROM entities WHERE user_id = 'eve'")}
     ends = store.execute("SELECT subject_id, object_id FROM triples WHERE user_id = 'eve'").fetchall()
@@ -271,16 +273,17 @@ def test_a_unique_constraint_conflict_names_the_line():
 
 def test_blobs_round_trip_through_base64():
     store = Storage(None)
+    blob = "BYTEA" if store.dialect.postgres else "BLOB"  # a table of another module: its own DDL per database
     with store.atomic():
         store.execute("CREATE TABLE IF NOT EXISTS attachments (user_id TEXT NOT NULL, name TEXT PRIMARY KEY, "
-                      "data BLOB)")
+                      f"data {blob})")
         store.execute("INSERT INTO attachments VALUES ('ada', 'a.bin', ?)", [b"\x00\xffzz"])
     text = dump(store, ["ada"])
     assert '{"$base64":"AP96eg=="}' in text
     target = Storage(None)
     with target.atomic():
         target.execute("CREATE TABLE IF NOT EXISTS attachments (user_id TEXT NOT NULL, name TEXT PRIMARY KEY, "
-                       "data BLOB)")
+                       f"data {blob})")
     import_rows(target, parse(target, text))
     assert target.execute("SELECT data FROM attachments").fetchone()[0] == b"\x00\xffzz"
 
@@ -291,7 +294,7 @@ def test_delete_user_rows_clears_every_table_of_that_user_only():
         add_message(store, user, "hi")
         add_graph(store, user)
     with store.atomic():
-        store.execute("INSERT INTO embeddings VALUES ('ada', 'm', 'h', 1, x'00000000')")
+        store.execute("INSERT INTO embeddings VALUES ('ada', 'm', 'h', 1, ?)", [bytes(4)])
         counts = delete_user_rows(store, "ada")
     assert counts == {"messages": 1, "window": 1, "facts": 0, "entities": 2, "triples": 1, "summaries": 0,
                       "keyed_items": 0, "embeddings": 1, "index_journal": 0,
@@ -324,12 +327,13 @@ def test_prune_embeddings_keeps_the_live_texts_of_every_model():
     with store.atomic():
         for model in ("a", "b"):
             for text in ("keep", "drop"):
-                store.execute("INSERT INTO embeddings VALUES ('ada', ?, ?, 1, x'00000000')", [model, content_hash(text)])
-        store.execute("INSERT INTO embeddings VALUES ('bob', 'a', ?, 1, x'00000000')", [content_hash("drop")])
+                store.execute("INSERT INTO embeddings VALUES ('ada', ?, ?, 1, ?)", [model, content_hash(text), bytes(4)])
+        store.execute("INSERT INTO embeddings VALUES ('bob', 'a', ?, 1, ?)", [content_hash("drop"), bytes(4)])
         assert prune_embeddings(store, "ada", ["keep"]) == 2
     assert store.execute("SELECT COUNT(*) FROM embeddings").fetchone()[0] == 3
 
 
+@pytest.mark.sqlite_only  # SQLite's secure_delete, its -wal file and the file's bytes
 def test_storage_zeroes_deleted_content_and_truncates_the_wal(tmp_path):
     path = tmp_path / "m.db"
     store = Storage(path)
@@ -347,6 +351,37 @@ def test_storage_zeroes_deleted_content_and_truncates_the_wal(tmp_path):
     store.close()
 
 
+def test_vacuum_leaves_no_deleted_content_in_the_postgresql_tables(storage_backend, request, tmp_path):
+    """The guarantee above on PostgreSQL: after a deletion and Storage.vacuum, no file of the
+    schema's tables, indexes or TOAST holds the text (the server's WAL keeps it: docs/deployment.md)."""
+    if storage_backend != "postgresql":
+        pytest.skip("on SQLite: test_storage_zeroes_deleted_content_and_truncates_the_wal")
+    import psycopg
+
+    server = request.getfixturevalue("postgres_server")
+    secret = b"zebra-secret-4711"
+    store = Storage(tmp_path / "m.db")
+
+    def files() -> list:
+        with psycopg.connect(server.url, autocommit=True) as admin:
+            admin.execute("CHECKPOINT")  # what the buffers hold, on disk
+        return [server.datadir / path for (path,) in store.execute(
+            "SELECT pg_relation_filepath(c.oid) FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
+            "WHERE n.nspname IN (current_schema(), 'pg_toast') AND c.relkind IN ('r', 'i', 't') "
+            "AND pg_relation_filepath(c.oid) IS NOT NULL")]
+
+    try:
+        add_message(store, "ada", secret.decode() * 20)
+        with store.atomic():
+            store.execute("DELETE FROM messages")
+        assert any(secret in path.read_bytes() for path in files() if path.exists())  # deleted, still there
+        store.vacuum()
+        assert not [path for path in files() if path.exists() and secret in path.read_bytes()]
+    finally:
+        store.close()
+
+
+@pytest.mark.sqlite_only  # SQLite's type affinities (a column type such as ANYTHING)
 def test_sqlite_refuses_nothing_we_export(tmp_path):
     """Every value the export writes is accepted back by the same schema (sanity of the affinity rules)."""
     store = Storage(None)

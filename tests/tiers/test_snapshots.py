@@ -1,14 +1,13 @@
 """Saved lexical indexes (tiers.snapshots): restored on open, replayed forward from the
 journal, refused when stale or damaged, erased with what they index."""
 
-import sqlite3
-
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from scoring.lexical import LexicalIndex
 from tiers import journal, snapshots
+from tiers.storage import Storage
 from unified_memory import UnifiedMemory
 
 
@@ -34,12 +33,27 @@ def reopened_answers(path, count_fact_loads, *, expect_loads):
     return got
 
 
+def write(path, sql):
+    """Run one statement on the database at ``path`` (as another program would, beside the memory)."""
+    store = Storage(path)
+    try:
+        with store.atomic():
+            store.execute(sql)
+    finally:
+        store.close()
+
+
+def snapshot_count(path, where="TRUE"):
+    store = Storage(path)
+    try:
+        return store.execute(f"SELECT COUNT(*) FROM index_snapshots WHERE {where}").fetchone()[0]
+    finally:
+        store.close()
+
+
 def fresh_answers(path):
     """What a memory that rebuilds from the store answers (snapshots removed first)."""
-    con = sqlite3.connect(path)
-    con.execute("DELETE FROM index_snapshots")
-    con.commit()
-    con.close()
+    write(path, "DELETE FROM index_snapshots")
     with open_memory(path) as mem:
         return answers(mem)
 
@@ -89,10 +103,7 @@ def test_a_reset_since_the_snapshot_means_a_rebuild(db_path, monkeypatch, count_
 
 def test_a_damaged_snapshot_is_ignored(db_path, count_fact_loads):
     fill(db_path)
-    con = sqlite3.connect(db_path)
-    con.execute("UPDATE index_snapshots SET arrays = substr(arrays, 1, 10)")
-    con.commit()
-    con.close()
+    write(db_path, "UPDATE index_snapshots SET arrays = substr(arrays, 1, 10)")
     got = reopened_answers(db_path, count_fact_loads, expect_loads=["ada"])
     assert got == fresh_answers(db_path)
 
@@ -102,10 +113,9 @@ def test_forget_erases_the_users_snapshots(db_path):
     with open_memory(db_path) as mem:
         one = mem.facts()[0].id
         mem.forget(ids=[one])
-        assert sqlite3.connect(db_path).execute("SELECT COUNT(*) FROM index_snapshots").fetchone()[0] == 0
+        assert snapshot_count(db_path) == 0
         mem.forget()
-    con = sqlite3.connect(db_path)
-    assert con.execute("SELECT COUNT(*) FROM index_snapshots WHERE user_id = 'ada'").fetchone()[0] == 0
+    assert snapshot_count(db_path, "user_id = 'ada'") == 0
 
 
 @settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

@@ -9,6 +9,7 @@ from tiers.storage import SCHEMA_VERSION, Scope, Storage, metadata_where
 from unified_memory.errors import ClosedError, MemoryTypeError, MemoryValueError, StorageError
 
 
+@pytest.mark.sqlite_only  # SQLite's PRAGMAs (WAL journal, busy timeout, mmap)
 def test_file_uses_wal_and_schema_version(db_path):
     store = Storage(db_path)
     assert store.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
@@ -20,6 +21,7 @@ def test_file_uses_wal_and_schema_version(db_path):
     assert Storage(db_path).get_meta("schema_version") == str(SCHEMA_VERSION)
 
 
+@pytest.mark.sqlite_only  # a file that is not a SQLite database
 def test_refuses_a_file_that_is_not_sqlite(tmp_path):
     path = tmp_path / "notes.db"
     path.write_text("my precious notes")
@@ -28,6 +30,7 @@ def test_refuses_a_file_that_is_not_sqlite(tmp_path):
     assert path.read_text() == "my precious notes"
 
 
+@pytest.mark.sqlite_only  # a SQLite file of another application (PostgreSQL: test_pg_schema.py)
 def test_refuses_another_applications_database(tmp_path):
     path = tmp_path / "other.db"
     conn = sqlite3.connect(path)
@@ -49,6 +52,7 @@ def test_refuses_a_newer_schema(db_path):
         Storage(db_path)
 
 
+@pytest.mark.sqlite_only  # the directory of a file
 def test_missing_directory_is_a_clear_error(tmp_path):
     with pytest.raises(StorageError, match="does not exist"):
         Storage(tmp_path / "nope" / "memory.db")
@@ -80,7 +84,7 @@ def test_metadata_where_matches_by_json_type():
                                                          [2, '{"a": 1, "n": 1.0}']])
 
     def ids(where):
-        sql, params = metadata_where(where)
+        sql, params = metadata_where(where, dialect=store.dialect)
         return [r["id"] for r in store.query(f"SELECT id FROM t WHERE {sql} ORDER BY id", params)]
 
     assert ids({"a": "1"}) == [1]
@@ -103,6 +107,7 @@ def test_scope_agent_clause():
     assert Scope("u", "bot").agent_clause() == ("(agent_id = ? OR agent_id = '')", ["bot"])
 
 
+@pytest.mark.sqlite_only  # the file's bytes and its -wal/-shm (PostgreSQL: test_pg_schema.py)
 def test_a_foreign_database_is_refused_byte_for_byte_untouched(tmp_path):
     import hashlib
     import sqlite3
@@ -175,6 +180,7 @@ def test_a_forked_child_does_not_inherit_a_writer_turn_held_in_the_parent(tmp_pa
     assert os.WEXITSTATUS(status) == 0
 
 
+@pytest.mark.sqlite_only  # SQLite's POSIX locks; subprocesses open the path themselves
 def test_a_second_connection_in_the_process_keeps_seeing_other_processes_commits(tmp_path):
     """Opening the file again in this process must not drop the locks SQLite holds on it (a plain
     open()/close() of the file would): a connection that lost its WAL read lock went on reading an

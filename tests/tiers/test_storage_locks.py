@@ -14,6 +14,7 @@ import pytest
 from tiers.storage import Storage
 
 
+@pytest.mark.sqlite_only  # about SQLite's write-ahead log file and POSIX locks; another process opens the path
 def test_another_process_closing_the_file_leaves_this_process_s_log_alone(tmp_path):
     path = tmp_path / "m.db"
     first = Storage(path)
@@ -40,33 +41,35 @@ def test_a_writer_waits_for_another_connections_write_then_takes_the_lock(tmp_pa
     for it (polling, :meth:`Storage._begin_immediate`) and writes once it is released; the
     connection keeps its busy timeout for everything else; held past the timeout, the wait
     is a StorageError naming the file, and nothing was written."""
+    import re
     import threading
     import time
 
+    from tests.tiers.write_lock import busy_timeout_ms, hold_write_lock, release
     from tiers.storage import Storage
     from unified_memory.errors import StorageError
 
     path = tmp_path / "m.db"
     holder, waiter = Storage(path), Storage(path, busy_timeout_ms=5000)
     try:
-        holder.backend.db.conn.execute("BEGIN IMMEDIATE")
-        timer = threading.Timer(0.05, lambda: holder.backend.db.conn.execute("COMMIT"))
+        hold_write_lock(holder)
+        timer = threading.Timer(0.05, lambda: release(holder))
         timer.start()
         with waiter.atomic():
             waiter.execute("INSERT INTO meta (key, value) VALUES ('waited', '1')")
         timer.join()
         assert holder.get_meta("waited") == "1"
-        assert waiter.backend.db.conn.execute("PRAGMA busy_timeout").fetchone()[0] == 5000
+        assert busy_timeout_ms(waiter) == 5000
         impatient = Storage(path, busy_timeout_ms=100)
-        holder.backend.db.conn.execute("BEGIN IMMEDIATE")
+        hold_write_lock(holder)
         began = time.monotonic()
-        with pytest.raises(StorageError, match="m.db"):
+        with pytest.raises(StorageError, match=re.escape(impatient.location)):
             with impatient.atomic():
                 impatient.execute("INSERT INTO meta (key, value) VALUES ('impatient', '1')")
         assert time.monotonic() - began >= 0.1  # it waited the whole timeout
-        holder.backend.db.conn.execute("COMMIT")
+        release(holder)
         assert holder.get_meta("impatient") is None
-        assert impatient.backend.db.conn.execute("PRAGMA busy_timeout").fetchone()[0] == 100
+        assert busy_timeout_ms(impatient) == 100
         impatient.close()
     finally:
         holder.close()

@@ -318,14 +318,17 @@ def test_partitions_never_cross_users():
                 max_size=15), st.sampled_from(["jazz", "peanut", "Lisbon", "x"]))
 def test_search_only_returns_the_users_own_ids(items, query):
     store = Storage(None)
-    docs, dense = make(store)
-    owner = {}
-    for n, (user, text) in enumerate(items):
-        docs.put(user, f"d{n}", text)
-        owner[f"d{n}"] = user
-    for user in ("ada", "bob", "cy"):
-        found = top(dense, user, query, 50)
-        assert sorted(found) == sorted(k for k, u in owner.items() if u == user)
+    try:
+        docs, dense = make(store)
+        owner = {}
+        for n, (user, text) in enumerate(items):
+            docs.put(user, f"d{n}", text)
+            owner[f"d{n}"] = user
+        for user in ("ada", "bob", "cy"):
+            found = top(dense, user, query, 50)
+            assert sorted(found) == sorted(k for k, u in owner.items() if u == user)
+    finally:
+        store.close()  # a PostgreSQL database per example: its connection goes now
 
 
 def test_commit_by_another_connection_is_replayed_from_the_journal(db_path):
