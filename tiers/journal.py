@@ -118,6 +118,7 @@ class IndexJournal:
         storage.executemany(
             "INSERT INTO index_journal (origin, kind, user_id, key, text) VALUES (?, ?, ?, ?, ?)",
             [(storage.origin, self.kind, user, key, text) for user, key, text in rows])
+        storage.journal_written()
         self._written += len(rows)
         if self._written >= _PRUNE_CHECK_EVERY:  # look now and then, not on every write
             self._written = 0

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from tiers.dialect import POSTGRESQL
+from tiers.pg_listener import JournalListener, channel_of, listener_for, release
 from tiers.table_info import TableInfo
 from tiers.writers import writer_queue
 from unified_memory.errors import (
@@ -119,8 +120,12 @@ class PostgresBackend:
         self._closed = False
         self._conn: Any = None
         self._lock_key = 0
+        self._journalled = False  # the open transaction wrote to the index journal: notify at commit
+        self._listener: JournalListener | None = None
         self._connect()
-        self._writers = writer_queue(f"{url}#{self._schema}")
+        self._key = f"{url}#{self._schema}"
+        self._channel = channel_of(self._lock_key)
+        self._writers = writer_queue(self._key)
 
     # -- the connection --------------------------------------------------------------------
 
@@ -206,16 +211,22 @@ class PostgresBackend:
             if not self._writers.acquire(self._busy_timeout_ms / 1000):
                 raise StorageError(f"path: {self.location}: this process's other writers held it beyond the busy "
                                    f"timeout ({self._busy_timeout_ms} ms), nothing was written", field="path")
+            self._journalled = False
             try:
                 with conn.transaction():
                     conn.execute("SELECT pg_advisory_xact_lock(%s)", [self._lock_key])
                     yield
+                    if self._journalled:  # delivered at commit, to the listeners of every host
+                        conn.execute("SELECT pg_notify(%s, '')", [self._channel])
+                if self._journalled and self._listener is not None:
+                    self._listener.bump()  # this process's other connections: at once
             except psycopg.Error as exc:
                 failure = self._failure(exc)
                 if failure is exc:
                     raise
                 raise failure from None
             finally:
+                self._journalled = False
                 self._writers.release()
 
     def execute(self, sql: str, params: Sequence[Any] = ()) -> Any:
@@ -261,9 +272,17 @@ class PostgresBackend:
         row = self.execute("SELECT value FROM meta WHERE key = ?", [key]).fetchone()
         return row[0] if row else None
 
+    def journal_written(self) -> None:
+        """The open transaction wrote to the index journal: the followers are told at its commit."""
+        self._journalled = True
+
     def data_version(self) -> int:
-        """The index journal's head: it moves when anyone commits a change of an index."""
-        return self.journal_head()
+        """How many times this process heard that a change of the index journal was committed,
+        by any host (:mod:`tiers.pg_listener`): no round trip to the server."""
+        listener = self._listener
+        if listener is None:
+            listener = self._listener = listener_for(self._key, self.url, self._channel, self._psycopg)
+        return listener.version
 
     def journal_head(self) -> int:
         """The ``seq`` of the newest committed index journal entry (0 before the first). Writers
@@ -314,6 +333,9 @@ class PostgresBackend:
             if self._closed:
                 return
             self._closed = True
+            if self._listener is not None:
+                release(self._key, self._listener)
+                self._listener = None
             if self._conn is not None:
                 with contextlib.suppress(Exception):
                     self._conn.close()

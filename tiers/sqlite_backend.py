@@ -267,6 +267,9 @@ class SQLiteBackend:
         assert seq is not None
         return seq
 
+    def journal_written(self) -> None:
+        """Nothing to do: other connections see a commit through ``PRAGMA data_version``."""
+
     def data_version(self) -> int:
         """SQLite's ``PRAGMA data_version``: changes when another connection commits."""
         return int(self.execute("PRAGMA data_version").fetchone()[0])

@@ -89,6 +89,8 @@ class Backend(Protocol):
 
     def data_version(self) -> int: ...
 
+    def journal_written(self) -> None: ...
+
     def journal_head(self) -> int: ...
 
     def table_infos(self) -> dict[str, TableInfo]: ...
@@ -169,6 +171,11 @@ class Storage:
     def data_version(self) -> int:
         """A number that changes when another connection commits (what the journal follows)."""
         return self.backend.data_version()
+
+    def journal_written(self) -> None:
+        """Say that the open transaction wrote to the index journal (PostgreSQL tells the
+        other hosts at its commit)."""
+        self.backend.journal_written()
 
     def journal_head(self) -> int:
         """The position of the newest index journal entry ever written (0 before the first)."""
