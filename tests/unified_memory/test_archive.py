@@ -87,6 +87,7 @@ def test_include_archived_and_include_inactive(clock):
         assert status(include_inactive=True, include_archived=True) == everything
 
 
+@pytest.mark.sqlite_only  # migrates a SQLite file written by version 1 (PostgreSQL schemas start at version 3)
 def test_a_file_of_schema_1_is_migrated_evicted_facts_become_archived(db_path, clock):
     with UnifiedMemory(db_path, long_term_limit=2, clock=clock) as mem:
         ids = [mem.remember(text, importance=importance) for text, importance in

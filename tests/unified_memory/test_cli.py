@@ -25,6 +25,10 @@ COMMANDS = ("demo", "recall", "context", "facts", "entities", "graph", "episodes
             "ingest", "export", "import", "forget")
 LEX = ["--retrieval", "lexical"]
 
+# The command line takes a memory *file* (--db, $UNIFIED_MEMORY_DB): it checks that the file
+# exists, the tests copy it with shutil, and ``python -m unified_memory`` opens it in a child.
+pytestmark = pytest.mark.sqlite_only
+
 
 
 

@@ -220,6 +220,7 @@ def test_a_scoped_view_answers_as_of_for_its_user(moved):
 # -- files, exports, forgetting, the command line ----------------------------------------------
 
 
+@pytest.mark.sqlite_only  # migrates a SQLite file written by version 2 (PostgreSQL schemas start at version 3)
 def test_a_file_of_schema_2_is_migrated_recorded_and_superseded_times_backfilled(db_path, clock):
     with UnifiedMemory(db_path, clock=clock) as mem:
         lisbon = mem.remember("I live in Lisbon")
@@ -291,6 +292,7 @@ def test_forgetting_a_fact_removes_it_from_answers_about_the_past(moved):
     assert mem.recall("live", tiers="long_term", as_of=at(T0 + DAY)) == []
 
 
+@pytest.mark.sqlite_only  # the command line opens the file at --db itself
 def test_cli_recall_and_context_as_of_and_facts_history(db_path, clock, capsys):
     with UnifiedMemory(db_path, clock=clock) as mem:
         mem.remember("I live in Lisbon")

@@ -1,18 +1,26 @@
 """Several memories (as several processes would) sharing one file: each keeps its
 in-memory indexes in step by replaying the others' journalled changes (tiers.journal)."""
 
-import sqlite3
-
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tiers import journal
+from tiers.storage import Storage
 from unified_memory import UnifiedMemory
 
 
 def open_memory(path, user="ada"):
     # A fixed clock: recency would otherwise differ between two recalls made moments apart.
     return UnifiedMemory(path, user_id=user, retrieval="lexical", long_term_limit=None, clock=lambda: 1.7e9)
+
+
+def journal_rows(path, sql):
+    """Rows of the file's index journal, read through the storage (a file, or its PostgreSQL database)."""
+    store = Storage(path)
+    try:
+        return [tuple(row) for row in store.execute(sql).fetchall()]
+    finally:
+        store.close()
 
 
 def texts(hits):
@@ -40,7 +48,7 @@ def test_forgotten_item_leaves_no_text_in_the_journal_and_no_hit_elsewhere(db_pa
         a.forget(ids=[secret])
         assert "My locker code is 4471" not in texts(b.recall("locker code", tiers="long_term"))
         assert texts(b.recall("blue lockers", tiers="long_term")) == ["I like the blue lockers"]
-    rows = sqlite3.connect(db_path).execute("SELECT COALESCE(text, '') FROM index_journal").fetchall()
+    rows = journal_rows(db_path, "SELECT COALESCE(text, '') FROM index_journal")
     assert not any("4471" in text for (text,) in rows)
 
 
@@ -50,7 +58,7 @@ def test_forgotten_user_is_not_named_in_the_journal(db_path):
         assert b.recall("peanuts")
         a.forget()
         assert b.recall("peanuts") == []
-    journal = sqlite3.connect(db_path).execute("SELECT user_id, COALESCE(text, '') FROM index_journal").fetchall()
+    journal = journal_rows(db_path, "SELECT user_id, COALESCE(text, '') FROM index_journal")
     assert not any("ada@example.com" in user or "peanut" in text for user, text in journal)
 
 
@@ -62,7 +70,7 @@ def test_bulk_write_elsewhere_is_one_reset(db_path, count_fact_loads):
         a.remember_many([f"note {i}: I collect maps from {i}" for i in range(1500)])
         assert len(b.recall("maps", limit=5, tiers="long_term")) == 5
         assert loads == ["ada"]  # rebuilt once, not replayed entry by entry
-    count = sqlite3.connect(db_path).execute("SELECT COUNT(*) FROM index_journal WHERE kind = 'facts'").fetchone()
+    count = journal_rows(db_path, "SELECT COUNT(*) FROM index_journal WHERE kind = 'facts'")[0]
     assert count[0] < 100
 
 
@@ -109,5 +117,5 @@ def test_journal_stays_bounded_and_a_reader_left_behind_rebuilds(db_path, monkey
             a.remember(f"Entry {i}: I bought a kite in town {i}")
         found = b.recall("kite", limit=100, tiers="long_term")
         assert len(found) == 60 and loads == ["ada"]  # too far behind: rebuilt from the store
-    rows = sqlite3.connect(db_path).execute("SELECT COUNT(*) FROM index_journal").fetchone()[0]
+    rows = journal_rows(db_path, "SELECT COUNT(*) FROM index_journal")[0][0]
     assert rows <= 2 * 20 + 5

@@ -300,14 +300,15 @@ def test_a_failed_write_leaves_neither_messages_nor_keys(memory, tmp_path, monke
     assert count_messages(memory) == 6
 
 
-def test_a_killed_process_resumes_without_duplicates(tmp_path):
+def test_a_killed_process_resumes_without_duplicates(tmp_path, storage_backend, request):
     path = write_json(tmp_path / "locomo.json", [locomo_sample("s-1", sessions=3), locomo_sample("s-2", sessions=2)])
-    db = tmp_path / "memory.db"
+    # The child opens the database itself: on PostgreSQL by its URL (it cannot see the test's mapping of paths).
+    db = request.getfixturevalue("pg_url") if storage_backend == "postgresql" else str(tmp_path / "memory.db")
     script = textwrap.dedent(f"""
         import os, signal
         from unified_memory import UnifiedMemory
         from unified_memory.io.ingest import ingest_file
-        mem = UnifiedMemory({str(db)!r}, retrieval="lexical")
+        mem = UnifiedMemory({db!r}, retrieval="lexical")
         ingest_file(mem, {str(path)!r}, progress=lambda done, total: os.kill(os.getpid(), signal.SIGKILL))
     """)
     result = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, timeout=120)

@@ -13,6 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.conftest import Clock
+from tests.unified_memory.db_rows import rows_as_text
 from unified_memory import UnifiedMemory
 from unified_memory.config import VectorConfig
 from unified_memory.errors import MemoryTypeError, MemoryValueError, NotFoundError
@@ -255,9 +256,14 @@ def test_export_to_a_path_is_atomic(tmp_path, clock, monkeypatch):
 
 
 def scan(directory: Path, needles=(SECRET,)) -> list[tuple[str, bytes]]:
-    """Every (file, needle) where a needle occurs in the bytes of a file under ``directory``."""
-    return [(str(p), needle) for p in directory.rglob("*") if p.is_file()
-            for needle in needles if needle in p.read_bytes()]
+    """Every (file, needle) where a needle occurs in the bytes of a file under ``directory``;
+    on PostgreSQL (the database of ``directory / "memory.db"``) also every (table, needle) where
+    a needle occurs in a row of a table of the database, each row read as text."""
+    found = [(str(p), needle) for p in directory.rglob("*") if p.is_file()
+             for needle in needles if needle in p.read_bytes()]
+    for table, rows in rows_as_text(directory / "memory.db").items():
+        found += [(table, needle) for needle in needles if any(needle.decode() in row for row in rows)]
+    return found
 
 
 @pytest.mark.parametrize("backend", ["numpy", "chroma"])

@@ -16,6 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.reliability.conftest import record_figures
+from tests.unified_memory.db_rows import rows_as_text
 from unified_memory import (
     Conversation,
     JSONConversationStore,
@@ -340,10 +341,13 @@ def _scan(root: Path, needles: list[str]) -> list[tuple[str, str]]:
                 for form in {needle, needle.lower(), needle.upper()}:
                     if form.encode() in data or form.encode("utf-16-le") in data:
                         found.append((str(path.relative_to(root)), needle))
+    for table, rows in rows_as_text(root / "memory.db").items():  # PostgreSQL: the database's rows
+        found += [(table, needle) for needle in needles
+                  if any(form in row for row in rows for form in {needle, needle.lower(), needle.upper()})]
     return found
 
 
-def test_no_secret_reaches_any_file(setup, tmp_path, tmp_path_factory):
+def test_no_secret_reaches_any_file(setup, tmp_path, tmp_path_factory, storage_backend):
     options, needles, keyed = setup
     extra = f" and {CUSTOM_ONLY}" if "redactor" in options else ""
     outside = tmp_path_factory.mktemp("inputs")  # source files hold the secrets, so not under tmp_path
@@ -404,11 +408,16 @@ def test_no_secret_reaches_any_file(setup, tmp_path, tmp_path_factory):
     if "redactor" in options:
         assert "[CUSTOM]" in out.getvalue()
 
-    assert (tmp_path / "memory.db-wal").exists() or (tmp_path / "memory.db").exists()
+    if storage_backend == "sqlite":
+        assert (tmp_path / "memory.db-wal").exists() or (tmp_path / "memory.db").exists()
+    else:  # the scan reads the database's rows: it sees what the memory holds
+        assert any("REDACTED" in row for rows in rows_as_text(tmp_path / "memory.db").values() for row in rows)
     assert not _scan(tmp_path, needles)  # while open: the db, its -wal and -shm
     mem.close()
     assert not _scan(tmp_path, needles)
-    assert sorted(p.name for p in tmp_path.iterdir()) >= ["logs", "memory.db", "sessions", "sessions.db"]
+    expected = ["logs", "memory.db", "sessions", "sessions.db"] if storage_backend == "sqlite" else [
+        "logs", "sessions", "sessions.db"]
+    assert sorted(p.name for p in tmp_path.iterdir()) >= expected
     restored = Conversation.load(SQLiteConversationStore(tmp_path / "sessions.db"), "s1")
     assert restored.messages() == conv.messages()
     files = [f for f in tmp_path.rglob("*") if f.is_file()]
