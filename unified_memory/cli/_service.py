@@ -17,7 +17,7 @@ import argparse
 import datetime
 import sys
 
-from unified_memory.cli._common import CliError, db_path, emit, open_memory, say, settings_of
+from unified_memory.cli._common import CliError, DatabaseURL, db_path, emit, open_memory, say, settings_of
 from unified_memory.cli._format import format_table
 from unified_memory.errors import DependencyError
 
@@ -101,7 +101,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
     settings = {"max_body_bytes": args.max_body_bytes, "max_failed_auth": args.max_failed_auth,
                 "mcp": not args.no_mcp}
     workers = f", {args.workers} worker processes" if args.workers > 1 else ""
-    print(f"unified-memory: serving {str(db_path(args))!r} on http://{args.host}:{args.port}{workers} "
+    target = db_path(args)
+    shown = repr(target) if isinstance(target, DatabaseURL) else repr(str(target))  # a URL without its password
+    print(f"unified-memory: serving {shown} on http://{args.host}:{args.port}{workers} "
           f"(API docs at /docs, MCP at /mcp)", file=sys.stderr, flush=True)
     if args.workers == 1:
         serve(memory, host=args.host, port=args.port, settings=settings, log_level=args.log_level)

@@ -25,6 +25,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import IO, Any
 
+from tiers.postgres_backend import is_url
+
 __all__ = ["ServiceProcess", "free_port"]
 
 
@@ -46,7 +48,7 @@ class ServiceProcess:
     def __init__(self, db: str | os.PathLike[str], *, args: Sequence[str] = ("--retrieval", "lexical"),
                  env: dict[str, str] | None = None, startup_timeout: float = 60.0,
                  log_path: str | os.PathLike[str] | None = None) -> None:
-        self.db = Path(db)
+        self.db: str | Path = str(db) if is_url(db) else Path(db)  # a postgresql:// URL stays a URL
         self.args = list(args)
         self.env = dict(env or {})
         self.startup_timeout = startup_timeout
