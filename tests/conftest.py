@@ -158,7 +158,7 @@ def pg_url(postgres_server):
 
 #: Where every test runs twice, on SQLite and on PostgreSQL (``[postgresql]`` in its id), unless
 #: marked ``sqlite_only`` (it checks the file itself, or starts processes that open a path).
-BOTH_BACKENDS: tuple[str, ...] = ()  # filled in as each suite passes on PostgreSQL
+BOTH_BACKENDS: tuple[str, ...] = ("tests/reliability/",)  # filled in as each suite passes on PostgreSQL
 _ROOT = Path(__file__).resolve().parents[1]
 
 
