@@ -158,7 +158,8 @@ def pg_url(postgres_server):
 
 #: Where every test runs twice, on SQLite and on PostgreSQL (``[postgresql]`` in its id), unless
 #: marked ``sqlite_only`` (it checks the file itself, or starts processes that open a path).
-BOTH_BACKENDS: tuple[str, ...] = ("tests/tiers/", "tests/unified_memory/", "tests/test_updates_corpus.py")
+BOTH_BACKENDS: tuple[str, ...] = ("tests/tiers/", "tests/unified_memory/", "tests/test_updates_corpus.py",
+                                  "tests/reliability/")
 _ROOT = Path(__file__).resolve().parents[1]
 
 

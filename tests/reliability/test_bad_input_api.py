@@ -45,6 +45,7 @@ from hypothesis import strategies as st
 
 import unified_memory as um
 from tests.reliability.conftest import scaled
+from tiers.storage import Storage
 from unified_memory import (
     CompactionConfig,
     ContextConfig,
@@ -202,20 +203,34 @@ def invoke(spec: Spec, target: Any, kwargs: dict[str, Any]) -> Any:
 
 # -- state snapshots ("nothing half-written") -----------------------------------------------------
 
-def db_digest(path: str | os.PathLike[str]) -> str:
-    """A digest of every table of a SQLite file, read through a separate connection."""
-    con = sqlite3.connect(f"file:{os.fspath(path)}?mode=ro", uri=True)
+def db_digest(mem: UnifiedMemory) -> str:
+    """A digest of every table of the memory's database, read through a separate connection
+    (the SQLite file read-only, or a second connection to its PostgreSQL database)."""
+    storage = mem._backend.storage
+    if storage.dialect.postgres:
+        other = Storage(storage.backend.url)
+        try:
+            tables = [r["tablename"] for r in other.query(
+                "SELECT tablename FROM pg_tables WHERE schemaname = current_schema() ORDER BY tablename")]
+            return _digest(tables, lambda name: other.execute(f'SELECT * FROM "{name}"').fetchall())
+        finally:
+            other.close()
+    con = sqlite3.connect(f"file:{os.fspath(mem.path)}?mode=ro", uri=True)
     try:
-        digest = hashlib.sha256()
         tables = [r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")]
-        for name in tables:
-            rows = sorted(repr(row) for row in con.execute(f'SELECT * FROM "{name}"'))
-            digest.update(f"{name}:{len(rows)}:".encode())
-            for row in rows:
-                digest.update(row.encode("utf-8", "surrogatepass"))
-        return digest.hexdigest()
+        return _digest(tables, lambda name: con.execute(f'SELECT * FROM "{name}"').fetchall())
     finally:
         con.close()
+
+
+def _digest(tables: list[str], rows_of: Callable[[str], list[Any]]) -> str:
+    digest = hashlib.sha256()
+    for name in tables:
+        rows = sorted(repr(row) for row in rows_of(name))
+        digest.update(f"{name}:{len(rows)}:".encode())
+        for row in rows:
+            digest.update(row.encode("utf-8", "surrogatepass"))
+    return digest.hexdigest()
 
 
 def listings(mem: UnifiedMemory) -> dict[str, Any]:
@@ -234,7 +249,7 @@ def listings(mem: UnifiedMemory) -> dict[str, Any]:
 
 def snapshot(mem: UnifiedMemory) -> tuple[str, dict[str, Any]]:
     shown = listings(mem)  # first: listing the facts writes the uses recall left waiting (tiers.access)
-    return db_digest(mem.path), shown
+    return db_digest(mem), shown
 
 
 def populate(mem: UnifiedMemory) -> dict[str, str]:
@@ -768,10 +783,20 @@ PATH_CALLS: dict[str, Callable[[Any, UnifiedMemory], Any]] = {
 PATH_FIELDS = {"path", "destination", "source", "directory", "log_base_path", "store", "session_id"}
 
 
-@pytest.mark.parametrize("call", sorted(PATH_CALLS))
+@pytest.mark.parametrize("call", sorted(set(PATH_CALLS) - {"UnifiedMemory(path)"}))
 def test_bad_paths_only_raise_documented_errors(call: str, in_tmp_cwd: Path, figures) -> None:
     """Every argument that is a path refuses NUL bytes, unencodable names, names too long for the
     file system, directories and missing parents with a documented error naming the argument."""
+    _check_bad_paths(call, in_tmp_cwd, figures)
+
+
+@pytest.mark.sqlite_only  # a SQLite file's path (on PostgreSQL the suite maps every path to a database)
+def test_bad_database_paths_only_raise_documented_errors(in_tmp_cwd: Path, figures) -> None:
+    """``UnifiedMemory(path)`` refuses bad file paths as the other path arguments do."""
+    _check_bad_paths("UnifiedMemory(path)", in_tmp_cwd, figures)
+
+
+def _check_bad_paths(call: str, in_tmp_cwd: Path, figures) -> None:
     (Path.cwd() / "IS_A_DIR").mkdir()
     (Path.cwd() / "IS_A_FILE").write_text("x")
     errors = 0

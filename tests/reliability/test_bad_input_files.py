@@ -287,7 +287,9 @@ def fingerprint(folder: Path) -> dict[str, tuple[int, str]]:
 def rows_of(mem: UnifiedMemory) -> dict[str, list[tuple[Any, ...]]]:
     """Every row of every table of the memory's file (derived tables too)."""
     storage = mem._backend.storage
-    names = [r["name"] for r in storage.query("SELECT name FROM sqlite_master WHERE type = 'table'")]
+    catalog = ("SELECT tablename AS name FROM pg_tables WHERE schemaname = current_schema()" if storage.dialect.postgres
+               else "SELECT name FROM sqlite_master WHERE type = 'table'")
+    names = [r["name"] for r in storage.query(catalog)]
     return {name: sorted(map(repr, storage.execute(f'SELECT * FROM "{name}"').fetchall())) for name in names}
 
 
@@ -729,6 +731,7 @@ def _open_and_use(path: Path) -> None:
         mem.export_jsonl(io.StringIO())
 
 
+@pytest.mark.sqlite_only  # the bytes of a SQLite file (PostgreSQL: tests/tiers/test_pg_schema.py)
 @FUZZ
 @given(data=st.data())
 def test_damaged_memory_files_are_refused_untouched(tmp_path_factory, memory_db, data) -> None:
@@ -754,6 +757,7 @@ def _sqlite_file(path: Path, *statements: str) -> Path:
     return path
 
 
+@pytest.mark.sqlite_only  # SQLite files (PostgreSQL's foreign and newer schemas: tests/tiers/test_pg_schema.py)
 def test_foreign_and_newer_memory_files_are_refused_untouched(tmp_path, memory_db) -> None:
     """Fixed cases: not SQLite, another application's database, a newer or unreadable schema
     version, a WAL of garbage, every truncation length class."""
@@ -812,6 +816,7 @@ def _corrupt_table(path: Path, table: str) -> None:
         handle.write(b"\xa5" * size)
 
 
+@pytest.mark.sqlite_only  # a SQLite file's pages and its -wal / -shm
 def test_refused_memory_file_leaves_no_wal_behind(tmp_path, memory_db) -> None:
     path = tmp_path / "memory.db"
     path.write_bytes(memory_db)
@@ -822,6 +827,7 @@ def test_refused_memory_file_leaves_no_wal_behind(tmp_path, memory_db) -> None:
     assert fingerprint(tmp_path) == before, "the refused file's connection is still open (-wal / -shm left)"
 
 
+@pytest.mark.sqlite_only  # a SQLite file's pages
 def test_damaged_tables_are_refused_or_reported(tmp_path, memory_db) -> None:
     """A damaged page in each table: opening or using the memory raises StorageError naming the file."""
     probe = tmp_path / "probe.db"
@@ -879,7 +885,13 @@ def test_cli_refuses_special_and_missing_files(tmp_path, capsys) -> None:
             err = capsys.readouterr().err
             assert code == 1 and str(path) in err and "unexpected" not in err, (what, command, err)
             assert not db.exists(), (what, command)
-    # a --db that is not a memory file is refused and left as it was
+
+
+@pytest.mark.sqlite_only  # a --db file that is not SQLite
+def test_cli_refuses_a_db_that_is_not_a_memory_file(tmp_path, capsys) -> None:
+    """A --db that is not a memory file is refused and left as it was."""
+    from unified_memory.cli import main
+
     notes = tmp_path / "notes.txt"
     notes.write_text("not a database\n")
     chat = tmp_path / "chat.json"
@@ -891,6 +903,7 @@ def test_cli_refuses_special_and_missing_files(tmp_path, capsys) -> None:
     assert fingerprint(tmp_path) == before
 
 
+@pytest.mark.sqlite_only  # the bytes of a SQLite file
 def test_cli_refuses_damaged_memory_files_untouched(tmp_path, memory_db, export_bytes, capsys) -> None:
     from unified_memory.cli import main
 

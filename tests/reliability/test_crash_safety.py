@@ -59,7 +59,9 @@ import pytest
 from tests.reliability.conftest import scaled
 from tiers import snapshots
 
-pytestmark = pytest.mark.slow
+# Children and checkers are processes that open the file themselves (and the check reads it with
+# sqlite3): SQLite only. PostgreSQL has a multi-process crash test of its own.
+pytestmark = [pytest.mark.slow, pytest.mark.sqlite_only]
 
 # Lexical indexes of this many documents are saved at close and restored at open (plus the
 # journal since): the default (20,000) is never reached here, so the crash test lowers it.

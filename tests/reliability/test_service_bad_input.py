@@ -48,6 +48,9 @@ httpx = pytest.importorskip("httpx")
 
 from unified_memory.service.background import ServiceProcess  # noqa: E402
 
+# The service is a subprocess that opens the database path itself: SQLite only.
+pytestmark = pytest.mark.sqlite_only
+
 SETTINGS = dict(deadline=None, derandomize=False, database=None,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much,
                                        HealthCheck.function_scoped_fixture, HealthCheck.data_too_large])

@@ -49,7 +49,8 @@ httpx = pytest.importorskip("httpx")
 
 from unified_memory.service.background import ServiceProcess  # noqa: E402
 
-pytestmark = pytest.mark.slow
+# The service is a subprocess that opens the database path itself: SQLite only.
+pytestmark = [pytest.mark.slow, pytest.mark.sqlite_only]
 
 SEED = int(os.environ.get("UM_CRASH_SEED", "17"))
 KILLS = scaled(8)

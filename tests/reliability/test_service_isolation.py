@@ -48,7 +48,8 @@ from tiers.keys import KeyRing  # noqa: E402
 from tiers.storage import Storage  # noqa: E402
 from unified_memory.service.background import ServiceProcess  # noqa: E402
 
-pytestmark = pytest.mark.slow
+# The service is a subprocess that opens the database path itself: SQLite only.
+pytestmark = [pytest.mark.slow, pytest.mark.sqlite_only]
 
 AGENTS = (None, "a1", "a2")
 SESSIONS = (None, "s1", "s2")

@@ -1,7 +1,8 @@
 """SQL is parameterised (issue 8): no caller value ever becomes SQL text.
 
 Every SQLite connection the library opens is swapped for one that records the SQL
-text it is given (before parameters are bound). A workload then passes distinctive
+text it is given (before parameters are bound); on PostgreSQL, every statement a psycopg
+cursor is given is recorded too. A workload then passes distinctive
 "canary" values through every caller-controlled field — user, agent and session ids,
 texts, names, metadata keys and values, entity names, categories, queries, ``where``
 filters, import files, conversation-store namespaces and session ids — with SQL
@@ -66,7 +67,7 @@ RECORDED: list[str] = []
 
 
 @pytest.fixture
-def recorded(monkeypatch):
+def recorded(monkeypatch, storage_backend):
     real_connect = sqlite3.connect
     RECORDED.clear()
 
@@ -75,15 +76,28 @@ def recorded(monkeypatch):
         return real_connect(*args, **kwargs)
 
     monkeypatch.setattr(sqlite3, "connect", connect)
+    if storage_backend == "postgresql":  # every statement psycopg sends (Connection.execute uses a cursor)
+        import psycopg
+
+        for name in ("execute", "executemany", "stream", "copy"):
+            monkeypatch.setattr(psycopg.Cursor, name, recording(getattr(psycopg.Cursor, name)))
     yield RECORDED
     RECORDED.clear()
+
+
+def recording(method):
+    def record(self, query, *args, **kwargs):
+        RECORDED.append(query if isinstance(query, str) else repr(query))  # a psycopg.sql.Composed: its parts
+        return method(self, query, *args, **kwargs)
+
+    return record
 
 
 def canary(label: str) -> str:
     return f"{CANARY}_{label} {EVIL}"
 
 
-def test_no_caller_value_reaches_sql_text(recorded, tmp_path, clock, figures):
+def test_no_caller_value_reaches_sql_text(recorded, tmp_path, clock, figures, storage_backend):
     ident = f"{CANARY}_user-1"  # ids allow letters, digits, _ - . : @ (validated), not quotes
     with UnifiedMemory(tmp_path / "m.db", user_id=ident, agent_id=f"{CANARY}_agent", session_id=f"{CANARY}_s",
                        clock=clock, embedder=FakeEmbedder(dim=16), retrieval="hybrid", short_term_limit=2) as mem:
@@ -125,6 +139,8 @@ def test_no_caller_value_reaches_sql_text(recorded, tmp_path, clock, figures):
     assert store.delete(f"{CANARY}_session", namespace=f"{CANARY}_ns")
 
     assert recorded, "the recording connection was not used"
+    if storage_backend == "postgresql":
+        assert any("%s" in sql for sql in recorded), "psycopg's statements were not recorded"
     leaked = [sql for sql in recorded if CANARY in sql]
     assert not leaked, json.dumps(leaked[:3])
     figures("parameterised SQL", statements_recorded=len(recorded), distinct_statements=len(set(recorded)),

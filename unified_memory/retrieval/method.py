@@ -22,6 +22,7 @@ from typing import Any
 
 from scoring.embeddings import default_embedder, embeddings_available
 from tiers.documents import DocumentIndex
+from tiers.postgres_backend import is_url
 from tiers.storage import Storage
 from unified_memory.config import MemoryConfig
 from unified_memory.errors import ConfigError, DependencyError
@@ -102,6 +103,9 @@ def _vector_index(config: MemoryConfig, path: str | os.PathLike[str] | None) -> 
     if settings.chroma_host:
         return ChromaVectorIndex.server(settings.chroma_host, settings.chroma_port, ssl=settings.chroma_ssl,
                                         hnsw=hnsw, prefix=settings.chroma_prefix)
+    if path is not None and is_url(path) and not settings.chroma_path:
+        raise ConfigError("vectors.chroma_host: a memory on PostgreSQL is shared by hosts: give the Chroma "
+                          "server they share (chroma_host), or a chroma_path of this host", field="vectors.chroma_host")
     location = settings.chroma_path or (f"{Path(path)}.chroma" if path is not None else None)
     if location is None:
         raise ConfigError("vectors.chroma_path: an in-memory memory (path=None) needs a chroma_path or a "
