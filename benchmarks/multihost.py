@@ -56,7 +56,8 @@ def worker(host: int, url: str, seconds: float, folder: Path, retrieval: str, ch
                              "error_samples": []}
     n = 0
     with UnifiedMemory(url, user_id=TEAM, **options) as mem:
-        deadline = time.time() + seconds  # from when the memory is open (a model may take seconds to load)
+        mem.recall("warm up")  # a host that has been up a while: its model loaded (seconds, once)
+        deadline = time.time() + seconds
         own = mem.scoped(user_id=f"host{host}")
         pending: tuple[str, float] | None = None  # (code, acknowledged at) of another host, not found yet
         while time.time() < deadline:
@@ -122,9 +123,14 @@ def run(url: str, *, hosts: int, seconds: float, kill: bool, retrieval: str = "l
         processes.append(subprocess.Popen(command, cwd=home, env=env, stderr=subprocess.PIPE))
     started = time.time()
     killed = None
-    if kill:
-        time.sleep(seconds / 2)
+    if kill:  # once the victim is writing (its model loaded): a few acknowledged writes, then mid-stream
         killed = hosts - 1
+        log = folder / f"acks-{killed}.log"
+        limit = time.time() + seconds + 120
+        while time.time() < limit and processes[killed].poll() is None and (
+                not log.exists() or log.read_text(encoding="utf-8").count("\n") < 20):
+            time.sleep(0.05)
+        time.sleep(seconds / 4)
         processes[killed].send_signal(signal.SIGKILL)
     failures = []
     for host, process in enumerate(processes):
@@ -141,12 +147,14 @@ def _check(url: str, folder: Path, hosts: int, elapsed: float, killed: int | Non
     from tiers.storage import Storage
 
     acked: dict[str, str] = {}
+    by_host = [0] * hosts
     for host in range(hosts):
         log = folder / f"acks-{host}.log"
         for line in log.read_text(encoding="utf-8").splitlines() if log.exists() else []:
             parts = line.split()
             if len(parts) == 3:  # a line cut by the kill was not acknowledged
                 acked[parts[0]] = parts[2]
+                by_host[host] += 1
     storage = Storage(url)
     try:
         stored: dict[str, int] = {}
@@ -162,7 +170,7 @@ def _check(url: str, folder: Path, hosts: int, elapsed: float, killed: int | Non
     recalls = sum(s["recalls"] for s in stats)
     return {
         "hosts": hosts, "seconds": round(elapsed, 1), "killed": killed, "failures": failures,
-        "acknowledged": len(acked), "stored": sum(stored.values()),
+        "acknowledged": len(acked), "acknowledged_by_host": by_host, "stored": sum(stored.values()),
         "lost": sorted(w for w in acked if w not in stored),
         "duplicated": sorted(w for w, c in stored.items() if c > 1),
         "writes_per_s": round(writes / elapsed, 1), "recalls_per_s": round(recalls / elapsed, 1),

@@ -237,6 +237,13 @@ class SentenceTransformerEmbedder:
             return None
         return [len(row) for row in ids]
 
+    def prepare(self) -> None:
+        """Get ready to embed a few texts (load the model, or set up and verify its ONNX twin:
+        seconds, once per process) now, so that it does not happen inside a write transaction
+        that other writers wait for."""
+        if self._fast_encoder() is None:
+            self._load()
+
     def _fast_encoder(self) -> Any:
         """The ONNX Runtime twin of the model for queries (see :mod:`scoring.onnx_query`),
         set up on the first query; ``None`` when unavailable or turned off."""

@@ -20,6 +20,7 @@ def check(figures: dict) -> None:
     assert figures["duplicated"] == [], f"stored twice: {figures['duplicated'][:10]}"
     assert figures["errors"] == 0, figures["error_samples"]
     assert figures["acknowledged"] > 50
+    assert figures["killed"] is not None and figures["acknowledged_by_host"][figures["killed"]] >= 20  # killed mid-stream
     assert figures["freshness_n"] > 10, "no host ever recalled another host's write"
     assert figures["freshness_max_ms"] < 1000, figures  # a write on one host is recalled on another within 1 s
 

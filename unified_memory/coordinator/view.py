@@ -60,6 +60,8 @@ class MemoryView:
     def write(self) -> Iterator[None]:
         """One transaction; on failure the user's indexes are rebuilt from the store."""
         backend = self.backend
+        if backend.dense is not None:  # a model loads once, before the lock other writers wait for
+            backend.dense.prepare()
         backend.events.begin()
         try:
             # Vectors are embedded at the end of the transaction, in one batch per tier

@@ -78,6 +78,13 @@ class Dense:
             partitions.rebuild_all(user_ids)
         return len(user_ids) * len(self.partitions)
 
+    def prepare(self) -> None:
+        """Let the embedder get ready before a write takes the lock (an embedder with a
+        ``prepare()`` method loads its model there, once, rather than inside the transaction)."""
+        prepare = getattr(self.embedder, "prepare", None)
+        if callable(prepare):
+            prepare()
+
     @contextlib.contextmanager
     def defer(self) -> Iterator[None]:
         """Embed what a write adds in one batch per tier when the write ends (see
