@@ -122,10 +122,12 @@ class PgServer:
         """Restart the server (``pg_ctl restart -m fast``: sessions are cut, as in an outage)."""
         self._pg_ctl("-w", "-t", str(START_TIMEOUT), "-l", str(self.log), "-m", "fast", "restart")
 
-    def stop(self, *, remove: bool = True) -> None:
-        """Stop the server at once (``-m immediate``) and, with ``remove``, delete its directory."""
+    def stop(self, *, remove: bool = True, mode: str = "immediate") -> None:
+        """Stop the server (at once by default: ``-m immediate``, which with this suite's
+        ``synchronous_commit=off`` may lose the last commits; ``mode="fast"`` cuts the sessions and
+        shuts down cleanly, as an administrator's restart does) and, with ``remove``, delete its directory."""
         try:
-            self._pg_ctl("-w", "-m", "immediate", "stop")
+            self._pg_ctl("-w", "-m", mode, "stop")
         finally:
             if remove:
                 shutil.rmtree(self.root, ignore_errors=True)

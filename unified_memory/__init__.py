@@ -38,6 +38,7 @@ from unified_memory.errors import (
     NotFoundError,
     PermissionDeniedError,
     StorageError,
+    StorageUnavailableError,
     StoreUnavailableError,
     UnifiedMemoryError,
 )
@@ -134,7 +135,7 @@ __all__ = [
     "Conversation", "ConversationState", "ConversationLog", "CompactionConfig", "CompactionStats",
     "SummarizationConfig", "ToolTruncationConfig", "compact", "context_window", "register_model",
     "ConversationStore", "InMemoryConversationStore", "JSONConversationStore", "SQLiteConversationStore",
-    "RedisConversationStore", "StoreUnavailableError", "IngestReport", "ingest_file",
+    "RedisConversationStore", "StoreUnavailableError", "StorageUnavailableError", "IngestReport", "ingest_file",
     "MemoryMaxTokensStrategy", "MemoryMaxMessagesStrategy", "SummarizerStrategy", "NeuralyzerStrategy",
     "MemoryStrategies", "StrategyOutcome", "load_strategies", "load_short_term_strategy", "load_long_term_strategy",
     "Redactor", "SecretRedactor", "redact_secrets",

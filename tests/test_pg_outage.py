@@ -1,0 +1,78 @@
+"""The PostgreSQL server goes away and comes back: calls in between fail with a clear
+``StorageUnavailableError`` (never the driver's own error), nothing half-written, and the memory
+(and its listener of other hosts' commits) recovers by itself, without being reopened."""
+
+from __future__ import annotations
+
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.pg_server import create_database, start_postgres
+from unified_memory import StorageUnavailableError, UnifiedMemory
+
+psycopg = pytest.importorskip("psycopg")
+
+
+@pytest.fixture
+def own_server(postgres_server):  # postgres_server: skips (or fails under CI) without PostgreSQL
+    server = start_postgres(Path(tempfile.mkdtemp(prefix="um-pg-outage-")), postgres_server.bindir)
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def _eventually(check, timeout: float = 10.0):
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            return check()
+        except (AssertionError, StorageUnavailableError):
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
+
+
+def test_an_outage_is_a_clear_error_and_the_memory_recovers_by_itself(own_server):
+    url = create_database(own_server)
+    mem = UnifiedMemory(url, user_id="ada", retrieval="lexical")
+    other = UnifiedMemory(url, user_id="ada", retrieval="lexical")  # another host's memory
+    try:
+        mem.remember("I'm allergic to peanuts")
+        assert any("peanuts" in h.text for h in other.recall("allergic"))
+
+        own_server.stop(remove=False, mode="fast")  # a restart by the administrator
+        for call in (lambda: mem.recall("allergic"), lambda: mem.remember("I live in Lisbon"),
+                     lambda: mem.add_turn("hello?"), mem.facts):
+            with pytest.raises(StorageUnavailableError) as caught:
+                call()
+            assert caught.value.field == "path" and "127.0.0.1" in str(caught.value)
+            assert not isinstance(caught.value, psycopg.Error)
+
+        own_server.start()
+        # the next call connects again: what was stored is there, what failed was not written
+        assert [f.text for f in _eventually(mem.facts)] == ["I'm allergic to peanuts"]
+        mem.remember("My sister Maria plays the cello")
+        assert any("cello" in h.text for h in mem.recall("what does Maria play?"))
+        # the other host hears of the new write again (its listener reconnected)
+        _eventually(lambda: [h for h in other.recall("Maria cello") if "cello" in h.text] or _fail())
+    finally:
+        mem.close()
+        other.close()
+
+
+def test_opening_while_the_server_is_down_is_a_clear_error(own_server):
+    url = create_database(own_server)
+    own_server.stop(remove=False, mode="fast")
+    with pytest.raises(StorageUnavailableError, match="cannot connect"):
+        UnifiedMemory(url, user_id="ada", retrieval="lexical")
+    own_server.start()
+    with UnifiedMemory(url, user_id="ada", retrieval="lexical") as mem:
+        assert mem.facts() == []
+
+
+def _fail():
+    raise AssertionError("not yet")
