@@ -117,7 +117,7 @@ def _embedder(mode: str) -> Any:
     return None  # model: the memory's shared default embedder (the bundled model)
 
 
-def _open(path: Path, mode: str, retrieval: str | None = None) -> Any:
+def _open(path: Path | str, mode: str, retrieval: str | None = None) -> Any:
     from unified_memory import UnifiedMemory
 
     retrieval = retrieval or ("lexical" if mode == "lexical" else "hybrid")
@@ -125,7 +125,7 @@ def _open(path: Path, mode: str, retrieval: str | None = None) -> Any:
                          embedder=None if retrieval == "lexical" else _embedder(mode))
 
 
-def run_ours(n: int, mode: str, n_queries: int, path: Path, write_budget: float) -> dict[str, Any]:
+def run_ours(n: int, mode: str, n_queries: int, path: Path | str, write_budget: float) -> dict[str, Any]:
     needles = labelled_needles(N_NEEDLES)
     facts = facts_with_needles(n, needles)
     qs = distinct_queries(n_queries + 1)
@@ -186,7 +186,7 @@ def run_ours(n: int, mode: str, n_queries: int, path: Path, write_budget: float)
     return res
 
 
-def _follower(writer: Any, path: Path, mode: str, qs: list[str]) -> dict[str, float]:
+def _follower(writer: Any, path: Path | str, mode: str, qs: list[str]) -> dict[str, float]:
     """Recall by a second connection (another process sharing the file) right after the
     writer's turn: it replays the journalled change instead of rebuilding its indexes."""
     with _open(path, mode) as other:
@@ -233,7 +233,9 @@ def run_peer(n: int, n_queries: int, budget: float) -> dict[str, Any]:
 def child(spec: dict[str, Any]) -> dict[str, Any]:
     if spec["mode"] == "selectools":
         return run_peer(spec["size"], spec["queries"], spec["budget"])
-    return run_ours(spec["size"], spec["mode"], spec["queries"], Path(spec["path"]), spec["budget"])
+    target = spec["path"]  # a file, or a PostgreSQL database (benchmarks/postgres_scale.py)
+    return run_ours(spec["size"], spec["mode"], spec["queries"],
+                    target if target.startswith("postgresql://") else Path(target), spec["budget"])
 
 
 def spawn(spec: dict[str, Any], timeout: float) -> dict[str, Any]:
