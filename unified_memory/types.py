@@ -98,9 +98,27 @@ def json_depth(value: Any) -> int:
     return deepest
 
 
+def holds_nul(value: Any) -> bool:
+    """Whether a key or string anywhere in the JSON ``value`` holds a NUL character (PostgreSQL
+    cannot read one inside JSON: a filter on the row would fail). ``holds_nul({"k": "\\x00"})``"""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            stack.extend(item.values())
+            stack.extend(key for key in item if isinstance(key, str))
+        elif isinstance(item, list | tuple):
+            stack.extend(item)
+        elif isinstance(item, str) and "\x00" in item:
+            return True
+    return False
+
+
 def _check_json(value: Any, field: str) -> Any:
     if json_depth(value) > MAX_JSON_DEPTH:
         raise ValueError(f"{field} nests more than {MAX_JSON_DEPTH} levels deep")
+    if holds_nul(value):
+        raise ValueError(f"{field} must not contain NUL characters (U+0000)")
     try:
         json.dumps(value, allow_nan=False)
     except (TypeError, ValueError, RecursionError) as exc:

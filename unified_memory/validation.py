@@ -21,7 +21,7 @@ from typing import Any, Literal, overload
 from pydantic import ValidationError
 
 from unified_memory.errors import MemoryValueError, check_path, invalid, wrong_type
-from unified_memory.types import LONE_SURROGATE, TIERS, Message, text_fault
+from unified_memory.types import LONE_SURROGATE, TIERS, Message, holds_nul, text_fault
 
 __all__ = [
     "check_text", "check_scope_id", "check_limit", "check_unit", "check_metadata", "parse_when",
@@ -190,7 +190,8 @@ def check_metadata(field: str, value: Any) -> dict[str, Any]:
 
 def check_json(field: str, value: Any) -> None:
     """``value`` can be stored as JSON text: serialisable, no NaN or infinity, valid unicode
-    (a lone surrogate in a key or string cannot be written to the database).
+    (a lone surrogate in a key or string cannot be written to the database) without NUL
+    characters (PostgreSQL cannot read one inside JSON, so a filter on the row would fail).
 
     >>> check_json("metadata", {"k": "v"})
     >>> check_json("metadata", {"k": float("nan")})
@@ -204,6 +205,8 @@ def check_json(field: str, value: Any) -> None:
         raise invalid(field, f"must be JSON-serialisable: {exc}") from None
     if LONE_SURROGATE.search(text):
         raise invalid(field, "must be valid unicode text (it holds a lone surrogate)")
+    if holds_nul(value):
+        raise invalid(field, "must not contain NUL characters (U+0000)")
 
 
 def parse_when(field: str, value: Any) -> float | None:

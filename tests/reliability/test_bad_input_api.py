@@ -1090,7 +1090,7 @@ NOT_FUZZED = {
         "IngestReport", "StrategyOutcome", "MemoryEvent", "ConversationState", "StoredItem")},
     **{n: "an exception class" for n in (
         "UnifiedMemoryError", "MemoryValueError", "MemoryTypeError", "ConfigError", "NotFoundError",
-        "StorageError", "ClosedError", "DependencyError", "LLMError", "StoreUnavailableError", "ConflictError", "AuthenticationError",
+        "StorageError", "ClosedError", "DependencyError", "LLMError", "StoreUnavailableError", "StorageUnavailableError", "ConflictError", "AuthenticationError",
         "PermissionDeniedError")},
     **{n: "a typing.Protocol (no behaviour)" for n in (
         "Embedder", "Extractor", "ImportanceScorer", "LLM", "Reranker", "TokenCounter", "VectorIndex",

@@ -419,3 +419,17 @@ def test_a_fact_dict_with_unknown_keys_of_several_types_is_refused_naming_them_a
         with pytest.raises(MemoryValueError, match=r"texts_or_facts\[0\]: unknown keys \['1', 'colour'\]"):
             mem.remember_many([{"text": "I keep bees", 1: "x", "colour": "y"}])
         assert mem.facts() == []
+
+
+@pytest.mark.parametrize("metadata", [{"k": "a\x00b"}, {"k\x00": 1}, {"k": ["ok", {"deep": "\x00"}]}])
+def test_nul_in_metadata_is_refused_naming_the_field_and_nothing_is_written(metadata):
+    """PostgreSQL cannot read a NUL inside JSON (a filter on the row would fail): refused on both backends."""
+    with UnifiedMemory(user_id="ada", retrieval="lexical") as mem:
+        for write in (lambda: mem.remember("I like tea", metadata=metadata),
+                      lambda: mem.add_turn("I like tea", metadata=metadata),
+                      lambda: mem.add_message("user", "I like tea", metadata=metadata)):
+            with pytest.raises(MemoryValueError, match="metadata.*NUL"):
+                write()
+        assert mem.facts() == [] and mem.episodes() == []
+        mem.remember("I like tea", metadata={"k": "a b"})
+        assert [h.metadata for h in mem.recall("tea", where={"k": "a b"}) if h.tier == "long_term"] == [{"k": "a b"}]
