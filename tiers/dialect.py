@@ -115,6 +115,16 @@ class Dialect:
         return f"substr({whole}, -length({part}) - 1) = '_' || {part}"
 
     @property
+    def key_param(self) -> str:
+        """A ``?`` standing for a key in a table of values (``VALUES (?)``, compared with a key
+        column): on PostgreSQL it takes the keys' binary collation, or no index of theirs is used.
+
+        >>> SQLITE.key_param, POSTGRESQL.key_param
+        ('?', '(? COLLATE "C")')
+        """
+        return '(? COLLATE "C")' if self.postgres else "?"
+
+    @property
     def like_any_case(self) -> str:
         """``LIKE`` that ignores letter case (SQLite's ``LIKE`` does, for ASCII).
 

@@ -188,7 +188,7 @@ class EntityGraph:
         """
         if not entity_ids:
             return set()
-        values = ",".join(["(?)"] * len(entity_ids))
+        values = ",".join([f"({self.storage.dialect.key_param})"] * len(entity_ids))
         # Indexed existence checks that stop at the first row: a busy entity ("my sister")
         # can have thousands of relations, and all it takes is one that is current.
         rows = self.storage.execute(
@@ -251,6 +251,7 @@ class EntityGraph:
                     "last_seen, metadata) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     [entity_id, scope.user_id, scope.agent_id, entity.name.strip(), key, entity.type,
                      dumps(entity.attributes), now, now, dumps(metadata or {})])
+                self.storage.rows_added("entities", 1)
                 ids[key] = entity_id
         if reindex:
             self.refresh(scope.user_id, ids.values())
@@ -289,6 +290,7 @@ class EntityGraph:
                     "created_at, updated_at, source_message_id, metadata) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     [triple_id, scope.user_id, scope.agent_id, subject_id, predicate, object_id,
                      triple.confidence, now, now, source_message_id, dumps(metadata or {})])
+                self.storage.rows_added("triples", 1)
             ids.append(triple_id)
             touched.update((subject_id, object_id))
             if single_valued(predicate):

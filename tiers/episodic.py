@@ -170,6 +170,7 @@ class EpisodicLog:
                 "agent_id": scope.agent_id or None, "session_id": scope.session_id or None,
             })
             logged.append(LoggedMessage(int(seq), message_id, stored))
+        self.storage.rows_added("messages", len(logged))
         self.index.add(scope.user_id, self._documents_after_append(scope, logged))
         return logged
 

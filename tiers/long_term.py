@@ -261,6 +261,7 @@ class LongTermFacts:
             "source_message_ids, metadata, recorded_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
             "?)",
             rows)
+        self.storage.rows_added("facts", len(rows))
 
     def _current_by_key(self, scope: Scope, keys: set[str]) -> dict[str, dict[str, Any]]:
         """The active or archived fact of each key (the active one when a file holds both)."""

@@ -46,6 +46,8 @@ _INSTALL_HINT = "PostgreSQL needs psycopg 3: pip install 'unified-memory[postgre
 # The placeholders of our statements (``?``) as psycopg's (``%s``), per statement text.
 _STATEMENTS: dict[str, str] = {}
 _STATEMENTS_KEPT = 8192
+#: Rows added to a table (by bulk writes, since its last ``ANALYZE``) that refresh its statistics.
+_ANALYZE_AFTER = 500
 
 
 def is_url(target: object) -> bool:
@@ -121,6 +123,8 @@ class PostgresBackend:
         self._conn: Any = None
         self._lock_key = 0
         self._journalled = False  # the open transaction wrote to the index journal: notify at commit
+        self._added: dict[str, int] = {}  # rows added per table since its statistics were refreshed
+        self._stale: set[str] = set()  # tables to ANALYZE after the open transaction commits
         self._listener: JournalListener | None = None
         self._connect()
         self._key = f"{url}#{self._schema}"
@@ -220,6 +224,7 @@ class PostgresBackend:
                         conn.execute("SELECT pg_notify(%s, '')", [self._channel])
                 if self._journalled and self._listener is not None:
                     self._listener.bump()  # this process's other connections: at once
+                self._analyze(conn)
             except psycopg.Error as exc:
                 failure = self._failure(exc)
                 if failure is exc:
@@ -227,6 +232,7 @@ class PostgresBackend:
                 raise failure from None
             finally:
                 self._journalled = False
+                self._stale.clear()
                 self._writers.release()
 
     def execute(self, sql: str, params: Sequence[Any] = ()) -> Any:
@@ -271,6 +277,22 @@ class PostgresBackend:
         """Read a value of the ``meta`` table."""
         row = self.execute("SELECT value FROM meta WHERE key = ?", [key]).fetchone()
         return row[0] if row else None
+
+    def rows_added(self, table: str, count: int) -> None:
+        """Count rows a bulk write added; past :data:`_ANALYZE_AFTER` since the last refresh,
+        the table's planner statistics are refreshed after the commit."""
+        total = self._added.get(table, 0) + count
+        self._added[table] = total
+        if total >= _ANALYZE_AFTER:
+            self._stale.add(table)
+
+    def _analyze(self, conn: Any) -> None:
+        """``ANALYZE`` the tables bulk writes filled (after the commit, outside the writer lock's
+        transaction): the server's own autovacuum would, a minute or more later."""
+        for table in sorted(self._stale):
+            conn.execute(f'ANALYZE "{table}"')
+            self._added[table] = 0
+        self._stale.clear()
 
     def journal_written(self) -> None:
         """The open transaction wrote to the index journal: the followers are told at its commit."""

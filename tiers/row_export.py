@@ -365,6 +365,7 @@ def import_rows(storage: Storage, parsed: ParsedExport, *, user_id: str | None =
                 result.users.add(row["user_id"])
             if table.surrogate and plans:
                 storage.keys_written(name, table.surrogate)
+            storage.rows_added(name, len(plans))
     return result
 
 

@@ -267,6 +267,9 @@ class SQLiteBackend:
         assert seq is not None
         return seq
 
+    def rows_added(self, table: str, count: int) -> None:
+        """Nothing to do: SQLite's plans here are fixed by ``INDEXED BY``."""
+
     def journal_written(self) -> None:
         """Nothing to do: other connections see a commit through ``PRAGMA data_version``."""
 

@@ -91,6 +91,8 @@ class Backend(Protocol):
 
     def journal_written(self) -> None: ...
 
+    def rows_added(self, table: str, count: int) -> None: ...
+
     def journal_head(self) -> int: ...
 
     def table_infos(self) -> dict[str, TableInfo]: ...
@@ -171,6 +173,12 @@ class Storage:
     def data_version(self) -> int:
         """A number that changes when another connection commits (what the journal follows)."""
         return self.backend.data_version()
+
+    def rows_added(self, table: str, count: int) -> None:
+        """Say that the open transaction added ``count`` rows to ``table`` (a bulk write):
+        PostgreSQL refreshes the table's planner statistics after the commit once many rows
+        came since (a plan made for an empty table scans a user's rows to find ten by id)."""
+        self.backend.rows_added(table, count)
 
     def journal_written(self) -> None:
         """Say that the open transaction wrote to the index journal (PostgreSQL tells the
