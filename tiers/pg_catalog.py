@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from tiers.table_info import Column, TableInfo
+from tiers.table_info import Column, TableInfo, identity_of
 
 if TYPE_CHECKING:
     import psycopg
@@ -132,12 +132,5 @@ def _info(name: str, described: list[tuple[Column, bool]], references: tuple[tup
     generated = {column.name for column, is_identity in described if is_identity}
     fk_columns = {source for source, _, _ in references}
     surrogate = pk[0].name if len(pk) == 1 and pk[0].name in generated and pk[0].name not in fk_columns else None
-    if ("id",) in uniques:
-        identity: tuple[str, ...] = ("id",)
-    elif pk and not (len(pk) == 1 and pk[0].name == surrogate):
-        identity = tuple(c.name for c in pk)
-    elif uniques:
-        identity = uniques[0]
-    else:
-        identity = tuple(c.name for c in columns if c.name != surrogate)
-    return TableInfo(name, columns, references, surrogate, identity, without_rowid=False)
+    return TableInfo(name, columns, references, surrogate, identity_of(columns, surrogate, uniques),
+                     without_rowid=False)

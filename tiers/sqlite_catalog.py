@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from tiers.table_info import Column, TableInfo, quote_name
+from tiers.table_info import Column, TableInfo, identity_of, quote_name
 
 __all__ = ["table_infos"]
 
@@ -76,16 +76,8 @@ def _table_info(execute: Execute, name: str, sql: str) -> TableInfo:
             cols = tuple(r[2] for r in execute(f"PRAGMA index_info({quote_name(index_name)})").fetchall())
             if cols and None not in cols:
                 uniques.append(cols)
-    names = [c.name for c in columns]
-    if ("id",) in uniques:
-        identity: tuple[str, ...] = ("id",)
-    elif pk and not (len(pk) == 1 and pk[0].name == surrogate):
-        identity = tuple(c.name for c in pk)
-    elif uniques:
-        identity = uniques[0]
-    else:
-        identity = tuple(n for n in names if n != surrogate)
-    return TableInfo(name, columns, tuple(references), surrogate, identity, without_rowid)
+    return TableInfo(name, columns, tuple(references), surrogate, identity_of(columns, surrogate, uniques),
+                     without_rowid)
 
 
 def _declared(execute: Execute, table: str, column: str) -> str:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["Column", "TableInfo", "quote_name"]
+__all__ = ["Column", "TableInfo", "quote_name", "identity_of"]
 
 
 def quote_name(name: str) -> str:
@@ -57,3 +57,23 @@ class TableInfo:
     def column(self, name: str) -> Column:
         """The column called ``name``."""
         return next(c for c in self.columns if c.name == name)
+
+
+def identity_of(columns: tuple[Column, ...], surrogate: str | None,
+                uniques: list[tuple[str, ...]]) -> tuple[str, ...]:
+    """The columns that say "this is the same row", by the same rule on every backend: the
+    unique ``id``, else the primary key (unless it is the surrogate), else the first unique
+    index, else every column but the surrogate.
+
+    >>> identity_of((Column("seq", "INTEGER", False, 1), Column("id", "TEXT", True, 0)), "seq", [("id",)])
+    ('id',)
+    """
+    pk = sorted((c for c in columns if c.pk), key=lambda c: c.pk)
+    if ("id",) in uniques:
+        return ("id",)
+    if pk and not (len(pk) == 1 and pk[0].name == surrogate):
+        return tuple(c.name for c in pk)
+    if uniques:
+        return uniques[0]
+    return tuple(c.name for c in columns if c.name != surrogate)
+
