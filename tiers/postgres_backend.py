@@ -21,6 +21,7 @@ transaction it cut rolled back, and the next call connects again.
 from __future__ import annotations
 
 import contextlib
+import logging
 import threading
 import uuid
 from collections.abc import Iterator, Sequence
@@ -41,6 +42,7 @@ from unified_memory.errors import (
 
 __all__ = ["PostgresBackend", "is_url", "redact_url"]
 
+_LOG = logging.getLogger(__name__)
 _URL_SCHEMES = ("postgresql://", "postgres://")
 _INSTALL_HINT = "PostgreSQL needs psycopg 3: pip install 'unified-memory[postgres]'"
 # The placeholders of our statements (``?``) as psycopg's (``%s``), per statement text.
@@ -289,10 +291,14 @@ class PostgresBackend:
     def _analyze(self, conn: Any) -> None:
         """``ANALYZE`` the tables bulk writes filled (after the commit, outside the writer lock's
         transaction): the server's own autovacuum would, a minute or more later."""
-        for table in sorted(self._stale):
-            conn.execute(f'ANALYZE "{table}"')
+        stale, self._stale = sorted(self._stale), set()
+        for table in stale:
+            try:  # the write has committed: a failure here only leaves the statistics to autovacuum
+                conn.execute(f'ANALYZE "{table}"')
+            except self._psycopg.Error as exc:
+                _LOG.warning("ANALYZE %s after a bulk write failed: %s", table, _reason(exc))
+                return
             self._added[table] = 0
-        self._stale.clear()
 
     def journal_written(self) -> None:
         """The open transaction wrote to the index journal: the followers are told at its commit."""
