@@ -66,7 +66,8 @@ class SQLiteConversationStore:
         try:
             conn = sqlite3.connect(self._where, check_same_thread=False, timeout=5.0)
         except sqlite3.Error as exc:
-            raise StorageError(f"store: cannot open SQLite file {self._where!r}: {exc}", field="store") from exc
+            # the path cannot be opened (too long, a directory, no permission): the caller's argument
+            raise StorageError(f"path: cannot open SQLite file {self._where[:200]!r}: {exc}", field="path") from exc
         try:
             self._db = sqlite_utils.Database(conn)
             with conn:
