@@ -44,10 +44,11 @@ __all__ = ["Storage", "Backend", "Rows", "Scope", "SCHEMA_VERSION", "new_id", "d
            "metadata_where", "recall_filter", "is_url", "redact_url"]
 
 #: The database drivers' errors, for callers above the storage (one name whatever the backend):
-#: any error, and a broken constraint. Tuples of the drivers' own classes and ours (``except``
-#: takes a tuple), so not in ``__all__``: the drivers' classes have no docstrings to document.
-DriverError = sqlite3.Error  # the PostgreSQL backend raises StorageError (ConstraintError, StorageUnavailableError)
+#: any error (SQLite's; the PostgreSQL backend raises our StorageError subclasses instead), and a
+#: broken constraint (SQLite's and ours). Not in ``__all__``: the drivers' classes have no docstrings.
+DriverError = sqlite3.Error
 IntegrityError = (sqlite3.IntegrityError, ConstraintError)
+
 
 class Rows(Protocol):
     """What a statement returns: its rows to fetch, and how many rows it changed."""
