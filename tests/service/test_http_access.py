@@ -45,14 +45,14 @@ def _call(http: httpx.Client, method: str, path: str, body: Any, headers: dict[s
 def test_a_user_key_on_another_users_path_is_refused_and_reveals_nothing(service, admin):
     victim, other = service.create_key("victim"), service.create_key("intruder")
     with client_for(service, victim) as own, client_for(service, other) as http:
-        secret = ok(own.post("/v1/users/victim/facts", json={"text": "The vault code is 0451-secret"}), 201)["id"]
+        secret = ok(own.post("/v1/users/victim/facts", json={"text": "The vault code is quokka-secret"}), 201)["id"]
         ok(own.post("/v1/users/victim/turns", json={"user": "my secret diary entry"}), 201)
         before = own.get("/v1/users/victim/export").text
         for method, path, body in USER_ROUTES:
             answer = _call(http, method, "/v1/users/victim" + path.replace("FACT", secret), body)
             assert answer.status_code == 403, (method, path, answer.text)
             assert answer.json()["error"]["type"] == "forbidden"
-            assert "secret" not in answer.text and "0451" not in answer.text and secret not in answer.text
+            assert "secret" not in answer.text and "quokka" not in answer.text and secret not in answer.text
             assert "msg_" not in answer.text and "fact_" not in answer.text
         assert _rows(own.get("/v1/users/victim/export").text)[1] == _rows(before)[1]
     with client_for(service, admin) as root:  # the admin key acts for every user
