@@ -2,8 +2,10 @@
 PostgreSQL 15+ server, named by a ``postgresql://`` URL, shared by every process and host
 that opens it.
 
-One connection (psycopg 3, autocommit) per ``Storage``, as SQLite has one per file. Reads
-are single statements, each seeing what was committed when it ran. Writes run in
+One main connection (psycopg 3, autocommit) per ``Storage``, as SQLite has one per file,
+and up to ``pool_size - 1`` spares (:mod:`tiers.pg_spares`) on which other threads read
+while one thread holds the main one. Reads are single statements, each seeing what was
+committed when it ran. Writes run in
 :meth:`PostgresBackend.atomic`: a transaction that first takes an advisory lock of the
 schema, so writers take turns as they do on a SQLite file, and a write that reads before it
 writes (a fact reinforced rather than stored twice) never races another host's. Their turn
@@ -30,6 +32,7 @@ from typing import Any
 
 from tiers.dialect import POSTGRESQL
 from tiers.pg_listener import JournalListener, channel_of, listener_for, release
+from tiers.pg_spares import SpareConnections
 from tiers.table_info import TableInfo
 from tiers.writers import writer_queue
 from unified_memory.errors import (
@@ -108,14 +111,18 @@ def _driver() -> Any:
 
 class PostgresBackend:
     """One PostgreSQL database (its schema on the search path, ``public`` by default),
-    reached through one connection guarded by a re-entrant lock."""
+    reached through one main connection guarded by a re-entrant lock (and, for reads of
+    threads that do not hold it, ``pool_size - 1`` spares)."""
 
     dialect = POSTGRESQL
     path: Path | None = None  # not a file
     shared = True  # other processes and hosts write it: their commits are followed
 
-    def __init__(self, url: str, *, busy_timeout_ms: int = 10_000) -> None:
+    def __init__(self, url: str, *, busy_timeout_ms: int = 10_000, pool_size: int = 4) -> None:
         self._psycopg = _driver()
+        # Reads of other threads while one holds the connection (:mod:`tiers.pg_spares`).
+        self._spares = SpareConnections(url, size=int(pool_size) - 1, busy_timeout_ms=int(busy_timeout_ms),
+                                        server_gone=_server_gone) if pool_size > 1 else None
         self.url = url
         self.location = redact_url(url)
         self.lock = threading.RLock()
@@ -238,8 +245,21 @@ class PostgresBackend:
                 self._writers.release()
 
     def execute(self, sql: str, params: Sequence[Any] = ()) -> Any:
-        """Run one parameterised statement under the lock; returns the cursor (rows fetched)."""
-        with self.lock:
+        """Run one parameterised statement; returns its rows (fetched, or to fetch)."""
+        lock = self.lock
+        if not lock.acquire(blocking=False):
+            if self._spares is not None and _reads_only(sql):
+                try:
+                    rows = self._spares.read(psycopg_statement(sql), params)
+                except self._psycopg.Error as exc:
+                    failure = self._failure(exc)
+                    if failure is exc:
+                        raise
+                    raise failure from None
+                if rows is not None:
+                    return rows
+            lock.acquire()
+        try:
             conn = self._connection()
             try:
                 return conn.execute(psycopg_statement(sql), params)
@@ -248,13 +268,14 @@ class PostgresBackend:
                 if failure is exc:
                     raise
                 raise failure from None
+        finally:
+            lock.release()
 
     def query(self, sql: str, params: Sequence[Any] = ()) -> list[dict[str, Any]]:
         """Run a parameterised SELECT and return its rows as dicts."""
-        with self.lock:
-            cursor = self.execute(sql, params)
-            columns = [c.name for c in cursor.description]
-            return [dict(zip(columns, row, strict=True)) for row in cursor.fetchall()]
+        cursor = self.execute(sql, params)
+        columns = [c.name for c in cursor.description]
+        return [dict(zip(columns, row, strict=True)) for row in cursor.fetchall()]
 
     def executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
         """Run one parameterised statement for many rows (pipelined; call inside :meth:`atomic`)."""
@@ -368,6 +389,13 @@ class PostgresBackend:
                 with contextlib.suppress(Exception):
                     self._conn.close()
                 self._conn = None
+            if self._spares is not None:
+                self._spares.close()
+
+
+def _reads_only(sql: str) -> bool:
+    """Whether a statement only reads, so a spare connection may run it outside any transaction."""
+    return sql.lstrip()[:6].upper() == "SELECT"
 
 
 def _reason(exc: BaseException) -> str:

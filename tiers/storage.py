@@ -109,16 +109,19 @@ class Storage:
     """The memory's database: a SQLite file (in memory when ``target`` is None) or a
     PostgreSQL database (``target`` a ``postgresql://`` URL).
 
-    A SQLite file: WAL journal, a busy timeout, foreign keys. PostgreSQL: one connection,
-    writers serialised by an advisory lock (as SQLite's file lock serialises them). Both:
-    a schema version in ``meta``; all access through one connection guarded by a
-    re-entrant lock, so a ``Storage`` may be shared by threads; writes inside :meth:`atomic`.
+    A SQLite file: WAL journal, a busy timeout, foreign keys. PostgreSQL: writers serialised
+    by an advisory lock (as SQLite's file lock serialises them). Both: a schema version in
+    ``meta``; access through one connection guarded by a re-entrant lock, so a ``Storage``
+    may be shared by threads; writes inside :meth:`atomic`. On PostgreSQL, reads of threads
+    that do not hold that lock run on up to ``pool_size - 1`` spare connections
+    (:mod:`tiers.pg_spares`); a SQLite file ignores ``pool_size``.
     """
 
-    def __init__(self, target: str | os.PathLike[str] | None, *, busy_timeout_ms: int = 10_000) -> None:
+    def __init__(self, target: str | os.PathLike[str] | None, *, busy_timeout_ms: int = 10_000,
+                 pool_size: int = 4) -> None:
         backend: Backend
         if is_url(target):
-            backend = PostgresBackend(str(target), busy_timeout_ms=busy_timeout_ms)
+            backend = PostgresBackend(str(target), busy_timeout_ms=busy_timeout_ms, pool_size=pool_size)
         else:
             backend = SQLiteBackend(target, busy_timeout_ms=busy_timeout_ms)
         self.backend = backend

@@ -255,6 +255,11 @@ class MemoryConfig(_Config):
     retrieval: Literal["auto", "lexical", "embedding", "hybrid"] = Field(
         default="auto", description="auto: hybrid when the embeddings extra is installed, else lexical.")
     vectors: VectorConfig = Field(default_factory=VectorConfig)
+    pool_size: int = Field(
+        default=4, ge=1, le=1000,
+        description="PostgreSQL: connections this memory may hold. One carries its writes and reads; while "
+                    "another thread holds it, reads run on up to pool_size - 1 more, opened when first needed "
+                    "(1: threads take turns on one connection). Ignored on a SQLite file.")
     token_counter: Literal["auto", "chars", "tiktoken"] = Field(
         default="auto", description="auto: tiktoken when installed and its encoding is cached offline, else chars/4.")
     tiktoken_encoding: str = "cl100k_base"

@@ -33,3 +33,48 @@ def test_two_services_on_one_postgresql_database_share_memories_and_keep_users_a
         assert stats.path is None or "hidden" not in stats.path
     with UnifiedMemory(pg_url, user_id="ada", retrieval="lexical") as local:  # the rows are in the database
         assert any("cello" in fact.text for fact in local.facts())
+
+
+def test_serve_with_two_workers_and_a_pool_on_postgresql(pg_url):
+    """``serve --workers 2 --pool-size 2`` on PostgreSQL: concurrent requests on the one port reach
+    both processes, every write answered is listed and recalled through either, and the service
+    holds no more connections than the pool size allows (memory and keys per process, plus one
+    listener per process)."""
+    import concurrent.futures
+    import time
+
+    import httpx
+    import psycopg
+
+    service = ServiceProcess(pg_url, args=("--retrieval", "lexical", "--workers", "2", "--pool-size", "2")).start()
+    try:
+        key = service.create_key("ada")
+        headers = {"Authorization": f"Bearer {key}"}
+        texts = [f"I keep bee hive number {n} in the orchard" for n in range(40)]
+        with httpx.Client(base_url=service.url, timeout=30) as client, \
+                concurrent.futures.ThreadPoolExecutor(8) as pool:
+            ids = list(pool.map(lambda text: client.post("/v1/users/ada/facts", json={"text": text},
+                                                         headers=headers).json()["id"], texts))
+            recalled = list(pool.map(lambda _: client.post(
+                "/v1/users/ada/recall", json={"query": "bee hive orchard", "limit": 50, "tiers": ["long_term"]},
+                headers=headers).json()["hits"], range(16)))
+            assert all(hits for hits in recalled)
+            deadline = time.monotonic() + 20
+            while True:  # each worker follows the other's writes
+                seen = [{h["id"] for h in client.post("/v1/users/ada/recall", json={
+                    "query": "bee hive orchard", "limit": 50, "tiers": ["long_term"]}, headers=headers).json()["hits"]}
+                    for _ in range(6)]
+                if all(set(ids) <= s for s in seen) or time.monotonic() > deadline:
+                    break
+                time.sleep(0.2)
+            assert all(set(ids) <= s for s in seen)
+        with psycopg.connect(pg_url, autocommit=True) as conn:
+            held = conn.execute("SELECT COUNT(*) FROM pg_stat_activity WHERE datname = current_database() "
+                                "AND pid <> pg_backend_pid()").fetchone()[0]
+        assert held <= 2 * (2 + 2 + 1), held  # per worker: memory 2, keys 2, listener 1
+        assert service.log().count("Started server process") == 2
+    finally:
+        code = service.stop()
+    assert code == 0, service.log()[-2000:]
+    with UnifiedMemory(pg_url, user_id="ada", retrieval="lexical") as local:
+        assert {f.id for f in local.facts(limit=100)} == set(ids)

@@ -128,7 +128,7 @@ def unknown_user(user: str, path: Path | str, users: list[str], *, shown: int = 
 
 def settings_of(args: argparse.Namespace) -> dict[str, Any]:
     """The :class:`~unified_memory.config.MemoryConfig` fields the global options set
-    (``--retrieval``, ``--redact-secrets``).
+    (``--retrieval``, ``--redact-secrets``, and serve's ``--pool-size``).
 
     >>> settings_of(argparse.Namespace(retrieval="lexical", redact_secrets=False))
     {'retrieval': 'lexical'}
@@ -138,6 +138,8 @@ def settings_of(args: argparse.Namespace) -> dict[str, Any]:
         settings["retrieval"] = args.retrieval
     if getattr(args, "redact_secrets", False):
         settings["redact_secrets"] = True
+    if getattr(args, "pool_size", None):
+        settings["pool_size"] = args.pool_size
     return settings
 
 

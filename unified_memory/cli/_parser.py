@@ -213,6 +213,9 @@ def build_parser() -> argparse.ArgumentParser:
                      help="answer 429 to a client address after N failed authentications in a minute (default 20)")
     sub.add_argument("--workers", type=_positive_int, default=1, metavar="N",
                      help="N service processes on the one port and file, to use more cores (default 1)")
+    sub.add_argument("--pool-size", type=_positive_int, metavar="N",
+                     help="PostgreSQL: connections per process for the memory and for the keys (default 4: "
+                          "one for writes, up to N - 1 more for reads beside them); a SQLite file ignores it")
     sub.add_argument("--no-mcp", action="store_true", help="do not mount the MCP server at /mcp")
     sub.add_argument("--log-level", choices=("debug", "info", "warning", "error"), default="info",
                      help="log level (the access log is one JSON line per request at info)")

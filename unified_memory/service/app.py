@@ -135,7 +135,7 @@ def create_app(memory: UnifiedMemory, *, keys: KeyRing | None = None,
     The application owns the memory from then on: it is closed when the application shuts down.
     """
     chosen = _settings(settings)
-    ring = keys if keys is not None else KeyRing(Storage(memory.path))
+    ring = keys if keys is not None else KeyRing(Storage(memory.path, pool_size=memory.config.pool_size))
     mcp_app, mcp_lifespan = _mcp(memory) if chosen.mcp else (None, None)
 
     @contextlib.asynccontextmanager
