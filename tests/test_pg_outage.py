@@ -76,3 +76,34 @@ def test_opening_while_the_server_is_down_is_a_clear_error(own_server):
 
 def _fail():
     raise AssertionError("not yet")
+
+
+def _terminate(url: str, pid: int) -> None:
+    with psycopg.connect(url, autocommit=True) as admin:
+        admin.execute("SELECT pg_terminate_backend(%s)", [pid])
+
+
+def test_a_connection_lost_at_the_commit_is_reported_as_an_unknown_outcome(pg_url):
+    """Cut before the commit was sent: nothing was written, and the error says so. Cut as the
+    commit is sent: the client cannot know whether it took effect, and the error says that
+    (never "nothing was written")."""
+    from tiers.storage import Storage
+
+    storage = Storage(pg_url)
+    try:
+        pid = storage.execute("SELECT pg_backend_pid()").fetchone()[0]
+        with pytest.raises(StorageUnavailableError, match="nothing of this call was written"):
+            with storage.atomic():
+                storage.set_meta("first", "1")
+                _terminate(pg_url, pid)
+                storage.set_meta("second", "2")  # the statement after the cut fails
+        assert _eventually(lambda: storage.get_meta("first")) is None
+        pid = storage.execute("SELECT pg_backend_pid()").fetchone()[0]
+        with pytest.raises(StorageUnavailableError, match="may or may not have been stored") as caught:
+            with storage.atomic():
+                storage.set_meta("third", "3")
+                _terminate(pg_url, pid)  # the last statement ran; the commit goes to a closed connection
+        assert caught.value.field == "path" and not isinstance(caught.value, psycopg.Error)
+        assert _eventually(lambda: storage.get_meta("third")) is None  # here it was not (the server cut first)
+    finally:
+        storage.close()

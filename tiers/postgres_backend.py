@@ -188,8 +188,9 @@ class PostgresBackend:
             conn = self._conn
         return conn
 
-    def _failure(self, exc: Exception) -> Exception:
-        """Our error for one of the driver's (the caller raises it from ``None``)."""
+    def _failure(self, exc: Exception, *, committing: bool = False) -> Exception:
+        """Our error for one of the driver's (the caller raises it from ``None``). ``committing``:
+        the connection failed while the commit was sent, so whether it took effect is unknown."""
         errors = self._psycopg.errors
         if isinstance(exc, errors.LockNotAvailable):
             return StorageError(f"path: {self.location} stayed locked by another writer beyond the busy timeout "
@@ -199,6 +200,10 @@ class PostgresBackend:
         conn = self._conn
         if isinstance(exc, self._psycopg.OperationalError) and (conn is None or conn.closed or conn.broken
                                                                 or _server_gone(exc)):
+            if committing:
+                return StorageUnavailableError(
+                    f"path: lost the connection to {self.location} while committing: the write may or may not "
+                    f"have been stored (look before writing it again): {_reason(exc)}", field="path")
             return StorageUnavailableError(f"path: lost the connection to {self.location}, nothing of this "
                                            f"call was written: {_reason(exc)}", field="path")
         return exc
@@ -225,17 +230,20 @@ class PostgresBackend:
                 raise StorageError(f"path: {self.location}: this process's other writers held it beyond the busy "
                                    f"timeout ({self._busy_timeout_ms} ms), nothing was written", field="path")
             self._journalled = False
+            committing = False
             try:
                 with conn.transaction():
                     conn.execute("SELECT pg_advisory_xact_lock(%s)", [self._lock_key])
                     yield
                     if self._journalled:  # delivered at commit, to the listeners of every host
                         conn.execute("SELECT pg_notify(%s, '')", [self._channel])
+                    committing = True
+                committing = False
                 if self._journalled and self._listener is not None:
                     self._listener.bump()  # this process's other connections: at once
                 self._analyze(conn)
             except psycopg.Error as exc:
-                failure = self._failure(exc)
+                failure = self._failure(exc, committing=committing)
                 if failure is exc:
                     raise
                 raise failure from None
