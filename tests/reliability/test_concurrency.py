@@ -13,7 +13,7 @@ Each worker runs a seeded random mix of ``add_turn``, ``remember``, ``remember_m
 for users some workers share and one user of its own, under random agents and sessions.
 Every written text carries a unique marker, and a write is recorded only after its call
 returned. Afterwards the file is reopened: every acknowledged write is there exactly
-once (counted by marker in SQLite and through the API), nothing else carries a marker
+once (counted by marker in the database and through the API), nothing else carries a marker
 of a failed write, the file is sound, every marker is recallable by its owner, and no
 worker saw an exception (``database is locked`` included).
 
