@@ -1,6 +1,10 @@
 """Concurrency (issue 8): 8 threads and 4 processes writing and recalling on one file:
 no error surfaces, no write is lost or duplicated.
 
+Each test runs on a SQLite file and on a PostgreSQL database (``[postgresql]``); with worker
+processes the test creates the database and hands them its URL (the ``storage_backend``
+fixture's patch does not reach another process).
+
 Twelve workers start together (a file barrier): four processes (``python -c``, each with
 its own :class:`UnifiedMemory`) and, in the test process, eight threads — four sharing
 ONE ``UnifiedMemory`` object (through scoped views), four with a memory object each.
@@ -9,7 +13,7 @@ Each worker runs a seeded random mix of ``add_turn``, ``remember``, ``remember_m
 for users some workers share and one user of its own, under random agents and sessions.
 Every written text carries a unique marker, and a write is recorded only after its call
 returned. Afterwards the file is reopened: every acknowledged write is there exactly
-once (counted by marker in SQLite and through the API), nothing else carries a marker
+once (counted by marker in the database and through the API), nothing else carries a marker
 of a failed write, the file is sound, every marker is recallable by its owner, and no
 worker saw an exception (``database is locked`` included).
 
@@ -170,7 +174,7 @@ def users_of(name: str) -> list[str]:
     return ["common", "even" if index % 2 == 0 else "odd", f"solo-{name}"]
 
 
-def run_workload(path: Path, sync: Path, retrieval: str, ops: int, seed: int) -> dict[str, Any]:
+def run_workload(path: str | Path, sync: Path, retrieval: str, ops: int, seed: int) -> dict[str, Any]:
     from unified_memory import UnifiedMemory
 
     UnifiedMemory(path, retrieval="lexical").close()  # the schema exists before the workers race
@@ -244,7 +248,7 @@ def run_workload(path: Path, sync: Path, retrieval: str, ops: int, seed: int) ->
     return {"events": events, "hung": hung, "seconds": seconds, "stderr": stderr_tail}
 
 
-def check_outcome(path: Path, retrieval: str, outcome: dict[str, Any]) -> dict[str, int]:
+def check_outcome(path: str | Path, retrieval: str, outcome: dict[str, Any]) -> dict[str, int]:
     """Assert the outcome (see the module docstring); returns the figures."""
     events, hung = outcome["events"], outcome["hung"]
     assert hung == [], f"workers did not finish: {hung}"
@@ -347,18 +351,34 @@ def check_outcome(path: Path, retrieval: str, outcome: dict[str, Any]) -> dict[s
             "errors": len(errors)}
 
 
+@pytest.fixture
+def shared_store(tmp_path, storage_backend, request):
+    """Where the workers meet: a SQLite file, or the URL of a PostgreSQL database created for the
+    test (the worker processes open it themselves), dropped after."""
+    if storage_backend != "postgresql":
+        yield tmp_path / "memory.db"
+        return
+    from tests.pg_server import create_database, drop_database
+
+    server = request.getfixturevalue("postgres_server")
+    url = create_database(server)
+    try:
+        yield url
+    finally:
+        drop_database(server, url.rsplit("/", 1)[1])
+
+
 @pytest.mark.slow
-@pytest.mark.sqlite_only  # the worker processes open the file path themselves
 @pytest.mark.parametrize("retrieval", ["lexical", "hybrid"])
-def test_threads_and_processes_on_one_file(retrieval, tmp_path, figures):
-    """8 threads and 4 processes writing and recalling on one file: no error surfaces,
-    no write is lost or duplicated."""
-    path, sync = tmp_path / "memory.db", tmp_path / "sync"
+def test_threads_and_processes_on_one_file(retrieval, shared_store, storage_backend, tmp_path, figures):
+    """8 threads and 4 processes writing and recalling on one file (or PostgreSQL database): no
+    error surfaces, no write is lost or duplicated."""
+    path, sync = shared_store, tmp_path / "sync"
     sync.mkdir()
     ops = scaled(120)
     outcome = run_workload(path, sync, retrieval, ops, seed=7 if retrieval == "lexical" else 11)
     result = check_outcome(path, retrieval, outcome)
-    figures("concurrency", retrieval=retrieval, threads=THREADS, processes=PROCESSES,
+    figures("concurrency", store=storage_backend, retrieval=retrieval, threads=THREADS, processes=PROCESSES,
             seconds=round(outcome["seconds"], 1), **result)
 
 

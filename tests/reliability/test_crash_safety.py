@@ -1,5 +1,8 @@
 """Crash safety (issue 8): SIGKILL a writer at random moments; nothing acknowledged is lost.
 
+It runs on a SQLite file and on a PostgreSQL database (``[postgresql]``: the test creates the
+databases and hands their URLs to the children and checkers; below, "the file" is either).
+
 A child process opens a memory file (hybrid retrieval, ``FakeEmbedder(dim=32)``) and writes
 to it without end: turns (whose older messages leave a 4-message window and go through
 promotion in the same transaction), single facts, ``remember_many`` batches of 10-40,
@@ -11,12 +14,14 @@ it with SIGKILL after a seeded random delay, reads the pipe to its end, and (aft
 the kills) a fresh checker process reopens the file:
 
 * ``PRAGMA integrity_check`` is ``ok`` (raw sqlite3, before the library opens the file),
-  and ``PRAGMA foreign_key_check`` finds nothing;
+  and ``PRAGMA foreign_key_check`` finds nothing (SQLite only: PostgreSQL is transactional and
+  enforces foreign keys at write time; what the kill left is read with a plain psycopg
+  connection, before the library opens the database);
 * every acknowledged fact, turn message and triple is there exactly once with its content,
   every acknowledged forget stayed done, and a call the kill cut short wrote all of its rows
   or none (a batch, the two messages of a turn, the ids of a forget);
 * the vector index matches the store: the chroma collections as the kill left them are
-  compared with SQLite (a difference is a ``vector_mismatch``: vectors of a write the kill
+  compared with the store (a difference is a ``vector_mismatch``: vectors of a write the kill
   rolled back, or deleted by a forget it cut short); after the library's open, which repairs
   drift (``rebuilt_at_open``), they must equal it exactly. The numpy index, derived from the
   embeddings table, must hold exactly the store's rows, and every stored fact and message has
@@ -52,16 +57,18 @@ import signal
 import sqlite3
 import time
 import traceback
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
 from tests.reliability.conftest import scaled
 from tiers import snapshots
+from tiers.postgres_backend import is_url, psycopg_statement
 
-# Children and checkers are processes that open the file themselves (and the check reads it with
-# sqlite3): SQLite only. PostgreSQL has a multi-process crash test of its own.
-pytestmark = [pytest.mark.slow, pytest.mark.sqlite_only]
+# Children and checkers are processes that open the file (or database URL) themselves: on
+# PostgreSQL the test creates the databases (the storage_backend fixture's patch stays in this process).
+pytestmark = [pytest.mark.slow]
 
 # Lexical indexes of this many documents are saved at close and restored at open (plus the
 # journal since): the default (20,000) is never reached here, so the crash test lowers it.
@@ -82,7 +89,8 @@ RECALL_NEW, RECALL_OLD = 6, 4  # markers of the trial, and earlier ones, recalle
 PRELOAD = ["unified_memory.memory", "unified_memory.testing", "unified_memory.io.jsonl", "unified_memory.retrieval.federation",
            "unified_memory.extraction.summarizers", "tiers.row_export", "tiers.deletion", "tiers.user_tables", "tiers.vectors", "tiers.ivf_index", "scoring.embeddings",
            "scoring.onnx_query", "tiers.chroma_index", "chromadb", "chromadb.api.rust",
-           "chromadb.telemetry.product.posthog", "dateutil.parser", "tiktoken", "tests.reliability.test_crash_safety"]
+           "chromadb.telemetry.product.posthog", "dateutil.parser", "tiktoken", "psycopg", "tiers.postgres_backend",
+           "tiers.pg_listener", "tiers.pg_schema", "tests.reliability.test_crash_safety"]
 
 
 # -- the child: writes until killed -------------------------------------------------------------
@@ -177,14 +185,34 @@ def _write(conn, args: dict) -> None:
 # -- the checker: reopens the file in a fresh process ------------------------------------------------
 
 
-def _sqlite_ids(db: sqlite3.Connection) -> dict[str, set[str]]:
-    """The ids the vector partitions must hold: what each tier's loader reads from SQLite."""
+Rows = Callable[..., list]  # rows(sql, params=()): every row of a statement with ``?`` placeholders
+
+
+@contextlib.contextmanager
+def _raw(target: str) -> Iterator[Rows | None]:
+    """The store as the kill left it, read without the library: sqlite3 on the file, a plain
+    psycopg connection on a database URL (a dead child's server process rolls its transaction back
+    as soon as it sees the socket closed). None when the kill came before the file was created."""
+    if is_url(target):
+        import psycopg
+
+        with contextlib.closing(psycopg.connect(target, autocommit=True, connect_timeout=10)) as conn:
+            yield lambda sql, params=(): conn.execute(psycopg_statement(sql), params).fetchall()
+    elif os.path.exists(target):
+        with contextlib.closing(sqlite3.connect(target)) as db:
+            yield lambda sql, params=(): db.execute(sql, params).fetchall()
+    else:
+        yield None
+
+
+def _stored_ids(rows: Rows) -> dict[str, set[str]]:
+    """The ids the vector partitions must hold: what each tier's loader reads from the store."""
     return {
-        "facts": {r[0] for r in db.execute(
+        "facts": {r[0] for r in rows(
             "SELECT id FROM facts WHERE user_id = ? AND status IN ('active', 'superseded')", [USER])},
-        "messages": {r[0] for r in db.execute(
+        "messages": {r[0] for r in rows(
             "SELECT id FROM messages WHERE user_id = ? AND content IS NOT NULL AND content != ''", [USER])},
-        "entities": {r[0] for r in db.execute("SELECT id FROM entities WHERE user_id = ? AND doc IS NOT NULL", [USER])},
+        "entities": {r[0] for r in rows("SELECT id FROM entities WHERE user_id = ? AND doc IS NOT NULL", [USER])},
     }
 
 
@@ -216,14 +244,21 @@ def _check(args: dict) -> dict:
     expect = args["expect"]
     result["integrity"] = ["ok"]
     before = {"facts": set(), "messages": set(), "entities": set()}
-    if os.path.exists(args["path"]):  # else the kill came before the first open created it
-        with contextlib.closing(sqlite3.connect(args["path"])) as db:
-            result["integrity"] = [row[0] for row in db.execute("PRAGMA integrity_check")]
-            if result["integrity"] != ["ok"]:
-                problems.append(f"integrity_check: {result['integrity'][:5]}")
-            if db.execute("SELECT 1 FROM sqlite_master WHERE name = 'facts'").fetchone():
-                before = _sqlite_ids(db)
-                result["snapshots"] = db.execute("SELECT COUNT(*) FROM index_snapshots").fetchone()[0]
+    postgres = is_url(args["path"])
+    with _raw(args["path"]) as rows:
+        if rows is not None:  # else the kill came before the first open created the file
+            # PostgreSQL has no integrity_check to run, nor needs one: it is transactional and
+            # WAL-protected, and enforces foreign keys at write time.
+            if not postgres:
+                result["integrity"] = [row[0] for row in rows("PRAGMA integrity_check")]
+                if result["integrity"] != ["ok"]:
+                    problems.append(f"integrity_check: {result['integrity'][:5]}")
+            # The schema is created in one transaction on both: all of its tables, or none yet.
+            facts_table = ("SELECT 1 WHERE to_regclass('facts') IS NOT NULL" if postgres
+                           else "SELECT 1 FROM sqlite_master WHERE name = 'facts'")
+            if rows(facts_table):
+                before = _stored_ids(rows)
+                result["snapshots"] = rows("SELECT COUNT(*) FROM index_snapshots")[0][0]
     if args["backend"] == "chroma":  # what the kill left in chroma, before the library repairs it
         from tiers.chroma_index import ChromaVectorIndex
 
@@ -236,8 +271,9 @@ def _check(args: dict) -> dict:
     try:
         storage = mem._backend.storage
         dense = mem._backend.dense
-        with contextlib.closing(sqlite3.connect(args["path"])) as db:
-            stored = _sqlite_ids(db)
+        with _raw(args["path"]) as rows:
+            assert rows is not None  # the library's open created it
+            stored = _stored_ids(rows)
         if args["backend"] == "chroma":
             from tiers.chroma_index import ChromaVectorIndex
 
@@ -290,7 +326,7 @@ def _check(args: dict) -> dict:
                      for t in turn_texts(tag)]
             if found not in ([0, 0], [1, 1]):
                 problems.append(f"add_turn cut short wrote {found} of {tag}")
-        orphans = count("PRAGMA foreign_key_check").fetchall()
+        orphans = [] if postgres else count("PRAGMA foreign_key_check").fetchall()  # PostgreSQL: enforced at write time
         if orphans:
             problems.append(f"foreign_key_check: {orphans[:5]}")
         dupes = [count(f"SELECT COUNT(*) FROM {t} GROUP BY id HAVING COUNT(*) > 1").fetchall()
@@ -459,14 +495,37 @@ class Ledger:
                 "maybe_forgotten": self.maybe_forgotten, "maybe_bulk": self.maybe_bulk, "maybe_turns": self.maybe_turns}
 
 
-def test_sigkill_at_random_moments_loses_no_acknowledged_write(tmp_path, figures):
-    ctx = multiprocessing.get_context("forkserver")
-    ctx.set_forkserver_preload(PRELOAD)
-    rng = random.Random(SEED)
+@pytest.fixture
+def crash_files(tmp_path, storage_backend, request):
+    """One store per vector backend, ``{backend: {"backend", "path", "chroma_path"}}``: a SQLite
+    file, or on PostgreSQL (``path``) the URL of a database created for the test, dropped after."""
     # chromadb is in the dev extras; without it only the numpy file is tried (the numpy part still counts).
     backends = ["numpy", "chroma"] if importlib.util.find_spec("chromadb") else ["numpy"]
     files = {backend: {"backend": backend, "path": str(tmp_path / f"{backend}.db"),
                        "chroma_path": str(tmp_path / f"{backend}.chroma")} for backend in backends}
+    if storage_backend != "postgresql":
+        yield files
+        return
+    from tests.pg_server import create_database, drop_database
+
+    server = request.getfixturevalue("postgres_server")
+    created = []
+    try:
+        for args in files.values():
+            args["path"] = create_database(server)
+            created.append(args["path"])
+        yield files
+    finally:
+        for url in created:
+            drop_database(server, url.rsplit("/", 1)[1])
+
+
+def test_sigkill_at_random_moments_loses_no_acknowledged_write(crash_files, storage_backend, figures):
+    ctx = multiprocessing.get_context("forkserver")
+    ctx.set_forkserver_preload(PRELOAD)
+    rng = random.Random(SEED)
+    files = crash_files
+    backends = list(files)
     ledgers = {backend: Ledger() for backend in files}
     phases: collections.Counter[str] = collections.Counter()
     counts: collections.Counter[str] = collections.Counter()
@@ -515,7 +574,7 @@ def test_sigkill_at_random_moments_loses_no_acknowledged_write(tmp_path, figures
         finish(Forked(ctx, check_in_fresh_process, {**args, "expect": ledger.expect(), "recall": recall}),
                f"final check of the {backend} file", timeout=FINAL_TIMEOUT)
     acknowledged = sum(ledger.acknowledged for ledger in ledgers.values())
-    figures("crash safety", kills=KILLS, checks=counts["checks"], acknowledged_writes=acknowledged, lost=counts["lost"],
+    figures("crash safety", store=storage_backend, kills=KILLS, checks=counts["checks"], acknowledged_writes=acknowledged, lost=counts["lost"],
             integrity_failures=counts["integrity_failures"], vector_mismatches=counts["vector_mismatches"],
             vectors_extra=counts["vectors_extra"], vectors_missing=counts["vectors_missing"],
             rebuilt_at_open=counts["rebuilt_at_open"], opened_with_snapshots=counts["opened_with_snapshots"],

@@ -81,6 +81,20 @@ def answers(mem: UnifiedMemory, user: str) -> list[tuple[str, str]]:
     return sorted((h.id, h.text) for h in view.recall(f"locker code drawer {user}dog", limit=50))
 
 
+def assert_others_unharmed(mem: UnifiedMemory, other: UnifiedMemory | None, victim: str,
+                           before: dict[str, list[tuple[str, str]]]) -> None:
+    """After ``forget(user_id=victim)``: the victim recalls nothing, through ``mem`` and through
+    ``other`` (another connection following the journal, or None), and every other user answers
+    exactly as ``before``."""
+    if other is not None:
+        assert other.scoped(user_id=victim).recall("locker code drawer") == []
+        for user in before:
+            assert answers(other, user) == before[user]
+    for user in before:
+        assert answers(mem, user) == before[user]
+    assert mem.scoped(user_id=victim).recall(f"{marker(victim, 0)} locker") == []
+
+
 @pytest.fixture(params=["numpy", "chroma", "chroma-server"])
 def backend(request):
     """(vector settings, extra folder to scan or None, file suffixes not scanned)."""
@@ -126,13 +140,7 @@ def test_forget_a_user_leaves_no_byte_behind(tmp_path_factory, monkeypatch, back
         assert counts["messages"] == 2 * n and counts["facts"] >= n
         dense = mem._backend.dense
         assert not any(victim[:3] + "secret" in q for q in dense.cache._queries), "query cache kept the victim's query"
-        if other is not None:
-            assert other.scoped(user_id=victim).recall("locker code drawer") == []
-            for user in before:
-                assert answers(other, user) == before[user]
-        for user in before:
-            assert answers(mem, user) == before[user]
-        assert mem.scoped(user_id=victim).recall(f"{marker(victim, 0)} locker") == []
+        assert_others_unharmed(mem, other, victim, before)
         left = scan(folder, needles, unscanned)
         TALLY["traces_found"] += len(left)
         assert left == [], left
@@ -225,13 +233,7 @@ def test_forget_a_user_leaves_no_row_behind_on_postgresql(tmp_path, monkeypatch,
         assert vacuums == [url], "forget did not vacuum the database"
         rewritten = relfilenodes(url)
         assert [t for t in files if rewritten.get(t) == files[t]] == [], "tables VACUUM FULL did not rewrite"
-        if other is not None:
-            assert other.scoped(user_id=victim).recall("locker code drawer") == []
-            for user in before:
-                assert answers(other, user) == before[user]
-        for user in before:
-            assert answers(mem, user) == before[user]
-        assert mem.scoped(user_id=victim).recall(f"{marker(victim, 0)} locker") == []
+        assert_others_unharmed(mem, other, victim, before)
         left = pg_scan(url, needles)
         TALLY["traces_found"] += len(left)
         assert left == [], left
