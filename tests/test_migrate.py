@@ -146,3 +146,28 @@ def test_any_remembered_texts_round_trip(tmp_path_factory, new_database, texts):
     url = new_database()
     migrate_database(source, url)
     assert rows(url) == rows(source)
+
+
+def test_a_source_holding_a_nul_in_json_is_refused_naming_the_row_and_nothing_is_written(tmp_path, new_database,
+                                                                                         clock):
+    """A file written before NUL characters were refused (or edited by hand) holds one in a
+    fact's metadata: PostgreSQL cannot read it inside JSON, so the copy is refused before anything
+    is written, naming the source, the column and the row."""
+    import sqlite3
+
+    source = tmp_path / "old.db"
+    with UnifiedMemory(source, user_id="ada", retrieval="lexical", clock=clock) as mem:
+        fid = mem.remember("I like tea", metadata={"k": "ab"})
+        mem.remember("I like coffee")
+    with sqlite3.connect(source) as db:
+        db.execute("UPDATE facts SET metadata = ? WHERE id = ?", [json.dumps({"k": "a\x00b"}), fid])
+    url = new_database()
+    from unified_memory.errors import MemoryValueError
+
+    with pytest.raises(MemoryValueError) as caught:
+        migrate_database(source, url)
+    assert caught.value.field == "source"
+    assert str(source) in str(caught.value) and "facts.metadata" in str(caught.value) and fid in str(caught.value)
+    assert "NUL" in str(caught.value)
+    with UnifiedMemory(url, user_id="ada", retrieval="lexical") as target:
+        assert target.facts() == [] and target.users() == []

@@ -188,7 +188,7 @@ class PostgresBackend:
             conn = self._conn
         return conn
 
-    def _failure(self, exc: Exception, *, committing: bool = False) -> Exception:
+    def _failure(self, exc: Exception, *, committing: bool = False) -> StorageError:
         """Our error for one of the driver's (the caller raises it from ``None``). ``committing``:
         the connection failed while the commit was sent, so whether it took effect is unknown."""
         errors = self._psycopg.errors
@@ -206,7 +206,8 @@ class PostgresBackend:
                     f"have been stored (look before writing it again): {_reason(exc)}", field="path")
             return StorageUnavailableError(f"path: lost the connection to {self.location}, nothing of this "
                                            f"call was written: {_reason(exc)}", field="path")
-        return exc
+        # Anything else (a value the server refuses, a statement it cannot run): ours, never the driver's.
+        return StorageError(f"path: {self.location} refused the statement: {_reason(exc)}", field="path")
 
     # -- access ------------------------------------------------------------------------------
 
@@ -243,10 +244,7 @@ class PostgresBackend:
                     self._listener.bump()  # this process's other connections: at once
                 self._analyze(conn)
             except psycopg.Error as exc:
-                failure = self._failure(exc, committing=committing)
-                if failure is exc:
-                    raise
-                raise failure from None
+                raise self._failure(exc, committing=committing) from None
             finally:
                 self._journalled = False
                 self._stale.clear()
@@ -260,10 +258,7 @@ class PostgresBackend:
                 try:
                     rows = self._spares.read(psycopg_statement(sql), params)
                 except self._psycopg.Error as exc:
-                    failure = self._failure(exc)
-                    if failure is exc:
-                        raise
-                    raise failure from None
+                    raise self._failure(exc) from None
                 if rows is not None:
                     return rows
             lock.acquire()
@@ -272,10 +267,7 @@ class PostgresBackend:
             try:
                 return conn.execute(psycopg_statement(sql), params)
             except self._psycopg.Error as exc:
-                failure = self._failure(exc)
-                if failure is exc:
-                    raise
-                raise failure from None
+                raise self._failure(exc) from None
         finally:
             lock.release()
 
@@ -295,10 +287,7 @@ class PostgresBackend:
                 with conn.cursor() as cursor:
                     cursor.executemany(psycopg_statement(sql), rows)
             except self._psycopg.Error as exc:
-                failure = self._failure(exc)
-                if failure is exc:
-                    raise
-                raise failure from None
+                raise self._failure(exc) from None
 
     def insert(self, sql: str, params: Sequence[Any] = ()) -> int:
         """Run one ``INSERT`` of a row keyed by ``seq`` and return the new ``seq``."""
@@ -377,10 +366,7 @@ class PostgresBackend:
                 for table in tables:
                     conn.execute(f'VACUUM (FULL, ANALYZE) "{table}"')
             except self._psycopg.Error as exc:
-                failure = self._failure(exc)
-                if failure is exc:
-                    raise
-                raise failure from None
+                raise self._failure(exc) from None
             finally:
                 self._writers.release()
 

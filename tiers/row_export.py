@@ -49,6 +49,7 @@ from tiers.user_tables import (
     users_in,
 )
 from unified_memory.errors import ConflictError, MemoryValueError, StorageError
+from unified_memory.types import holds_nul
 
 __all__ = [
     "FORMAT",
@@ -183,6 +184,8 @@ def _check_value(column: Column, value: Any) -> Any:
             value.encode("utf-8")
         except UnicodeEncodeError:
             raise ValueError("is not valid unicode text (it holds a lone surrogate)") from None
+        if "\x00" in value:  # refused when stored (PostgreSQL's text cannot hold one at all)
+            raise ValueError("must not contain NUL characters (U+0000)")
     affinity = column.affinity
     if affinity == "INTEGER" and not isinstance(value, int):
         raise ValueError(f"expected an integer, got {value!r:.60}")
@@ -207,6 +210,8 @@ def _check_value(column: Column, value: Any) -> Any:
             shape = _JSON_COLUMNS[column.name]
             if not isinstance(decoded, shape) and not (decoded is None and not column.notnull):
                 raise ValueError(f"must hold a JSON {'object' if shape is dict else 'array'}")
+            if holds_nul(decoded):  # refused when stored: PostgreSQL cannot read it inside JSON
+                raise ValueError("must not contain NUL characters (U+0000) in its JSON")
     return value
 
 
@@ -259,7 +264,8 @@ def parse_export(lines: Iterable[str], *, source: str, tables: Sequence[TableInf
             try:
                 checked[column.name] = _check_value(column, row[column.name])
             except ValueError as exc:
-                raise _fail(source, number, f"{kind}.{column.name}: {exc}") from None
+                at = f" (row {row['id']!r:.80})" if isinstance(row.get("id"), str) else ""
+                raise _fail(source, number, f"{kind}.{column.name}: {exc}{at}") from None
         if checked.get("user_id") not in users:
             raise _fail(source, number, f"user_id {checked.get('user_id')!r} is not among the header's users")
         rows.append((number, table, checked))

@@ -35,7 +35,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.reliability.conftest import scaled
-from unified_memory import UnifiedMemory, UnifiedMemoryError
+from unified_memory import MemoryValueError, UnifiedMemory, UnifiedMemoryError
 
 # -- the outcome of one read -------------------------------------------------------------
 
@@ -344,6 +344,32 @@ def test_import_jsonl_refuses_bad_exports_whole(tmp_path_factory, export_bytes, 
             assert rows_of(mem) == before, f"{how}: a refused import wrote rows"
         else:
             outcome("UnifiedMemory (after import_jsonl)", lambda: exercise(mem, ["ada", "bob"]), names=str(source), tally=False)
+
+
+@pytest.mark.parametrize("where", ["text", "metadata"])
+def test_import_jsonl_refuses_a_nul_in_text_or_in_json_naming_the_line(tmp_path, export_bytes, where) -> None:
+    """Every store refuses a NUL character in text and inside JSON (PostgreSQL can hold neither):
+    an export that holds one (written by hand, or by a version that let it through) is refused
+    whole, naming the file, the line, the column and the row."""
+    lines = export_bytes.decode("utf-8").splitlines()
+    number = next(n for n, line in enumerate(lines, start=1) if '"kind":"facts"' in line)
+    row = json.loads(lines[number - 1])
+    if where == "text":
+        row["row"]["text"] = "I live in Lis\x00bon"
+    else:
+        row["row"]["metadata"] = json.dumps({"src": "ch\x00at"})
+    lines[number - 1] = json.dumps(row)
+    source = tmp_path / "export.jsonl"
+    source.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    with UnifiedMemory(user_id="bob") as mem:
+        mem.remember("Bob already knows this")
+        before = rows_of(mem)
+        with pytest.raises(MemoryValueError) as caught:
+            mem.import_jsonl(source)
+        message = str(caught.value)
+        assert caught.value.field == "source" and f"{source}, line {number}" in message
+        assert f"facts.{where}" in message and row["row"]["id"] in message and "NUL" in message
+        assert rows_of(mem) == before
 
 
 # -- ingest ----------------------------------------------------------------------------
