@@ -12,9 +12,11 @@ suite and turns that file into the README's reliability figures.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import pytest
 
@@ -50,3 +52,22 @@ def figures(request) -> Callable[..., None]:
         record_figures(request.node.nodeid, name, **values)
 
     return record
+
+
+@contextlib.contextmanager
+def service_database(request: pytest.FixtureRequest, backend: str, directory: Path) -> Iterator[Path | str]:
+    """Where a service subprocess keeps its memory: ``directory/memory.db`` on ``"sqlite"``; on
+    ``"postgresql"`` a new database on the suite's server (its URL), dropped afterwards. (The
+    ``storage_backend`` fixture redirects only this process's ``Storage``; a ``unified-memory
+    serve`` child opens what it is given.)"""
+    if backend != "postgresql":
+        yield directory / "memory.db"
+        return
+    from tests.pg_server import create_database, drop_database
+
+    server = request.getfixturevalue("postgres_server")
+    url = create_database(server)
+    try:
+        yield url
+    finally:
+        drop_database(server, url.rsplit("/", 1)[1])

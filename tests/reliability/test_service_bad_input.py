@@ -22,18 +22,21 @@ The contract: never a 5xx; a refusal is a documented status (400 / 401 / 403 / 4
 413 / 422, see ``unified_memory.service.errors``) with a JSON body ``{"error": {"type",
 "field", "message"}}`` whose ``field`` is set for 422 and names the offending field; and a
 refused request writes nothing: a digest of every table of the server's SQLite file, read
-through a separate connection while the server runs, is unchanged. Inputs that must be
+through a separate connection while the server runs, is unchanged (on PostgreSQL: of every
+table of the server's database, read in one snapshot through a psycopg connection of its own). Inputs that must be
 refused (wrong types, unknown fields, malformed bodies, bad keys, ...) are never accepted.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import re
 import sqlite3
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
@@ -41,15 +44,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.reliability.conftest import scaled
+from tests.reliability.conftest import scaled, service_database
 
 pytest.importorskip("fastapi", reason="the service needs the server extra")
 httpx = pytest.importorskip("httpx")
 
 from unified_memory.service.background import ServiceProcess  # noqa: E402
-
-# The service is a subprocess that opens the database path itself: SQLite only.
-pytestmark = pytest.mark.sqlite_only
 
 SETTINGS = dict(deadline=None, derandomize=False, database=None,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much,
@@ -171,31 +171,81 @@ class Fuzzed:
     keys: dict[str, str]
     ids: dict[str, str]
     export: str
-    db: sqlite3.Connection
+    db: Any  # a sqlite3 connection to the file, or a psycopg connection to the database
     counts: dict[str, int] = field(default_factory=lambda: {"requests": 0, "refused": 0, "accepted": 0})
 
 
-def db_digest(db: sqlite3.Connection) -> dict[str, str]:
+def _digest(rows: list[Any]) -> str:
+    digest = hashlib.sha256()
+    texts = sorted(repr(row) for row in rows)
+    digest.update(f"{len(texts)}:".encode())
+    for text in texts:
+        digest.update(text.encode("utf-8", "surrogatepass"))
+    return digest.hexdigest()
+
+
+def pg_digest(db: Any) -> dict[str, str]:
+    """:func:`db_digest` of a PostgreSQL database: each table of its schema, in one read-only snapshot."""
+    from psycopg import sql
+
+    with db.transaction():
+        tables = [r[0] for r in db.execute("SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = "
+                                           "c.relnamespace WHERE n.nspname = current_schema() AND c.relkind = 'r' "
+                                           "ORDER BY c.relname")]
+        return {name: _digest(db.execute(sql.SQL("SELECT * FROM {}").format(sql.Identifier(name))).fetchall())
+                for name in tables}
+
+
+def db_digest(db: Any) -> dict[str, str]:
     """A digest of each table of the server's file, read in one transaction of this process's own connection."""
+    if not isinstance(db, sqlite3.Connection):
+        return pg_digest(db)
     digests: dict[str, str] = {}
     db.execute("BEGIN")
     try:
         tables = [r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")]
         for name in tables:
-            digest = hashlib.sha256()
-            rows = sorted(repr(row) for row in db.execute(f'SELECT * FROM "{name}"'))
-            digest.update(f"{len(rows)}:".encode())
-            for row in rows:
-                digest.update(row.encode("utf-8", "surrogatepass"))
-            digests[name] = digest.hexdigest()
+            digests[name] = _digest(db.execute(f'SELECT * FROM "{name}"').fetchall())
     finally:
         db.execute("COMMIT")
     return digests
 
 
+def _reader(db: Path | str) -> Any:
+    """A connection of this process's own that reads the server's file (or database) and never writes."""
+    if isinstance(db, Path):
+        return sqlite3.connect(f"file:{db}?mode=ro", uri=True, isolation_level=None)
+    import psycopg
+
+    conn = psycopg.connect(db, autocommit=True)
+    conn.isolation_level, conn.read_only = psycopg.IsolationLevel.REPEATABLE_READ, True
+    return conn
+
+
 @pytest.fixture(scope="module")
-def fuzzed(tmp_path_factory) -> Iterator[Fuzzed]:
-    path = tmp_path_factory.mktemp("service-fuzz") / "memory.db"
+def servers(tmp_path_factory) -> Iterator[Any]:
+    """One fuzzed server per backend for the module, started when a test first asks for it."""
+    with contextlib.ExitStack() as stack:
+        running: dict[str, Fuzzed] = {}
+
+        def server_on(backend: str, request: pytest.FixtureRequest) -> Fuzzed:
+            if backend not in running:
+                db = stack.enter_context(service_database(request, backend, tmp_path_factory.mktemp("service-fuzz")))
+                running[backend] = stack.enter_context(fuzzed_server(db))
+            return running[backend]
+
+        yield server_on
+
+
+@pytest.fixture
+def fuzzed(servers, storage_backend, request) -> Fuzzed:
+    """The fuzzed server on a SQLite file, or on a PostgreSQL database of its own (``storage_backend``)."""
+    return servers(storage_backend, request)
+
+
+@contextlib.contextmanager
+def fuzzed_server(path: Path | str) -> Iterator[Fuzzed]:
+    """The service on ``path`` (a file or a database URL), two users' keys and an admin key, a few rows."""
     args = ["--retrieval", "lexical", "--max-body-bytes", str(MAX_BODY), "--max-failed-auth", "1000000", "--no-mcp"]
     with ServiceProcess(path, args=args) as service:
         keys = {"ada": service.create_key("ada"), "bob": service.create_key("bob"),
@@ -209,7 +259,8 @@ def fuzzed(tmp_path_factory) -> Iterator[Fuzzed]:
         http.post("/v1/users/ada/triples", json={"subject": "Ada", "predicate": "knows", "object": "Bob"},
                   headers=auth)
         export = http.get("/v1/users/ada/export", headers=auth).text
-        db = sqlite3.connect(f"file:{path}?mode=ro", uri=True, isolation_level=None)
+        db = _reader(path)
+        assert {"facts", "messages", "api_keys"} <= set(db_digest(db)), "the digest does not see the memory's tables"
         try:
             yield Fuzzed(service, http, keys, ids, export, db)
         finally:
@@ -476,3 +527,13 @@ def test_the_seeded_rows_survive_the_fuzzing(fuzzed):
                                       .json()["facts"]}
     assert fuzzed.service.healthy()
 
+
+
+def test_the_digest_sees_an_accepted_write(fuzzed):
+    """The "writes nothing" check can fail: a write the server accepts changes the digest."""
+    before = db_digest(fuzzed.db)
+    answer = fuzzed.http.post("/v1/users/ada/facts", json={"text": "I also keep wasps"},
+                              headers={"Authorization": f"Bearer {fuzzed.keys['ada']}"})
+    assert answer.status_code in (200, 201), answer.text
+    after = db_digest(fuzzed.db)
+    assert before["facts"] != after["facts"]

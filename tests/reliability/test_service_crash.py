@@ -8,7 +8,8 @@ as they can: turns, messages, single facts, batches of facts and triples, with r
 2xx is recorded with the ids it returned (acknowledged), a write the kill cut short (no
 answer) is recorded as in flight. At a seeded random moment the parent kills the server
 with SIGKILL; then (on every other round, so the next server also opens files as the kill
-left them) ``PRAGMA integrity_check`` runs on the file with a separate sqlite3 connection,
+left them) ``PRAGMA integrity_check`` runs on the file with a separate sqlite3 connection
+(on PostgreSQL: amcheck's ``verify_heapam`` and ``bt_index_check`` on every table and index),
 and a fresh service on the same file must list:
 
 * every acknowledged fact by its id with its text (``GET /facts``, paged, and the export),
@@ -21,6 +22,9 @@ every write the service's access log shows answered 2xx reached its client (the 
 flight finish; a client sends its marker as ``X-Request-ID``), and every request answered 2xx
 is present. The last check runs ``integrity_check`` and
 ``foreign_key_check`` after the service has stopped.
+
+Both backends: on ``postgresql`` the service serves a database of its own on the suite's
+server (the server itself is never killed: what dies is the service and its sessions).
 
 Figures: ``kills``, ``terms``, ``acknowledged_writes``, ``in_flight``, ``lost``,
 ``partial_writes``, ``integrity_failures``. ``UM_CRASH_SEED`` picks other moments;
@@ -42,15 +46,15 @@ from pathlib import Path
 
 import pytest
 
-from tests.reliability.conftest import scaled
+from tests.reliability.conftest import scaled, service_database
 
 pytest.importorskip("fastapi", reason="the service needs the server extra")
 httpx = pytest.importorskip("httpx")
 
+from tiers.postgres_backend import is_url  # noqa: E402
 from unified_memory.service.background import ServiceProcess  # noqa: E402
 
-# The service is a subprocess that opens the database path itself: SQLite only.
-pytestmark = [pytest.mark.slow, pytest.mark.sqlite_only]
+pytestmark = pytest.mark.slow
 
 SEED = int(os.environ.get("UM_CRASH_SEED", "17"))
 KILLS = scaled(8)
@@ -172,13 +176,41 @@ def served(log: str) -> set[str]:
     return found
 
 
-def integrity(db: Path) -> list[str]:
+def integrity(db: Path | str) -> list[str]:
     """Problems ``PRAGMA integrity_check`` and ``foreign_key_check`` find (a separate connection)."""
+    if is_url(db):
+        return pg_integrity(str(db))
     with contextlib.closing(sqlite3.connect(db)) as conn:
         found = [row[0] for row in conn.execute("PRAGMA integrity_check")]
         orphans = conn.execute("PRAGMA foreign_key_check").fetchall()
     return ([] if found == ["ok"] else [f"integrity_check: {found[:5]}"]) + (
         [f"foreign_key_check: {orphans[:5]}"] if orphans else [])
+
+
+def pg_integrity(url: str) -> list[str]:
+    """What amcheck finds wrong in the database's tables (``verify_heapam``) and B-tree indexes
+    (``bt_index_check`` with ``heapallindexed``: every row is in each index), the extension in a
+    schema of its own so the memory's schema holds only its tables. No foreign-key check:
+    PostgreSQL enforces the keys when a transaction writes, so no committed row can be an orphan."""
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("CREATE SCHEMA IF NOT EXISTS amcheck")
+        conn.execute("CREATE EXTENSION IF NOT EXISTS amcheck SCHEMA amcheck")
+        tables = conn.execute("SELECT c.oid::regclass::text, c.oid FROM pg_class c JOIN pg_namespace n "
+                              "ON n.oid = c.relnamespace WHERE n.nspname = 'public' AND c.relkind = 'r'").fetchall()
+        indexes = conn.execute("SELECT c.oid::regclass::text, c.oid FROM pg_class c JOIN pg_namespace n "
+                               "ON n.oid = c.relnamespace JOIN pg_am a ON a.oid = c.relam WHERE n.nspname = "
+                               "'public' AND c.relkind = 'i' AND a.amname = 'btree'").fetchall()
+        problems = [f"verify_heapam {name}: {row}" for name, oid in tables
+                    for row in conn.execute("SELECT * FROM amcheck.verify_heapam(%s)", (oid,)).fetchall()]
+        for name, oid in indexes:
+            try:
+                conn.execute("SELECT amcheck.bt_index_check(%s, true)", (oid,))
+            except psycopg.Error as err:
+                problems.append(f"bt_index_check {name}: {err}")
+    assert tables and indexes, "amcheck found nothing to check: the memory's tables are not in 'public'"
+    return problems
 
 
 def _export(client: httpx.Client, user: str) -> dict[str, list[dict]]:
@@ -248,22 +280,23 @@ def check(service: ServiceProcess, keys: dict[str, str], ledger: Ledger, rng: ra
 
 
 @pytest.fixture
-def crash_file(tmp_path):
-    """A memory file with a key per user (the keys live in the file and survive the restarts)."""
-    db = tmp_path / "memory.db"
-    with ServiceProcess(db, log_path=tmp_path / "serve.log") as first:
-        keys = {user: first.create_key(user) for user in USERS}
-    return db, keys
+def crash_file(request, tmp_path, storage_backend):
+    """A memory file (a PostgreSQL database on ``postgresql``) with a key per user (the keys live in
+    the file and survive the restarts), and the directory for the services' logs."""
+    with service_database(request, storage_backend, tmp_path) as db:
+        with ServiceProcess(db, log_path=tmp_path / "serve.log") as first:
+            keys = {user: first.create_key(user) for user in USERS}
+        yield db, keys, tmp_path
 
 
 def test_sigkill_during_writes_loses_no_acknowledged_write(crash_file, figures):
-    db, keys = crash_file
+    db, keys, logs = crash_file
     rng = random.Random(SEED)
     ledger = Ledger()
     counts: collections.Counter[str] = collections.Counter()
     started = time.monotonic()
     for trial in range(KILLS):
-        service = ServiceProcess(db, log_path=db.parent / "serve.log").start()
+        service = ServiceProcess(db, log_path=logs / "serve.log").start()
         try:
             run_writers(service, keys, ledger, rng, rng.uniform(0.05, MAX_DELAY), service.kill)
         finally:
@@ -273,7 +306,7 @@ def test_sigkill_during_writes_loses_no_acknowledged_write(crash_file, figures):
             problems = integrity(db)
             counts["integrity_failures"] += bool(problems)
             assert not problems, f"after kill {trial}: {problems}"
-        with ServiceProcess(db, log_path=db.parent / "serve.log") as checker:
+        with ServiceProcess(db, log_path=logs / "serve.log") as checker:
             counts.update(check(checker, keys, ledger, rng))
     problems = integrity(db)  # the last service stopped: the file as it left it
     assert not problems, problems
@@ -285,12 +318,12 @@ def test_sigkill_during_writes_loses_no_acknowledged_write(crash_file, figures):
 
 
 def test_sigterm_during_writes_finishes_them_and_exits_0(crash_file, figures):
-    db, keys = crash_file
+    db, keys, logs = crash_file
     rng = random.Random(SEED + 1)
     ledger = Ledger()
     codes, finished = [], 0
     for term in range(TERMS):
-        service = ServiceProcess(db, log_path=db.parent / f"term-{term}.log").start()
+        service = ServiceProcess(db, log_path=logs / f"term-{term}.log").start()
         try:
             codes.append(run_writers(service, keys, ledger, rng, rng.uniform(0.2, MAX_DELAY), service.stop))
         finally:
@@ -303,7 +336,7 @@ def test_sigterm_during_writes_finishes_them_and_exits_0(crash_file, figures):
         finished += len(served(service.log()))
         problems = integrity(db)
         assert not problems, problems
-        with ServiceProcess(db, log_path=db.parent / "serve.log") as checker:
+        with ServiceProcess(db, log_path=logs / "serve.log") as checker:
             counts = check(checker, keys, ledger, rng)
     figures("service graceful stop", terms=TERMS, acknowledged_writes=ledger.acknowledged,
             in_flight=len(ledger.in_flight), lost=counts["lost"], exit_codes=codes,

@@ -18,10 +18,13 @@ in its body, and writes or deletes nothing; X's key with Y's fact id on X's own 
 404 and deletes nothing. The admin key acts for every user. And nothing is lost: each item
 written and not forgotten is listed by its owner. Cross-tenant reads (a marker a read may not
 show, or a cross-tenant attempt not refused) are counted and must be 0.
+
+Both backends: on ``postgresql`` the service serves a database of its own on the suite's server.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 from dataclasses import dataclass
@@ -39,7 +42,7 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
-from tests.reliability.conftest import scaled
+from tests.reliability.conftest import scaled, service_database
 
 pytest.importorskip("fastapi", reason="the service needs the server extra")
 httpx = pytest.importorskip("httpx")
@@ -48,8 +51,7 @@ from tiers.keys import KeyRing  # noqa: E402
 from tiers.storage import Storage  # noqa: E402
 from unified_memory.service.background import ServiceProcess  # noqa: E402
 
-# The service is a subprocess that opens the database path itself: SQLite only.
-pytestmark = [pytest.mark.slow, pytest.mark.sqlite_only]
+pytestmark = pytest.mark.slow
 
 AGENTS = (None, "a1", "a2")
 SESSIONS = (None, "s1", "s2")
@@ -391,10 +393,24 @@ class ServiceIsolationMachine(RuleBasedStateMachine):
 
 
 @pytest.fixture(scope="module")
-def service(tmp_path_factory):
-    db = tmp_path_factory.mktemp("service-isolation") / "memory.db"
-    with ServiceProcess(db) as running:
-        yield running
+def services(tmp_path_factory):
+    """One service per backend for the module, started when a test first asks for it."""
+    with contextlib.ExitStack() as stack:
+        running: dict[str, ServiceProcess] = {}
+
+        def service_on(backend: str, request: pytest.FixtureRequest) -> ServiceProcess:
+            if backend not in running:
+                db = stack.enter_context(service_database(request, backend, tmp_path_factory.mktemp("isolation")))
+                running[backend] = stack.enter_context(ServiceProcess(db))
+            return running[backend]
+
+        yield service_on
+
+
+@pytest.fixture
+def service(services, storage_backend, request):
+    """The service on a SQLite file, or on a PostgreSQL database of its own (``storage_backend``)."""
+    return services(storage_backend, request)
 
 
 def test_no_request_returns_another_users_item(service, figures):
