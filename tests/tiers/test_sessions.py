@@ -324,8 +324,12 @@ def test_json_expired_files_are_removed_lazily(tmp_path, clock):
 def test_json_directory_that_is_a_file_is_unavailable(tmp_path):
     blocker = tmp_path / "file"
     blocker.write_text("x")
-    with pytest.raises(StoreUnavailableError):
+    with pytest.raises(StoreUnavailableError) as info:
         JSONConversationStore(blocker / "sub")
+    assert info.value.field == "directory" and str(info.value).startswith("directory:")
+    with pytest.raises(StoreUnavailableError) as info:  # a name too long for the file system (found by the fuzz)
+        JSONConversationStore(tmp_path / ("x" * 300))
+    assert info.value.field == "directory"
 
 
 def test_json_files_are_shared_between_instances(tmp_path):
