@@ -89,7 +89,8 @@ class PostgresConversationStore:
             raise DependencyError('store: the PostgreSQL conversation store needs psycopg 3: '
                                   'pip install "unified-memory[postgres]"', field="store") from None
         self._psycopg, self._sql, self._url, self.location = psycopg, sql, url, redact_url(url)
-        self._table_name, self._table, self._statements = table, None, {}
+        self._table_name, self._table = table, None
+        self._statements: dict[str, Any] = {}
         self._lock, self._closed = threading.Lock(), False
         self._conn: Any = self._connect("url")
 
