@@ -74,9 +74,9 @@ def model_cache_in_a_temporary_folder(tmp_path_factory):
         os.environ["UNIFIED_MEMORY_CACHE"] = previous
 
 
-# --- conversation stores, every backend; Redis is a real redis-server on loopback ----------------
+# --- conversation stores, every backend; Redis and PostgreSQL are real servers on loopback --------
 
-STORE_BACKENDS = ["memory", "json", "sqlite", "redis"]
+STORE_BACKENDS = ["memory", "json", "sqlite", "redis", "postgres"]
 
 
 def free_port() -> int:
@@ -236,7 +236,12 @@ def make_store(backend, tmp_path, clock, request):
     """Build a store of the parametrised backend; ``make_store(default_ttl=...)``."""
     opened = []
 
-    from tiers.sessions import InMemoryConversationStore, JSONConversationStore, SQLiteConversationStore
+    from tiers.sessions import (
+        InMemoryConversationStore,
+        JSONConversationStore,
+        PostgresConversationStore,
+        SQLiteConversationStore,
+    )
 
     def make(**kwargs):
         if backend == "memory":
@@ -245,6 +250,9 @@ def make_store(backend, tmp_path, clock, request):
             store = JSONConversationStore(tmp_path / "sessions", clock=clock, **kwargs)
         elif backend == "sqlite":
             store = SQLiteConversationStore(tmp_path / "sessions.db", clock=clock, **kwargs)
+            opened.append(store)
+        elif backend == "postgres":  # a database of this test's own (pg_url), shared by its stores
+            store = PostgresConversationStore(request.getfixturevalue("pg_url"), clock=clock, **kwargs)
             opened.append(store)
         else:
             store = request.getfixturevalue("make_redis")(**kwargs)

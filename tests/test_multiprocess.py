@@ -9,7 +9,7 @@ user per worker, and all four workers writing the same user (the hard case for t
 per-process in-memory indexes, which must notice the other processes' commits).
 
 A second case runs four processes saving and loading ``Conversation`` sessions in one
-``SQLiteConversationStore`` file and one ``RedisConversationStore``.
+``SQLiteConversationStore`` file, one ``RedisConversationStore`` and one ``PostgresConversationStore``.
 """
 
 from __future__ import annotations
@@ -129,6 +129,9 @@ w, workers, rounds, sessions = args["worker"], args["workers"], args["rounds"], 
 if args["kind"] == "redis":
     from unified_memory import RedisConversationStore
     store = RedisConversationStore(args["url"], prefix=args["prefix"])
+elif args["kind"] == "postgres":
+    from unified_memory import PostgresConversationStore
+    store = PostgresConversationStore(args["url"])
 else:
     from unified_memory import SQLiteConversationStore
     store = SQLiteConversationStore(args["path"])
@@ -432,7 +435,7 @@ def _check_sessions(outputs, load_all):
         assert contents == [f"w{w} s{s} m{k}" for k in range(SESSION_ROUNDS)], sid
 
 
-@pytest.mark.parametrize("kind", ["sqlite", "redis"])
+@pytest.mark.parametrize("kind", ["sqlite", "redis", "postgres"])
 def test_sessions_from_four_processes(kind, tmp_path, request):
     from unified_memory import Conversation
 
@@ -445,6 +448,11 @@ def test_sessions_from_four_processes(kind, tmp_path, request):
         url, prefix = request.getfixturevalue("redis_url"), f"test:{uuid.uuid4().hex}"
         base.update(url=url, prefix=prefix)
         store = RedisConversationStore(url, prefix=prefix)
+    elif kind == "postgres":  # a database of this test's own; the workers race to create the table
+        from unified_memory import PostgresConversationStore
+
+        base["url"] = request.getfixturevalue("pg_url")
+        store = None
     else:
         from unified_memory import SQLiteConversationStore
 
@@ -455,7 +463,8 @@ def test_sessions_from_four_processes(kind, tmp_path, request):
     if store is None:
         from unified_memory import SQLiteConversationStore
 
-        store = SQLiteConversationStore(base["path"])
+        store = (PostgresConversationStore(base["url"]) if kind == "postgres"
+                 else SQLiteConversationStore(base["path"]))
     try:
         _check_sessions(outputs, lambda: {sid: Conversation.load(store, sid, namespace=namespace)
                                           for sid in store.list(namespace=namespace)})

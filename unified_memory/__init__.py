@@ -108,6 +108,7 @@ _LAZY = {
     "JSONConversationStore": "tiers.sessions",
     "SQLiteConversationStore": "tiers.sessions",
     "RedisConversationStore": "tiers.sessions",
+    "PostgresConversationStore": "tiers.sessions",
     "IngestReport": "unified_memory.io.ingest",
     "ingest_file": "unified_memory.io.ingest",
     "MemoryMaxTokensStrategy": "unified_memory.conversation.strategies",
@@ -135,7 +136,7 @@ __all__ = [
     "Conversation", "ConversationState", "ConversationLog", "CompactionConfig", "CompactionStats",
     "SummarizationConfig", "ToolTruncationConfig", "compact", "context_window", "register_model",
     "ConversationStore", "InMemoryConversationStore", "JSONConversationStore", "SQLiteConversationStore",
-    "RedisConversationStore", "StoreUnavailableError", "StorageUnavailableError", "IngestReport", "ingest_file",
+    "RedisConversationStore", "PostgresConversationStore", "StoreUnavailableError", "StorageUnavailableError", "IngestReport", "ingest_file",
     "MemoryMaxTokensStrategy", "MemoryMaxMessagesStrategy", "SummarizerStrategy", "NeuralyzerStrategy",
     "MemoryStrategies", "StrategyOutcome", "load_strategies", "load_short_term_strategy", "load_long_term_strategy",
     "Redactor", "SecretRedactor", "redact_secrets",
@@ -147,6 +148,7 @@ if TYPE_CHECKING:
     from tiers.sessions import (
         InMemoryConversationStore,
         JSONConversationStore,
+        PostgresConversationStore,
         RedisConversationStore,
         SQLiteConversationStore,
     )

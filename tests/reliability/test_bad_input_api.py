@@ -34,7 +34,7 @@ import re
 import sqlite3
 import traceback
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -57,6 +57,7 @@ from unified_memory import (
     JSONConversationStore,
     MemoryConfig,
     MemoryTool,
+    PostgresConversationStore,
     RankingConfig,
     SQLiteConversationStore,
     StorageError,
@@ -646,11 +647,13 @@ def test_conversation_methods_only_raise_documented_errors(name: str, in_tmp_cwd
 
 # -- conversation stores ----------------------------------------------------------------------------
 
-def _stores(tmp: Path) -> dict[str, Any]:
+def _store(name: str, tmp: Path, url: str | None) -> Any:
     clock = lambda: 1000.0  # noqa: E731 - a fixed time: nothing expires between two snapshots
-    return {"InMemoryConversationStore": InMemoryConversationStore(clock=clock),
-            "JSONConversationStore": JSONConversationStore(tmp / "sessions", clock=clock),
-            "SQLiteConversationStore": SQLiteConversationStore(tmp / "sessions.db", clock=clock)}
+    if name == "PostgresConversationStore":
+        return PostgresConversationStore(url, clock=clock)
+    return {"InMemoryConversationStore": lambda: InMemoryConversationStore(clock=clock),
+            "JSONConversationStore": lambda: JSONConversationStore(tmp / "sessions", clock=clock),
+            "SQLiteConversationStore": lambda: SQLiteConversationStore(tmp / "sessions.db", clock=clock)}[name]()
 
 
 STATES = st.sampled_from([[], {"messages": [], "summary": "so far"}, [{"role": "user", "content": "hi"}]])
@@ -679,16 +682,30 @@ STORE_CONSTRUCTORS: dict[str, Spec] = {
                                          default_ttl=st.sampled_from([None, 60]), clock=st.just(lambda: 0.0)),
                                     lambda _s, **k: SQLiteConversationStore(**k).close(), storage_ok=True,
                                     junk={"path": JUNK_NO_ABS}),
+    # url: set to the test's database by _constructor_spec; no junk value is a postgresql:// URL
+    "PostgresConversationStore": Spec(dict(url=st.nothing(), table=st.sampled_from(["conversation_sessions", "t2"]),
+                                           default_ttl=st.sampled_from([None, 60]), clock=st.just(lambda: 0.0)),
+                                      lambda _s, **k: PostgresConversationStore(**k).close(), storage_ok=True),
 }
+STORE_NAMES = ["InMemoryConversationStore", "JSONConversationStore", "SQLiteConversationStore",
+               "PostgresConversationStore"]
+
+
+def _constructor_spec(name: str, url: str | None) -> Spec:
+    spec = STORE_CONSTRUCTORS[name]
+    if url is None:
+        return spec
+    return replace(spec, args={**spec.args, "url": st.just(url)})
 
 
 def _store_state(store: Any) -> Any:
     return {ns: {sid: store.load(sid, namespace=ns) for sid in store.list(namespace=ns)} for ns in ("default", "team")}
 
 
-@pytest.mark.parametrize("store_name", ["InMemoryConversationStore", "JSONConversationStore", "SQLiteConversationStore"])
-def test_conversation_stores_only_raise_documented_errors(store_name: str, in_tmp_cwd: Path) -> None:
-    store = _stores(in_tmp_cwd)[store_name]
+@pytest.mark.parametrize("store_name", STORE_NAMES)
+def test_conversation_stores_only_raise_documented_errors(store_name: str, in_tmp_cwd: Path, request) -> None:
+    url = request.getfixturevalue("pg_url") if store_name == "PostgresConversationStore" else None
+    store = _store(store_name, in_tmp_cwd, url)
     methods = sorted(n for n in _public_methods(type(store)) if n != "close")
 
     @settings(max_examples=scaled(150), **SETTINGS)
@@ -710,7 +727,7 @@ def test_conversation_stores_only_raise_documented_errors(store_name: str, in_tm
     @settings(max_examples=scaled(50), **SETTINGS)
     @given(data=st.data())
     def construct(data: st.DataObject) -> None:
-        spec = STORE_CONSTRUCTORS[store_name]
+        spec = _constructor_spec(store_name, url)
         kwargs, _bad = draw_kwargs(data, spec)
         try:
             invoke(spec, None, dict(kwargs))
@@ -1110,8 +1127,7 @@ NOT_FUZZED = {
 
 
 def fuzzed_names() -> set[str]:
-    names = {"UnifiedMemory", "Conversation", "InMemoryConversationStore", "JSONConversationStore",
-             "SQLiteConversationStore", "ConversationLog", "RuleExtractor", "ExtractiveSummarizer",
+    names = {"UnifiedMemory", "Conversation", *STORE_NAMES, "ConversationLog", "RuleExtractor", "ExtractiveSummarizer",
              "HeuristicImportanceScorer", *CONFIG_MODELS}
     names |= {n.split(".")[0] for n in FUNCTION_SPECS}
     return names
@@ -1132,7 +1148,8 @@ def test_the_fuzzed_set_covers_the_public_api(figures) -> None:
     conv_methods = _public_methods(Conversation)
     assert conv_methods <= {n.split("(")[0] for n in CONVERSATION_SPECS}, (
         f"Conversation methods not fuzzed: {sorted(conv_methods - set(CONVERSATION_SPECS))}")
-    for store in (InMemoryConversationStore, JSONConversationStore, SQLiteConversationStore):
+    for store in (InMemoryConversationStore, JSONConversationStore, SQLiteConversationStore,
+                  PostgresConversationStore):
         assert _public_methods(store) <= set(STORE_SPECS), f"{store.__name__}: {_public_methods(store) - set(STORE_SPECS)}"
     tool_methods = _public_methods(MemoryTool)
     assert tool_methods <= {"schema"}, tool_methods

@@ -1,4 +1,5 @@
-"""The ConversationStore contract, run against every backend (memory, JSON files, SQLite, Redis)."""
+"""The ConversationStore contract, run against every backend (memory, JSON files, SQLite, Redis,
+PostgreSQL; the last has its own tests in tests/test_sessions_postgres.py)."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from tests.conftest import T0, free_port
 from tiers.sessions import (
     InMemoryConversationStore,
     JSONConversationStore,
+    PostgresConversationStore,
     RedisConversationStore,
     SQLiteConversationStore,
 )
@@ -27,8 +29,8 @@ from unified_memory.errors import StorageError, StoreUnavailableError, UnifiedMe
 from unified_memory.protocols import ConversationStore
 from unified_memory.types import Message
 
-BACKENDS = ["memory", "json", "sqlite", "redis"]
-CLOCKED = ["memory", "json", "sqlite"]
+BACKENDS = ["memory", "json", "sqlite", "redis", "postgres"]
+CLOCKED = ["memory", "json", "sqlite", "postgres"]
 SESSIONS = Path(__file__).resolve().parents[2] / "tiers" / "sessions"
 
 
@@ -231,9 +233,11 @@ ids = st.text(min_size=1, max_size=40)
 @pytest.mark.parametrize("kind", CLOCKED)
 @settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(state=states, session_id=ids, namespace=ids)
-def test_any_json_state_and_any_ids_round_trip(tmp_path_factory, kind, state, session_id, namespace):
+def test_any_json_state_and_any_ids_round_trip(tmp_path_factory, request, kind, state, session_id, namespace):
     folder = tmp_path_factory.mktemp("prop")
-    if kind == "memory":
+    if kind == "postgres":  # one database per test, a table per example
+        store = PostgresConversationStore(request.getfixturevalue("pg_url"), table=f"t_{uuid.uuid4().hex}")
+    elif kind == "memory":
         store = InMemoryConversationStore()
     elif kind == "json":
         store = JSONConversationStore(folder / "sessions")
@@ -246,7 +250,7 @@ def test_any_json_state_and_any_ids_round_trip(tmp_path_factory, kind, state, se
         root = folder / "sessions"
         assert all(p == root or root in p.parents for p in folder.rglob("*"))
     assert store.delete(session_id, namespace=namespace) is True
-    if kind == "sqlite":
+    if kind in ("sqlite", "postgres"):
         store.close()
 
 
@@ -320,8 +324,12 @@ def test_json_expired_files_are_removed_lazily(tmp_path, clock):
 def test_json_directory_that_is_a_file_is_unavailable(tmp_path):
     blocker = tmp_path / "file"
     blocker.write_text("x")
-    with pytest.raises(StoreUnavailableError):
+    with pytest.raises(StoreUnavailableError) as info:
         JSONConversationStore(blocker / "sub")
+    assert info.value.field == "directory" and str(info.value).startswith("directory:")
+    with pytest.raises(StoreUnavailableError) as info:  # a name too long for the file system (found by the fuzz)
+        JSONConversationStore(tmp_path / ("x" * 300))
+    assert info.value.field == "directory"
 
 
 def test_json_files_are_shared_between_instances(tmp_path):
@@ -501,7 +509,7 @@ def test_redis_bad_arguments():
 # --- package hygiene (test_packaging.py only walks top-level modules) ---------------------------
 
 MODULES = ["tiers.sessions", "tiers.sessions._common", "tiers.sessions.memory", "tiers.sessions.json_files",
-           "tiers.sessions.sqlite", "tiers.sessions.redis"]
+           "tiers.sessions.sqlite", "tiers.sessions.redis", "tiers.sessions.postgres"]
 
 
 @pytest.mark.parametrize("name", MODULES)

@@ -1,7 +1,8 @@
 """Conversation session stores behind one protocol, :class:`~unified_memory.protocols.ConversationStore`.
 
-Four backends, one contract: in memory, JSON files, SQLite and Redis (the last needs
-``pip install 'unified-memory[redis]'``; ``redis`` is imported only when one is built).
+Five backends, one contract: in memory, JSON files, SQLite, Redis and PostgreSQL (the last
+two need ``pip install 'unified-memory[redis]'`` / ``'unified-memory[postgres]'``; their
+drivers are imported only when one is built).
 
     >>> from tiers.sessions import InMemoryConversationStore
     >>> from unified_memory.protocols import ConversationStore
@@ -13,7 +14,9 @@ from __future__ import annotations
 
 from tiers.sessions.json_files import JSONConversationStore
 from tiers.sessions.memory import InMemoryConversationStore
+from tiers.sessions.postgres import PostgresConversationStore
 from tiers.sessions.redis import RedisConversationStore
 from tiers.sessions.sqlite import SQLiteConversationStore
 
-__all__ = ["InMemoryConversationStore", "JSONConversationStore", "SQLiteConversationStore", "RedisConversationStore"]
+__all__ = ["InMemoryConversationStore", "JSONConversationStore", "SQLiteConversationStore", "RedisConversationStore",
+           "PostgresConversationStore"]

@@ -74,9 +74,9 @@ class JSONConversationStore:
         self.directory = Path(directory)
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise StoreUnavailableError(f"store: cannot use directory {str(self.directory)!r}: {exc}",
-                                        field="store") from exc
+        except OSError as exc:  # too long, under a file, no permission: the caller's argument
+            raise StoreUnavailableError(f"directory: cannot use directory {str(self.directory)[:200]!r}: "
+                                        f"{exc.strerror or exc}", field="directory") from exc
         self._lock = threading.Lock()
 
     def path(self, session_id: str, *, namespace: str = "default") -> Path:
