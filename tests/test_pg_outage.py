@@ -107,3 +107,28 @@ def test_a_connection_lost_at_the_commit_is_reported_as_an_unknown_outcome(pg_ur
         assert _eventually(lambda: storage.get_meta("third")) is None  # here it was not (the server cut first)
     finally:
         storage.close()
+
+
+def test_the_server_and_the_client_probe_a_silent_peer(pg_url):
+    """A host that dies holding the writer lock sends nothing: the server probes its idle
+    connection (TCP keepalives, 10 s then every 5 s, 3 tries) and ends the session, which frees
+    the lock in ~25 s rather than after the kernel's default two hours. The client probes the
+    server the same way, unless the URL chooses otherwise."""
+    from tiers.storage import Storage
+
+    storage = Storage(pg_url)
+    try:
+        settings = storage.query("SELECT current_setting('tcp_keepalives_idle') AS idle, "
+                                 "current_setting('tcp_keepalives_interval') AS every, "
+                                 "current_setting('tcp_keepalives_count') AS count, "
+                                 "current_setting('lock_timeout') AS lock")[0]
+        assert settings == {"idle": "10", "every": "5", "count": "3", "lock": "10s"}
+        info = storage.backend._conn.info.get_parameters()  # noqa: SLF001  (the driver's view of the connection)
+        assert info.get("keepalives_idle") == "10" and info.get("keepalives") == "1"
+    finally:
+        storage.close()
+    chosen = Storage(f"{pg_url}?keepalives_idle=30")
+    try:
+        assert chosen.backend._conn.info.get_parameters().get("keepalives_idle") == "30"  # noqa: SLF001
+    finally:
+        chosen.close()

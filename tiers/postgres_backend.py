@@ -51,6 +51,9 @@ _INSTALL_HINT = "PostgreSQL needs psycopg 3: pip install 'unified-memory[postgre
 # The placeholders of our statements (``?``) as psycopg's (``%s``), per statement text.
 _STATEMENTS: dict[str, str] = {}
 _STATEMENTS_KEPT = 8192
+#: The client probes a silent server the same way (unless the URL says otherwise): a call never
+#: waits for hours on a server host that died.
+_CLIENT_KEEPALIVES = {"keepalives": 1, "keepalives_idle": 10, "keepalives_interval": 5, "keepalives_count": 3}
 #: Rows added to a table (by bulk writes, since its last ``ANALYZE``) that refresh its statistics.
 _ANALYZE_AFTER = 500
 
@@ -148,8 +151,10 @@ class PostgresBackend:
 
         psycopg = self._psycopg
         try:
+            given = psycopg.conninfo.conninfo_to_dict(self.url)
             conn = psycopg.connect(self.url, autocommit=True, connect_timeout=max(1, self._busy_timeout_ms // 1000),
-                                   application_name="unified-memory")
+                                   application_name="unified-memory",
+                                   **{k: v for k, v in _CLIENT_KEEPALIVES.items() if k not in given})
         except psycopg.OperationalError as exc:
             raise StorageUnavailableError(f"path: cannot connect to {self.location}: {_reason(exc)}",
                                           field="path") from None
@@ -157,9 +162,13 @@ class PostgresBackend:
             raise StorageError(f"path: {self.location} is not a usable PostgreSQL URL: {_reason(exc)}",
                                field="path") from None
         try:
-            conn.execute(f"SET lock_timeout = {self._busy_timeout_ms}")
+            # The server probes an idle client after 10 s: a host that died holding the writer lock
+            # (no FIN sent) loses its session, and the lock, within ~25 s rather than hours.
             self._schema, self._lock_key = conn.execute(
-                "SELECT current_schema(), hashtext('unified-memory:' || current_schema())").fetchone()
+                "SELECT current_schema(), hashtext('unified-memory:' || current_schema()), "
+                "set_config('lock_timeout', %s, false), set_config('tcp_keepalives_idle', '10', false), "
+                "set_config('tcp_keepalives_interval', '5', false), set_config('tcp_keepalives_count', '3', false)",
+                [str(self._busy_timeout_ms)]).fetchone()[:2]
             if self._schema is None:
                 raise StorageError(f"path: {self.location} has no schema to create tables in "
                                    "(none on the search path exists)", field="path")
