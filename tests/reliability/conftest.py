@@ -56,7 +56,7 @@ def figures(request) -> Callable[..., None]:
 
 @contextlib.contextmanager
 def service_database(request: pytest.FixtureRequest, backend: str, directory: Path) -> Iterator[Path | str]:
-    """Where a service subprocess keeps its memory: ``directory/memory.db`` on ``"sqlite"``; on
+    """Where a service (or any child process) keeps its memory: ``directory/memory.db`` on ``"sqlite"``; on
     ``"postgresql"`` a new database on the suite's server (its URL), dropped afterwards. (The
     ``storage_backend`` fixture redirects only this process's ``Storage``; a ``unified-memory
     serve`` child opens what it is given.)"""

@@ -38,7 +38,7 @@ from typing import Any
 
 import pytest
 
-from tests.reliability.conftest import scaled
+from tests.reliability.conftest import scaled, service_database
 from tiers.storage import Storage
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -355,17 +355,8 @@ def check_outcome(path: str | Path, retrieval: str, outcome: dict[str, Any]) -> 
 def shared_store(tmp_path, storage_backend, request):
     """Where the workers meet: a SQLite file, or the URL of a PostgreSQL database created for the
     test (the worker processes open it themselves), dropped after."""
-    if storage_backend != "postgresql":
-        yield tmp_path / "memory.db"
-        return
-    from tests.pg_server import create_database, drop_database
-
-    server = request.getfixturevalue("postgres_server")
-    url = create_database(server)
-    try:
-        yield url
-    finally:
-        drop_database(server, url.rsplit("/", 1)[1])
+    with service_database(request, storage_backend, tmp_path) as where:
+        yield where
 
 
 @pytest.mark.slow
