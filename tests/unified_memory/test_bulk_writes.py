@@ -57,19 +57,19 @@ def _without_restated_changes(items: list[tuple[Any, ...]]) -> list[tuple[Any, .
 
 
 def _state(mem: UnifiedMemory) -> dict[str, Any]:
-    facts = mem.facts(include_inactive=True)
-    order = {f.id: i for i, f in enumerate(facts)}
+    facts = mem.facts(include_inactive=True)  # ids are random, and break ties of the order: compare texts
+    text = {f.id: (f.text, f.status) for f in facts}
     store = mem._backend.storage
     return {
-        "facts": [(f.text, f.status, f.importance, f.category, f.subject, f.attribute, f.value,
-                   f.reinforcement_count, f.valid_to, order.get(f.superseded_by or ""), f.created_at)
-                  for f in facts],
+        "facts": sorted((f.text, f.status, f.importance, f.category, f.subject, f.attribute, f.value,
+                         f.reinforcement_count, str(f.valid_to), text.get(f.superseded_by or ""), f.created_at)
+                        for f in facts),
         "entities": sorted((e.name, e.type, sorted(e.attributes.items()), e.mention_count)
                            for e in mem.entities()),
         "triples": sorted((t.as_text(), t.valid_to is None) for t in mem.triples()),
         "documents": sorted((row[0], row[1], row[2]) for row in store.execute(
             "SELECT name, description, doc FROM entities WHERE user_id = ?", ["default"]).fetchall()),
-        "recall": [h.text for h in mem.recall("where do I live and what do I drive", limit=20)],
+        "recall": sorted(h.text for h in mem.recall("where do I live and what do I drive", limit=20)),
     }
 
 
@@ -88,6 +88,6 @@ def test_remember_many_equals_one_by_one(batch, before):
                 ids = mem.remember_many(specs)
             else:
                 ids = [mem.remember(s) if isinstance(s, str) else mem.remember(**s) for s in specs]
-            positions = {fact.id: i for i, fact in enumerate(mem.facts(include_inactive=True))}
-            states.append((_state(mem), [positions[i] for i in ids]))
+            texts = {fact.id: (fact.text, fact.status) for fact in mem.facts(include_inactive=True)}
+            states.append((_state(mem), [texts[i] for i in ids]))
     assert states[0] == states[1]
