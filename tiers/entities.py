@@ -258,10 +258,12 @@ class EntityGraph:
         return ids
 
     def add_triples(self, scope: Scope, triples: Sequence[ExtractedTriple], *, now: float,
-                    source_message_id: str | None = None, metadata: dict[str, Any] | None = None) -> list[str]:
-        """Store relations (creating missing endpoint entities); returns the triple ids."""
+                    source_message_id: str | None = None, metadata: dict[str, Any] | None = None,
+                    touched: set[str] | None = None) -> list[str]:
+        """Store relations (creating missing endpoint entities); returns the triple ids. With
+        ``touched``, the entities to :meth:`refresh` are added to it (the caller refreshes them once)."""
         ids: list[str] = []
-        touched: set[str] = set()
+        reindex, touched = touched is None, set() if touched is None else touched
         for triple in triples:
             names = {}
             for name in (triple.subject, triple.object):
@@ -295,7 +297,8 @@ class EntityGraph:
             touched.update((subject_id, object_id))
             if single_valued(predicate):
                 touched.update(self._end_others(scope, subject_id, predicate, triple_id, now))
-        self.refresh(scope.user_id, touched)
+        if reindex:
+            self.refresh(scope.user_id, touched)
         return ids
 
     def _end_others(self, scope: Scope, subject_id: str, predicate: str, current: str, now: float) -> set[str]:

@@ -204,10 +204,19 @@ class LongTermFacts:
         known = self._current_by_key(scope, set(keys))
         writes: list[FactWrite] = []
         new_rows: list[list[Any]] = []
+        pending: list[list[Any]] = []  # inserted in one statement before the next read or update
+
+        def flush() -> None:
+            if pending:
+                self._insert(pending)
+                pending.clear()
+
         for item, key in zip(inputs, keys, strict=True):
             existing = known.get(key)
             superseded: tuple[str, ...] = ()
             slot: list[dict[str, Any]] = []
+            if existing is None and (item.subject and item.attribute or item.replaces):
+                flush()  # the lookups below see every fact of this batch so far
             if existing is None and item.subject and item.attribute:
                 slot = self._current_in_slot(scope, item.subject, item.attribute)
                 same = sorted((r for r in slot if _same_value(r["value"], item.value)),
@@ -224,6 +233,7 @@ class LongTermFacts:
                         and named[0]["attribute"]:  # "I sold the Civic ...": the Civic's slot, for later updates
                     item = replace(item, subject=named[0]["subject"], attribute=named[0]["attribute"])
             if existing is not None:
+                flush()  # it may be a fact of this batch
                 self._reinforce(scope.user_id, existing, item, now)
                 writes.append(FactWrite(existing["id"], "reinforced"))
                 continue
@@ -244,13 +254,13 @@ class LongTermFacts:
                    stated, stated, valid_from, expires, item.source, dumps(item.source_message_ids),
                    dumps(item.metadata), now]
             new_rows.append(row)
-            # Flush so a later input of this batch sees this fact (slot and key lookups).
-            self._insert([row])
+            pending.append(row)  # later inputs find it by key in ``known``, by slot after a flush
             known[key] = {"id": fact_id, "text": item.text, "norm_key": key, "value": item.value, "status": "active",
                           "importance": item.importance,
                           "confidence": item.confidence, "source_message_ids": dumps(item.source_message_ids),
                           "expires_at": expires}
             writes.append(FactWrite(fact_id, "created", superseded))
+        flush()
         self.index.add(scope.user_id, [(row[0], row[4]) for row in new_rows])
         return writes
 

@@ -165,10 +165,13 @@ def _canon(noun: str) -> str | None:
     return "_".join(words)
 
 
+_KIND_RX = tuple((word, re.compile(r"(?<![\w-])" + re.escape(word) + r"(?![\w-])"), kind) for word, kind in _KIND_OF)
+
+
 def _kind(value: str) -> str | None:
     low = value.casefold()
-    found: str | None = next((kind for word, kind in _KIND_OF
-                              if re.search(r"(?<![\w-])" + re.escape(word) + r"(?![\w-])", low)), None)
+    # the word itself must be in the value for its pattern to match: test that first (the same answer, 50x faster)
+    found: str | None = next((kind for word, rx, kind in _KIND_RX if word in low and rx.search(low)), None)
     return found
 
 
@@ -184,6 +187,47 @@ def _counted(sentence: str) -> str | None:
     return singular[-1] + "s" if singular else None
 
 
+_WORD = re.compile(r"\w+")
+
+
+def _needs(*groups: str) -> tuple[frozenset[str], ...]:
+    return tuple(frozenset(g.split()) for g in groups)
+
+
+# For each frame of :data:`_FRAMES`, words it cannot match without: for every group, a sentence it
+# matches holds one of the group's words as a whole ``\w+`` run (each of these words is bounded by
+# ``\b``, whitespace or punctuation in its frame). Only ASCII sentences are tested this way (there,
+# ``re.I`` is ASCII case folding); any other sentence goes through every frame.
+_FRAME_NEEDS: tuple[tuple[frozenset[str], ...], ...] = (
+    _needs("my our", "is are was changed went"),
+    _needs("my", "is are"),
+    _needs("changed switched moved", "my our", "to"),
+    _needs("switched changed", "to"),
+    _needs("use using have has ve got own bought buy drive driving ride riding lease leasing wear wearing drink "
+           "drinking read game games play shoot commute get cycle switched upgraded moved changed now it on"),
+    _needs("have has own keep run speak do are there down up it"),
+    _needs("left now"),
+    _needs("my our", "meets starts begins runs takes"),
+    _needs("i we", "at on every"),
+    _needs("me", "at on"),
+    _needs("support supports root cheer follow fan"),
+    _needs("fan supporter"),
+    _needs("report reports reporting", "to"),
+    _needs("vegan vegetarian plant pescatarian keto paleo flexitarian raw low gluten halal kosher"),
+    _needs("i we"),
+    _needs("seeing dating remarried"),
+    _needs("diet plan regime regimen"),
+    _needs("play plays playing"),
+    _needs("learning learn studying taking"),
+    _needs("home", "is"),
+    _needs("where"),
+    _needs("flat apartment house cottage condo studio place home lease cabin", "in"),
+    _needs("i we", "in"),
+    _needs("i", "at"),
+    _needs("joined hired job role position teach drive workplace employer"),
+)
+assert len(_FRAME_NEEDS) == len(_FRAMES)
+
 _NOT_WHEN = frozenset("the a an my our his her their to and usually always often also still now then go".split())
 _WHEN = re.compile(r"(?i)(?:every\s+|on\s+)?(?:(?:mon|tues|wednes|thurs|fri|satur|sun)days?|\d{1,2}(?::\d\d)?\s*"
                    r"(?:am|pm|h)?)\b")
@@ -198,7 +242,10 @@ def slot_hits(sentence: str) -> list[Hit]:
     if len(sentence) > MAX_SENTENCE:  # not an everyday statement; and the frames' cost grows with the square
         return []
     hits: list[Hit] = []
-    for kind, rx in _FRAMES:
+    words = set(_WORD.findall(sentence.lower())) if sentence.isascii() else None
+    for (kind, rx), needs in zip(_FRAMES, _FRAME_NEEDS, strict=True):
+        if words is not None and not all(words & any_of for any_of in needs):
+            continue  # a word the frame cannot match without is missing
         for m in rx.finditer(sentence):
             hit = _hit(sentence, kind, m)
             before = sentence[:max(hit.start, m.start("obj"))] if hit is not None else ""

@@ -153,6 +153,7 @@ class Promoter:
             report.facts_superseded.extend(write.superseded)
         ids: list[list[str]] = []
         position = 0
+        touched: set[str] = set()  # entities whose documents are refreshed once, at the end
         for proposal, batch in zip(proposals, batches, strict=True):
             ids.append([w.id for w in written[position:position + len(batch)]])
             position += len(batch)
@@ -160,10 +161,23 @@ class Promoter:
             when = message.created_at.timestamp() if message is not None and message.created_at else now
             metadata = proposal.metadata if proposal.metadata is not None else (
                 dict(message.metadata) if message is not None else {})
+            if any(e.attributes.get("relation") == "self" for e in extraction.entities):
+                self._refresh(scope, touched)  # a speaker changes how every later document reads
             if extraction.entities:
-                report.entities += len(self.graph.upsert(scope, extraction.entities, now=when, metadata=metadata))
+                upserted = self.graph.upsert(scope, extraction.entities, now=when, metadata=metadata, reindex=False)
+                touched.update(upserted.values())
+                report.entities += len(upserted)
             if extraction.triples:
                 report.triples += len(self.graph.add_triples(
                     scope, extraction.triples, now=when, metadata=metadata,
-                    source_message_id=message.id if message is not None else None))
+                    source_message_id=message.id if message is not None else None, touched=touched))
+        self._refresh(scope, touched)
         return ids
+
+    def _refresh(self, scope: Scope, touched: set[str]) -> None:
+        """Refresh the documents of the entities touched so far (each depends only on the graph
+        as it stands, so once after their last change is as good as after every change)."""
+        ordered = sorted(touched)
+        for start in range(0, len(ordered), 500):
+            self.graph.refresh(scope.user_id, ordered[start:start + 500])
+        touched.clear()
