@@ -21,10 +21,11 @@ query asks about.
 from __future__ import annotations
 
 import heapq
+import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-__all__ = ["FusedScore", "fuse", "dense_relevance", "hybrid_relevance", "lexical_scale", "diversify"]
+__all__ = ["FusedScore", "fuse", "Fuser", "dense_relevance", "hybrid_relevance", "lexical_scale", "diversify"]
 
 
 @dataclass(slots=True)  # not frozen: built for every candidate of every recall (5x faster)
@@ -72,15 +73,47 @@ def fuse(
     >>> fuse(relevance=1.0, importance=1.0, recency=1.0, tier_weight=1.0, superseded=True).score
     0.5
     """
-    relevance = min(1.0, max(0.0, relevance))
-    importance = min(1.0, max(0.0, importance))
-    recency = min(1.0, max(0.0, recency))
-    total = base + importance_weight + recency_weight
-    blend = (base + importance_weight * importance + recency_weight * recency) / total
-    score = relevance * blend * tier_weight
-    if superseded:
-        score *= superseded_penalty
-    return FusedScore(score, relevance, importance, recency, tier_weight, superseded)
+    return Fuser(base, importance_weight, recency_weight, superseded_penalty, half_life_days=1.0)(
+        relevance, importance, recency, tier_weight, superseded)
+
+
+_NEG_LN2 = -math.log(2.0)
+_DAY = 86400.0
+
+
+class Fuser:
+    """:func:`fuse` with its weights bound and the recency of a time, for scoring many
+    candidates (recall fuses every candidate it finds): the same arithmetic, called
+    positionally. ``recency`` is :func:`scoring.decay.recency` with ``half_life_days``.
+
+    >>> fuser = Fuser(0.6, 0.25, 0.15, 0.5, half_life_days=30.0)
+    >>> fuser(1.0, 0.0, 0.0, 1.0).score, round(fuser.recency(30 * 86400.0), 6)
+    (0.6, 0.5)
+    """
+
+    __slots__ = ("base", "importance_weight", "recency_weight", "superseded_penalty", "total", "half_life_days")
+
+    def __init__(self, base: float, importance_weight: float, recency_weight: float, superseded_penalty: float,
+                 *, half_life_days: float) -> None:
+        self.base, self.importance_weight, self.recency_weight = base, importance_weight, recency_weight
+        self.superseded_penalty, self.half_life_days = superseded_penalty, half_life_days
+        self.total = base + importance_weight + recency_weight
+
+    def recency(self, age_seconds: float) -> float:
+        """:func:`scoring.decay.recency` of an age with this half-life (future times: age 0)."""
+        return math.exp(_NEG_LN2 * (max(0.0, float(age_seconds)) / _DAY) / self.half_life_days)
+
+    def __call__(self, relevance: float, importance: float, recency: float, tier_weight: float,
+                 superseded: bool = False) -> FusedScore:
+        """:func:`fuse` of these parts."""
+        relevance = min(1.0, max(0.0, relevance))
+        importance = min(1.0, max(0.0, importance))
+        recency = min(1.0, max(0.0, recency))
+        blend = (self.base + self.importance_weight * importance + self.recency_weight * recency) / self.total
+        score = relevance * blend * tier_weight
+        if superseded:
+            score *= self.superseded_penalty
+        return FusedScore(score, relevance, importance, recency, tier_weight, superseded)
 
 
 def dense_relevance(similarity: float, *, floor: float, ceiling: float) -> float:
