@@ -181,30 +181,37 @@ def diversify(scores: Sequence[float], terms: Sequence[frozenset[str]], *, limit
     # top (against the picks made since they were scored). Same picks as the eager loop.
     # Each item's terms are a bit set (one bit per distinct term): shared terms are an AND
     # and a bit count, about twice as fast as intersecting frozensets.
+    # Built on first use: the items that never reach the top (most of a large pool) need none.
     bits: dict[str, int] = {}
-    masks = []
-    for item in terms:
-        mask = 0
-        for term in item:
-            bit = bits.get(term)
-            if bit is None:
-                bit = bits[term] = 1 << len(bits)
-            mask |= bit
-        masks.append(mask)
+    masks: list[int | None] = [None] * len(terms)
+
+    def mask_of(i: int) -> int:
+        mask = masks[i]
+        if mask is None:
+            mask = 0
+            for term in terms[i]:
+                bit = bits.get(term)
+                if bit is None:
+                    bit = bits[term] = 1 << len(bits)
+                mask |= bit
+            masks[i] = mask
+        return mask
+
     redundancy = [0.0] * len(scores)
     sizes = [len(t) for t in terms]
     seen = [0] * len(scores)  # how many picks each item's redundancy accounts for
     heap = [(-score, i) for i, score in enumerate(scores)]
     heapq.heapify(heap)
     picked: list[tuple[int, float]] = []
+    picked_terms: list[tuple[int, int]] = []  # (mask, size) of each pick, in pick order
     while heap and len(picked) < limit:
         _, i = heapq.heappop(heap)
         if seen[i] < len(picked):
-            mine, size, worst = masks[i], sizes[i], redundancy[i]
-            for chosen, _ in picked[seen[i]:]:
-                shared = (mine & masks[chosen]).bit_count()
+            mine, size, worst = mask_of(i), sizes[i], redundancy[i]
+            for other, other_size in picked_terms[seen[i]:]:
+                shared = (mine & other).bit_count()
                 if shared:  # Jaccard = shared / union, with the union counted from the sizes
-                    excess = shared / (size + sizes[chosen] - shared) - overlap
+                    excess = shared / (size + other_size - shared) - overlap
                     if excess > 0 and excess / (1.0 - overlap) > worst:
                         worst = excess / (1.0 - overlap)
             redundancy[i] = worst
@@ -212,4 +219,5 @@ def diversify(scores: Sequence[float], terms: Sequence[frozenset[str]], *, limit
             heapq.heappush(heap, (-(scores[i] * (1.0 - diversity * redundancy[i])), i))
             continue
         picked.append((i, scores[i] * (1.0 - diversity * redundancy[i])))
+        picked_terms.append((mask_of(i), sizes[i]))
     return picked
