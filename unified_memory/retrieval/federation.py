@@ -36,7 +36,6 @@ from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from scoring.decay import decayed_confidence
 from scoring.fusion import FusedScore, Fuser, dense_relevance, diversify, hybrid_relevance, lexical_scale
 from scoring.temporal import TimeWindow, temporal_cue, time_affinity
 from scoring.text import analyze, term_set, without_terms
@@ -200,6 +199,8 @@ class _Fusion:
         self.fuser = Fuser(ranking.base, ranking.importance_weight, ranking.recency_weight, ranking.superseded_penalty,
                            half_life_days=ranking.recency_half_life_days)
         self.tier_weights = ranking.tier_weights
+        half_life = ranking.confidence_half_life_days
+        self.confidence_decay = None if half_life is None else Fuser(0.0, 0.0, 0.0, 1.0, half_life_days=half_life)
 
     def hit(self, candidate: RecallCandidate, scale: float) -> _Hit:
         detail = candidate.detail
@@ -231,8 +232,9 @@ class _Fusion:
     def fact(self, candidate: RecallCandidate, detail: FactDetail, scale: float) -> _Hit:
         ranking = self.ranking
         stated = candidate.created_at if candidate.created_at is not None else self.now
-        confidence = decayed_confidence(detail.confidence, age_seconds=max(0.0, self.now - stated),
-                                        half_life_days=ranking.confidence_half_life_days)
+        decay = self.confidence_decay  # decayed_confidence, its half-life bound
+        confidence = (detail.confidence if decay is None else
+                      detail.confidence * decay.recency(max(0.0, self.now - stated)))
         valid_to = utc_from_timestamp(detail.valid_to)
         archived = detail.status == "archived"
         hit = self._scored(candidate, scale, {
@@ -252,7 +254,7 @@ class _Fusion:
         # A query naming a person, place or organisation asks about it; a bare "thing"
         # (an attribute value such as "peanuts") gets no boost over the fact it came from.
         name_terms = term_set(detail.name)
-        mentioned = bool(name_terms) and name_terms <= set(candidate.matched_terms)
+        mentioned = bool(name_terms) and name_terms.issubset(candidate.matched_terms)
         named = mentioned and detail.type != "thing"
         hit = self._scored(candidate, scale, {"entity": detail.name, "type": detail.type,
                                               "mentions": detail.mentions, "name_match": named})
