@@ -89,7 +89,7 @@ def main() -> None:
     clock = Clock()
     index.add_many(items)
     print(f"add_many (cold stem cache): {args.docs:,} docs in {rate(args.docs, clock.stop(), 'docs')} "
-          f"[{len(index._post_slot):,} postings, {len(index._vocab):,} terms]")
+          f"[{len(index._vocab):,} terms]")
     index = LexicalIndex()
     clock = Clock()
     index.add_many(items)
@@ -101,17 +101,14 @@ def main() -> None:
           f"{rate(args.docs, elapsed, 'docs')}")
     print(f"search after bulk load ({len(index):,} docs): {timed_searches(index, queries)}")
 
-    merges = 0
     clock = Clock()
     for i, d in enumerate(singles):
-        before = len(index._post_slot)
         if i % 10 == 9:
             index.add(f"d{rng.randrange(args.docs)}", d)  # replace an old document
         else:
             index.add(f"s{i}", d)
-        merges += len(index._post_slot) != before
     print(f"add (single): {len(singles):,} interleaved adds in {rate(len(singles), clock.stop(), 'adds')} "
-          f"[{merges} merges, {index._n_pending:,} postings pending]")
+          f"[{index._postings.n_pending:,} postings pending]")
     print(f"search after {len(singles):,} single adds ({len(index):,} docs): {timed_searches(index, queries)}")
 
     removed = [f"d{i}" for i in rng.sample(range(args.docs), args.docs // 10)]

@@ -21,10 +21,11 @@ query asks about.
 from __future__ import annotations
 
 import heapq
+import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-__all__ = ["FusedScore", "fuse", "dense_relevance", "hybrid_relevance", "lexical_scale", "diversify"]
+__all__ = ["FusedScore", "fuse", "Fuser", "dense_relevance", "hybrid_relevance", "lexical_scale", "diversify"]
 
 
 @dataclass(slots=True)  # not frozen: built for every candidate of every recall (5x faster)
@@ -72,15 +73,47 @@ def fuse(
     >>> fuse(relevance=1.0, importance=1.0, recency=1.0, tier_weight=1.0, superseded=True).score
     0.5
     """
-    relevance = min(1.0, max(0.0, relevance))
-    importance = min(1.0, max(0.0, importance))
-    recency = min(1.0, max(0.0, recency))
-    total = base + importance_weight + recency_weight
-    blend = (base + importance_weight * importance + recency_weight * recency) / total
-    score = relevance * blend * tier_weight
-    if superseded:
-        score *= superseded_penalty
-    return FusedScore(score, relevance, importance, recency, tier_weight, superseded)
+    return Fuser(base, importance_weight, recency_weight, superseded_penalty, half_life_days=1.0)(
+        relevance, importance, recency, tier_weight, superseded)
+
+
+_NEG_LN2 = -math.log(2.0)
+_DAY = 86400.0
+
+
+class Fuser:
+    """:func:`fuse` with its weights bound and the recency of a time, for scoring many
+    candidates (recall fuses every candidate it finds): the same arithmetic, called
+    positionally. ``recency`` is :func:`scoring.decay.recency` with ``half_life_days``.
+
+    >>> fuser = Fuser(0.6, 0.25, 0.15, 0.5, half_life_days=30.0)
+    >>> fuser(1.0, 0.0, 0.0, 1.0).score, round(fuser.recency(30 * 86400.0), 6)
+    (0.6, 0.5)
+    """
+
+    __slots__ = ("base", "importance_weight", "recency_weight", "superseded_penalty", "total", "half_life_days")
+
+    def __init__(self, base: float, importance_weight: float, recency_weight: float, superseded_penalty: float,
+                 *, half_life_days: float) -> None:
+        self.base, self.importance_weight, self.recency_weight = base, importance_weight, recency_weight
+        self.superseded_penalty, self.half_life_days = superseded_penalty, half_life_days
+        self.total = base + importance_weight + recency_weight
+
+    def recency(self, age_seconds: float) -> float:
+        """:func:`scoring.decay.recency` of an age with this half-life (future times: age 0)."""
+        return math.exp(_NEG_LN2 * (max(0.0, float(age_seconds)) / _DAY) / self.half_life_days)
+
+    def __call__(self, relevance: float, importance: float, recency: float, tier_weight: float,
+                 superseded: bool = False) -> FusedScore:
+        """:func:`fuse` of these parts."""
+        relevance = min(1.0, max(0.0, relevance))
+        importance = min(1.0, max(0.0, importance))
+        recency = min(1.0, max(0.0, recency))
+        blend = (self.base + self.importance_weight * importance + self.recency_weight * recency) / self.total
+        score = relevance * blend * tier_weight
+        if superseded:
+            score *= self.superseded_penalty
+        return FusedScore(score, relevance, importance, recency, tier_weight, superseded)
 
 
 def dense_relevance(similarity: float, *, floor: float, ceiling: float) -> float:
@@ -148,30 +181,37 @@ def diversify(scores: Sequence[float], terms: Sequence[frozenset[str]], *, limit
     # top (against the picks made since they were scored). Same picks as the eager loop.
     # Each item's terms are a bit set (one bit per distinct term): shared terms are an AND
     # and a bit count, about twice as fast as intersecting frozensets.
+    # Built on first use: the items that never reach the top (most of a large pool) need none.
     bits: dict[str, int] = {}
-    masks = []
-    for item in terms:
-        mask = 0
-        for term in item:
-            bit = bits.get(term)
-            if bit is None:
-                bit = bits[term] = 1 << len(bits)
-            mask |= bit
-        masks.append(mask)
+    masks: list[int | None] = [None] * len(terms)
+
+    def mask_of(i: int) -> int:
+        mask = masks[i]
+        if mask is None:
+            mask = 0
+            for term in terms[i]:
+                bit = bits.get(term)
+                if bit is None:
+                    bit = bits[term] = 1 << len(bits)
+                mask |= bit
+            masks[i] = mask
+        return mask
+
     redundancy = [0.0] * len(scores)
     sizes = [len(t) for t in terms]
     seen = [0] * len(scores)  # how many picks each item's redundancy accounts for
     heap = [(-score, i) for i, score in enumerate(scores)]
     heapq.heapify(heap)
     picked: list[tuple[int, float]] = []
+    picked_terms: list[tuple[int, int]] = []  # (mask, size) of each pick, in pick order
     while heap and len(picked) < limit:
         _, i = heapq.heappop(heap)
         if seen[i] < len(picked):
-            mine, size, worst = masks[i], sizes[i], redundancy[i]
-            for chosen, _ in picked[seen[i]:]:
-                shared = (mine & masks[chosen]).bit_count()
+            mine, size, worst = mask_of(i), sizes[i], redundancy[i]
+            for other, other_size in picked_terms[seen[i]:]:
+                shared = (mine & other).bit_count()
                 if shared:  # Jaccard = shared / union, with the union counted from the sizes
-                    excess = shared / (size + sizes[chosen] - shared) - overlap
+                    excess = shared / (size + other_size - shared) - overlap
                     if excess > 0 and excess / (1.0 - overlap) > worst:
                         worst = excess / (1.0 - overlap)
             redundancy[i] = worst
@@ -179,4 +219,5 @@ def diversify(scores: Sequence[float], terms: Sequence[frozenset[str]], *, limit
             heapq.heappush(heap, (-(scores[i] * (1.0 - diversity * redundancy[i])), i))
             continue
         picked.append((i, scores[i] * (1.0 - diversity * redundancy[i])))
+        picked_terms.append((mask_of(i), sizes[i]))
     return picked

@@ -6,7 +6,7 @@ possessive "'s" dropped):
 
 * :func:`tokenize_words` — the plain words, nothing removed.
 * :func:`analyze` — index/query terms: stopwords (negations included) removed,
-  Snowball English stems. Used by :class:`scoring.lexical.LexicalIndex`.
+  Snowball English stems (PyStemmer). Used by :class:`scoring.lexical.LexicalIndex`.
 * :func:`normalize_key` — a de-duplication key: like :func:`analyze` but the
   negations ("not", "no", "never", ...) are kept, so a fact and its denial differ.
 
@@ -31,7 +31,7 @@ import unicodedata
 from collections.abc import Sequence
 from functools import lru_cache
 
-import snowballstemmer
+import Stemmer
 
 from unified_memory.errors import wrong_type
 
@@ -81,7 +81,8 @@ _SUFFIXES: tuple[tuple[str, tuple[str, ...]], ...] = (
 _KEY_STOPWORDS = STOPWORDS - NEGATIONS
 #: Separates the texts in :func:`raw_token_stream` (never a word token itself).
 DOC_BREAK = "\x00"
-_STEMMER = snowballstemmer.stemmer("english")
+_STEMMER = Stemmer.Stemmer("english")  # PyStemmer: snowballstemmer's stems, compiled (~40x faster)
+_STEMMER.maxCacheSize = 0  # _stem_word caches already
 
 
 def stem(word: str) -> str:

@@ -440,14 +440,16 @@ class EntityGraph:
         marks = ",".join("?" * len(entity_ids))
         live, bound = ("valid_to IS NULL", []) if as_of is None else (
             "created_at <= ? AND (valid_to IS NULL OR valid_to > ?)", [as_of, as_of])  # current then
-        # Two indexed lookups (an OR across the two columns would scan every triple).
+        # Two indexed lookups (an OR across the two columns would scan every triple), each cut to its
+        # newest `cap` first: the union's newest are among them (seq is unique), not sorted whole.
+        cap, hint = 4 * limit, self.storage.dialect.hint
         rows = self.storage.execute(
-            f"SELECT id, subject_id, predicate, object_id, seq FROM triples {self.storage.dialect.hint('triples_subject')} "
-            f"WHERE subject_id IN ({marks}) "
-            f"AND user_id = ? AND {live} UNION SELECT id, subject_id, predicate, object_id, seq "
-            f"FROM triples {self.storage.dialect.hint('triples_object')} WHERE object_id IN ({marks}) AND user_id = ? AND {live} "
-            "ORDER BY seq DESC LIMIT ?",
-            [*entity_ids, scope.user_id, *bound, *entity_ids, scope.user_id, *bound, 4 * limit]).fetchall()
+            f"SELECT * FROM (SELECT id, subject_id, predicate, object_id, seq FROM triples {hint('triples_subject')} "
+            f"WHERE subject_id IN ({marks}) AND user_id = ? AND {live} ORDER BY seq DESC LIMIT ?) AS s "
+            f"UNION SELECT * FROM (SELECT id, subject_id, predicate, object_id, seq FROM triples "
+            f"{hint('triples_object')} WHERE object_id IN ({marks}) AND user_id = ? AND {live} ORDER BY seq DESC LIMIT ?) "
+            "AS o ORDER BY seq DESC LIMIT ?",
+            [*entity_ids, scope.user_id, *bound, cap, *entity_ids, scope.user_id, *bound, cap, cap]).fetchall()
         start = set(entity_ids)
         via: dict[str, tuple[str, str]] = {}
         for _, subject_id, predicate, object_id, _ in rows:

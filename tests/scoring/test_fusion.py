@@ -4,7 +4,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import scoring.fusion
-from scoring.fusion import dense_relevance, diversify, fuse, hybrid_relevance, lexical_scale
+from scoring.decay import recency
+from scoring.fusion import Fuser, dense_relevance, diversify, fuse, hybrid_relevance, lexical_scale
 
 
 def test_doctests():
@@ -96,3 +97,23 @@ def test_pools_as_large_as_a_context_recall_pick_as_the_eager_greedy(items, limi
     terms = [t for _, t in items]
     assert diversify(scores, terms, limit=limit, diversity=diversity, overlap=overlap) == \
         _eager_diversify(scores, terms, limit=limit, diversity=diversity, overlap=overlap)
+
+
+_unit = st.floats(min_value=-0.5, max_value=1.5, allow_nan=False)
+_weight = st.floats(min_value=0.0, max_value=2.0, allow_nan=False)
+
+
+@given(_unit, _unit, _unit, _weight, st.booleans(), st.floats(min_value=0.05, max_value=1.0),
+       _weight, _weight, st.floats(min_value=0.0, max_value=1.0))
+def test_fuser_gives_exactly_what_fuse_gives(relevance, importance, fresh, tier_weight, superseded, base,
+                                             importance_weight, recency_weight, penalty):
+    fuser = Fuser(base, importance_weight, recency_weight, penalty, half_life_days=30.0)
+    assert fuser(relevance, importance, fresh, tier_weight, superseded) == fuse(
+        relevance=relevance, importance=importance, recency=fresh, tier_weight=tier_weight, superseded=superseded,
+        base=base, importance_weight=importance_weight, recency_weight=recency_weight, superseded_penalty=penalty)
+
+
+@given(st.floats(min_value=-1e9, max_value=1e11, allow_nan=False), st.floats(min_value=0.01, max_value=1e4))
+def test_fuser_recency_is_exactly_decay_recency(age, half_life):
+    assert Fuser(0.6, 0.25, 0.15, 0.5, half_life_days=half_life).recency(age) == recency(
+        age_seconds=age, half_life_days=half_life)

@@ -95,3 +95,22 @@ def test_messages_in_the_window_are_short_term_the_others_episodic():
     assert said.created_at == logged[0].message.created_at.timestamp()  # the time a Message holds (microseconds)
     assert log.recall_candidates(ask("hiking"), window=lambda scope, seqs: set()) and all(
         c.tier == "episodic" for c in log.recall_candidates(ask("hiking"), window=lambda scope, seqs: set()))
+
+
+def test_graph_hops_follow_the_newest_relations_of_a_busy_entity():
+    """An entity in many relations, as subject and as object: the hop reaches the entities of
+    its newest relations first, however they split between the two directions."""
+    graph = EntityGraph(Storage(None))
+    for i in range(30):  # one relation a day, Lisbon its subject every third time
+        triple = (ExtractedTriple(subject="Lisbon", predicate="near", object=f"Town{i}") if i % 3 == 0 else
+                  ExtractedTriple(subject=f"Person{i}", predicate="lives_in", object="Lisbon"))
+        with graph.storage.atomic():
+            graph.add_triples(ADA, [triple], now=DAY + i)
+    with graph.storage.atomic():  # the newest: between the two entities asked about (neither is reached by it)
+        graph.add_triples(ADA, [ExtractedTriple(subject="Lisbon", predicate="near", object="Porto")], now=2 * DAY)
+    ids = {c.detail.name: c.id for c in graph.recall_candidates(ask("Lisbon Porto"))}
+    for limit in (1, 2, 3, 5, 40):
+        linked = graph.linked_candidates(ask("Lisbon"), [ids["Lisbon"], ids["Porto"]], limit=limit)
+        names = [f"Town{i}" if i % 3 == 0 else f"Person{i}" for i in range(29, -1, -1)]
+        assert [entry.candidate.detail.name for entry in linked] == names[:limit]
+        assert {entry.origin for entry in linked} == {ids["Lisbon"]}

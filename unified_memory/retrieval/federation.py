@@ -36,8 +36,7 @@ from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from scoring.decay import decayed_confidence, recency
-from scoring.fusion import FusedScore, dense_relevance, diversify, fuse, hybrid_relevance, lexical_scale
+from scoring.fusion import FusedScore, Fuser, dense_relevance, diversify, hybrid_relevance, lexical_scale
 from scoring.temporal import TimeWindow, temporal_cue, time_affinity
 from scoring.text import analyze, term_set, without_terms
 from tiers.candidates import (
@@ -157,25 +156,6 @@ def _relevance(candidate: RecallCandidate, scale: float, mode: str, ranking: Ran
     return hybrid_relevance(lexical, dense, lexical_weight=ranking.lexical_weight)
 
 
-def _hit(candidate: RecallCandidate, *, scale: float, mode: str, now: float, ranking: RankingConfig,
-         notes: dict[str, Component], lexical_weight: float = 1.0) -> _Hit:
-    """A scored candidate. Recall scores several times more candidates than it keeps, so
-    ``notes`` holds only the tier's fields (and later notes) until the hit is kept;
-    ``scored`` rebuilds the score's parts then (:func:`_components`)."""
-    relevance = _relevance(candidate, scale, mode, ranking, lexical_weight)
-    stamp = candidate.created_at
-    fresh = recency(age_seconds=now - stamp, half_life_days=ranking.recency_half_life_days) if stamp else 0.0
-    # BM25 sums can differ in the last bits between an index built incrementally and one
-    # rebuilt from the store; rounding keeps scores (and so ties) stable across reopening.
-    fused = fuse(relevance=round(relevance, 12), importance=candidate.importance, recency=fresh,
-                 tier_weight=ranking.tier_weights.get(candidate.tier, 1.0), superseded=candidate.superseded,
-                 base=ranking.base, importance_weight=ranking.importance_weight,
-                 recency_weight=ranking.recency_weight, superseded_penalty=ranking.superseded_penalty)
-    return _Hit(id=candidate.id, tier=candidate.tier, text=candidate.text, score=round(fused.score, 9), notes=notes,
-                metadata=candidate.metadata, created_at=stamp, source=candidate.source,
-                scored=_Scored(fused, candidate, scale, mode, ranking, lexical_weight))
-
-
 def _components(hit: _Hit) -> dict[str, Component]:
     """All of a hit's score components: the fused parts, how relevance was made, then
     the tier's own fields and any notes added since (time match, redundancy)."""
@@ -216,6 +196,11 @@ class _Fusion:
         self.mode = request.mode
         asked = request.asked or request.query
         self.query_terms, self.asked_terms = set(analyze(request.query)), set(analyze(asked))
+        self.fuser = Fuser(ranking.base, ranking.importance_weight, ranking.recency_weight, ranking.superseded_penalty,
+                           half_life_days=ranking.recency_half_life_days)
+        self.tier_weights = ranking.tier_weights
+        half_life = ranking.confidence_half_life_days
+        self.confidence_decay = None if half_life is None else Fuser(0.0, 0.0, 0.0, 1.0, half_life_days=half_life)
 
     def hit(self, candidate: RecallCandidate, scale: float) -> _Hit:
         detail = candidate.detail
@@ -227,14 +212,29 @@ class _Fusion:
 
     def _scored(self, candidate: RecallCandidate, scale: float, notes: dict[str, Component],
                 lexical_weight: float = 1.0) -> _Hit:
-        return _hit(candidate, scale=scale, mode=self.mode, now=self.now, ranking=self.ranking, notes=notes,
-                    lexical_weight=lexical_weight)
+        """A scored candidate. Recall scores several times more candidates than it keeps, so
+        ``notes`` holds only the tier's fields (and later notes) until the hit is kept;
+        ``scored`` rebuilds the score's parts then (:func:`_components`)."""
+        match = candidate.lexical
+        if self.mode == "lexical":  # what _relevance gives, without its call
+            relevance = lexical_weight * match.score / scale if match is not None and scale > 0 else 0.0
+        else:
+            relevance = _relevance(candidate, scale, self.mode, self.ranking, lexical_weight)
+        stamp = candidate.created_at
+        fuser = self.fuser
+        # BM25 sums can differ in the last bits between an index built incrementally and one
+        # rebuilt from the store; rounding keeps scores (and so ties) stable across reopening.
+        fused = fuser(round(relevance, 12), candidate.importance, fuser.recency(self.now - stamp) if stamp else 0.0,
+                      self.tier_weights.get(candidate.tier, 1.0), candidate.superseded)
+        return _Hit(candidate.id, candidate.tier, candidate.text, round(fused.score, 9), notes, candidate.metadata,
+                    stamp, candidate.source, _Scored(fused, candidate, scale, self.mode, self.ranking, lexical_weight))
 
     def fact(self, candidate: RecallCandidate, detail: FactDetail, scale: float) -> _Hit:
         ranking = self.ranking
         stated = candidate.created_at if candidate.created_at is not None else self.now
-        confidence = decayed_confidence(detail.confidence, age_seconds=max(0.0, self.now - stated),
-                                        half_life_days=ranking.confidence_half_life_days)
+        decay = self.confidence_decay  # decayed_confidence, its half-life bound
+        confidence = (detail.confidence if decay is None else
+                      detail.confidence * decay.recency(max(0.0, self.now - stated)))
         valid_to = utc_from_timestamp(detail.valid_to)
         archived = detail.status == "archived"
         hit = self._scored(candidate, scale, {
@@ -254,7 +254,7 @@ class _Fusion:
         # A query naming a person, place or organisation asks about it; a bare "thing"
         # (an attribute value such as "peanuts") gets no boost over the fact it came from.
         name_terms = term_set(detail.name)
-        mentioned = bool(name_terms) and name_terms <= set(candidate.matched_terms)
+        mentioned = bool(name_terms) and name_terms.issubset(candidate.matched_terms)
         named = mentioned and detail.type != "thing"
         hit = self._scored(candidate, scale, {"entity": detail.name, "type": detail.type,
                                               "mentions": detail.mentions, "name_match": named})
