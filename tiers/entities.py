@@ -104,8 +104,7 @@ class EntityGraph:
                 [entity_id, *bound, _MAX_RELATIONS_IN_DOC]).fetchall()
             out[entity_id] = [
                 (subject, ("formerly " if ended is not None and (as_of is None or ended <= as_of) else "")
-                 + predicate.replace("_", " "), obj,
-                 bool(is_subject))
+                 + predicate.replace("_", " "), obj, bool(is_subject))
                 for subject, predicate, obj, is_subject, ended in rows[:_MAX_RELATIONS_IN_DOC]]
         return out
 
@@ -260,8 +259,7 @@ class EntityGraph:
     def add_triples(self, scope: Scope, triples: Sequence[ExtractedTriple], *, now: float,
                     source_message_id: str | None = None, metadata: dict[str, Any] | None = None,
                     touched: set[str] | None = None) -> list[str]:
-        """Store relations (creating missing endpoint entities); returns the triple ids. With
-        ``touched``, the entities to :meth:`refresh` are added to it (the caller refreshes them once)."""
+        """Store relations (creating missing endpoint entities); returns the triple ids. ``touched``: the caller refreshes them."""
         ids: list[str] = []
         reindex, touched = touched is None, set() if touched is None else touched
         for triple in triples:
@@ -297,7 +295,7 @@ class EntityGraph:
             touched.update((subject_id, object_id))
             if single_valued(predicate):
                 touched.update(self._end_others(scope, subject_id, predicate, triple_id, now))
-        if reindex:
+        if reindex:  # else the caller refreshes what ``touched`` collected, once
             self.refresh(scope.user_id, touched)
         return ids
 
