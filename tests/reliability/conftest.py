@@ -17,6 +17,7 @@ import json
 import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -71,3 +72,21 @@ def service_database(request: pytest.FixtureRequest, backend: str, directory: Pa
         yield url
     finally:
         drop_database(server, url.rsplit("/", 1)[1])
+
+
+@contextlib.contextmanager
+def one_per_backend(tmp_path_factory: pytest.TempPathFactory, name: str,
+                    start: Callable[[Path | str], contextlib.AbstractContextManager[Any]]) -> Iterator[Any]:
+    """For a module-scoped fixture: ``on(backend, request)`` gives what ``start(db)`` started on
+    that backend's database (:func:`service_database`), started the first time it is asked for,
+    and everything is stopped (and a PostgreSQL database dropped) when the block ends."""
+    with contextlib.ExitStack() as stack:
+        running: dict[str, Any] = {}
+
+        def on(backend: str, request: pytest.FixtureRequest) -> Any:
+            if backend not in running:
+                db = stack.enter_context(service_database(request, backend, tmp_path_factory.mktemp(name)))
+                running[backend] = stack.enter_context(start(db))
+            return running[backend]
+
+        yield on

@@ -44,7 +44,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.reliability.conftest import scaled, service_database
+from tests.reliability.conftest import one_per_backend, scaled
 
 pytest.importorskip("fastapi", reason="the service needs the server extra")
 httpx = pytest.importorskip("httpx")
@@ -225,15 +225,7 @@ def _reader(db: Path | str) -> Any:
 @pytest.fixture(scope="module")
 def servers(tmp_path_factory) -> Iterator[Any]:
     """One fuzzed server per backend for the module, started when a test first asks for it."""
-    with contextlib.ExitStack() as stack:
-        running: dict[str, Fuzzed] = {}
-
-        def server_on(backend: str, request: pytest.FixtureRequest) -> Fuzzed:
-            if backend not in running:
-                db = stack.enter_context(service_database(request, backend, tmp_path_factory.mktemp("service-fuzz")))
-                running[backend] = stack.enter_context(fuzzed_server(db))
-            return running[backend]
-
+    with one_per_backend(tmp_path_factory, "service-fuzz", fuzzed_server) as server_on:
         yield server_on
 
 

@@ -24,7 +24,6 @@ Both backends: on ``postgresql`` the service serves a database of its own on the
 
 from __future__ import annotations
 
-import contextlib
 import json
 import re
 from dataclasses import dataclass
@@ -42,7 +41,7 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
-from tests.reliability.conftest import scaled, service_database
+from tests.reliability.conftest import one_per_backend, scaled
 
 pytest.importorskip("fastapi", reason="the service needs the server extra")
 httpx = pytest.importorskip("httpx")
@@ -395,15 +394,7 @@ class ServiceIsolationMachine(RuleBasedStateMachine):
 @pytest.fixture(scope="module")
 def services(tmp_path_factory):
     """One service per backend for the module, started when a test first asks for it."""
-    with contextlib.ExitStack() as stack:
-        running: dict[str, ServiceProcess] = {}
-
-        def service_on(backend: str, request: pytest.FixtureRequest) -> ServiceProcess:
-            if backend not in running:
-                db = stack.enter_context(service_database(request, backend, tmp_path_factory.mktemp("isolation")))
-                running[backend] = stack.enter_context(ServiceProcess(db))
-            return running[backend]
-
+    with one_per_backend(tmp_path_factory, "isolation", ServiceProcess) as service_on:
         yield service_on
 
 
