@@ -248,6 +248,8 @@ class LongTermFacts:
                     "superseded_by = ?, superseded_at = ? WHERE id = ?",
                     [[valid_from, fact_id, now, old] for old in superseded])
                 self._unarchive(scope.user_id, slot)  # history: searched with the current facts
+                gone = set(superseded)  # no longer current: a later restatement is a new fact, as one by one
+                known = {k: v for k, v in known.items() if v["id"] not in gone}
             expires = now + item.ttl_days * 86400 if item.ttl_days is not None else None
             row = [fact_id, scope.user_id, scope.agent_id, scope.session_id, item.text, key, item.subject,
                    item.attribute, item.value, float(item.importance), item.category, float(item.confidence),
