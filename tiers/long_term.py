@@ -202,6 +202,7 @@ class LongTermFacts:
         contradicted ones (archived ones too), insert the rest."""
         keys = [fact_key(item.text) for item in inputs]
         known = self._current_by_key(scope, set(keys))
+        by_id = {row["id"]: row for row in known.values()}  # the batch's copies, by fact id
         writes: list[FactWrite] = []
         new_rows: list[list[Any]] = []
         pending: list[list[Any]] = []  # inserted in one statement before the next read or update
@@ -221,8 +222,8 @@ class LongTermFacts:
                 slot = self._current_in_slot(scope, item.subject, item.attribute)
                 same = sorted((r for r in slot if _same_value(r["value"], item.value)),
                               key=lambda r: r["status"] != "active")  # the active one first
-                if same:
-                    existing = same[0]
+                if same:  # this batch's own copy when it has one (it holds the batch's reinforcements)
+                    existing = by_id.get(same[0]["id"], same[0])
                 else:
                     superseded = tuple(r["id"] for r in slot)
             if existing is None and item.replaces:
@@ -248,8 +249,10 @@ class LongTermFacts:
                     "superseded_by = ?, superseded_at = ? WHERE id = ?",
                     [[valid_from, fact_id, now, old] for old in superseded])
                 self._unarchive(scope.user_id, slot)  # history: searched with the current facts
-                gone = set(superseded)  # no longer current: a later restatement is a new fact, as one by one
-                known = {k: v for k, v in known.items() if v["id"] not in gone}
+                for old in superseded:  # no longer current: a later restatement is a new fact, as one by one
+                    gone = by_id.pop(old, None)
+                    if gone is not None and known.get(gone["norm_key"]) is gone:
+                        del known[gone["norm_key"]]
             expires = now + item.ttl_days * 86400 if item.ttl_days is not None else None
             row = [fact_id, scope.user_id, scope.agent_id, scope.session_id, item.text, key, item.subject,
                    item.attribute, item.value, float(item.importance), item.category, float(item.confidence),
@@ -261,6 +264,7 @@ class LongTermFacts:
                           "importance": item.importance,
                           "confidence": item.confidence, "source_message_ids": dumps(item.source_message_ids),
                           "expires_at": expires}
+            by_id[fact_id] = known[key]
             writes.append(FactWrite(fact_id, "created", superseded))
         flush()
         self.index.add(scope.user_id, [(row[0], row[4]) for row in new_rows])
