@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import threading
 import uuid
 from collections.abc import Iterator, Sequence
@@ -43,7 +44,7 @@ from unified_memory.errors import (
     StorageUnavailableError,
 )
 
-__all__ = ["PostgresBackend", "is_url", "redact_url"]
+__all__ = ["PostgresBackend", "is_url", "redact_url", "displayed"]
 
 _LOG = logging.getLogger(__name__)
 _URL_SCHEMES = ("postgresql://", "postgres://")
@@ -85,6 +86,15 @@ def redact_url(url: str) -> str:
         params = "&".join("password=***" if p.startswith("password=") else p for p in query[2].split("&"))
         tail = f"{query[0]}?{params}"
     return f"{scheme}://{authority}{slash}{tail}"
+
+
+def displayed(target: str | os.PathLike[str]) -> str:
+    """A database as messages show it: a file's path, or a URL without its password.
+
+    >>> displayed("postgresql://ada:pw@db/memory"), displayed("memory.db")
+    ('postgresql://ada:***@db/memory', 'memory.db')
+    """
+    return redact_url(str(target)) if is_url(target) else os.fspath(target)
 
 
 def psycopg_statement(sql: str) -> str:

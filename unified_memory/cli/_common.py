@@ -15,7 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tiers.postgres_backend import is_url, redact_url
+from tiers.postgres_backend import displayed, is_url, redact_url
 from unified_memory.cli._format import dump_json
 
 if TYPE_CHECKING:
@@ -118,7 +118,7 @@ def unknown_user(user: str, path: Path | str, users: list[str], *, shown: int = 
     >>> unknown_user("ghost", Path("m.db"), [])
     "unknown user 'ghost': 'm.db' holds no memories of any user yet"
     """
-    where = redact_url(str(path)) if is_url(str(path)) else str(path)
+    where = displayed(path)
     if not users:
         return f"unknown user {user!r}: {where!r} holds no memories of any user yet"
     listed = ", ".join(users[:shown]) + (f" and {len(users) - shown} more" if len(users) > shown else "")

@@ -15,7 +15,7 @@ import sys
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
-from tiers.postgres_backend import is_url
+from tiers.postgres_backend import displayed, is_url
 from unified_memory.cli._common import CliError, db_path, emit, open_memory, user_of
 from unified_memory.cli._format import format_pairs, progress, to_jsonable
 
@@ -136,17 +136,16 @@ def cmd_forget(args: argparse.Namespace) -> int:
 def cmd_migrate(args: argparse.Namespace) -> int:
     """``migrate SRC DST``: copy a whole memory to an empty database (a SQLite file or a
     ``postgresql://`` URL, either way), then check the copy holds the same rows."""
-    from tiers.postgres_backend import redact_url
     from unified_memory.io.migrate import migrate_database
 
     if not is_url(args.source) and not Path(args.source).exists():
         raise CliError(f"migrate: no memory file at {args.source!r}")
     report = migrate_database(args.source, args.destination)
-    shown = [redact_url(t) if is_url(t) else t for t in (args.source, args.destination)]
+    names = [displayed(t) for t in (args.source, args.destination)]
     total = sum(report.rows.values())
-    emit(args, {"source": shown[0], "destination": shown[1], "rows": report.rows, "users": report.users,
+    emit(args, {"source": names[0], "destination": names[1], "rows": report.rows, "users": report.users,
                 "verified": report.verified},
-         lambda: f"migrated {total} rows of {len(report.users)} users from {shown[0]} to {shown[1]} "
+         lambda: f"migrated {total} rows of {len(report.users)} users from {names[0]} to {names[1]} "
                  "(verified: the same rows on both sides)")
     return 0
 

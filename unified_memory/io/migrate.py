@@ -24,7 +24,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from tiers.storage import Storage, is_url, redact_url
+from tiers.postgres_backend import displayed
+from tiers.storage import Storage
 from tiers.table_info import quote_name
 from unified_memory.errors import ConflictError, MemoryValueError, StorageError
 
@@ -53,11 +54,6 @@ def _export(target: str | os.PathLike[str]) -> list[str]:
     with UnifiedMemory(target, retrieval="lexical") as mem:
         mem.export_jsonl(out, all_users=True)
     return sorted(line for line in out.getvalue().split("\n")[1:] if line)
-
-
-def _shown(target: str | os.PathLike[str]) -> str:
-    """A database for messages: a file's path, or a URL without its password."""
-    return redact_url(str(target)) if is_url(target) else os.fspath(target)
 
 
 def _rows(storage: Storage, table: str) -> list[dict[str, Any]]:
@@ -89,7 +85,7 @@ def migrate_database(source: str | os.PathLike[str], destination: str | os.PathL
             target.import_jsonl(io.StringIO(text))
         except MemoryValueError as exc:  # a stored value no memory accepts now (a NUL in old metadata)
             reason = str(exc).split(": ", 2)[-1]
-            raise MemoryValueError(f"source: {_shown(source)} holds a value that cannot be copied, nothing was "
+            raise MemoryValueError(f"source: {displayed(source)} holds a value that cannot be copied, nothing was "
                                    f"written: {reason}", field="source") from None
     counts = Counter(line.split('"kind":"', 1)[1].split('"', 1)[0] for line in lines)
     report.rows = dict(sorted(counts.items()))
