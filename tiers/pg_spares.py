@@ -71,17 +71,19 @@ class SpareConnections:
         self._server_gone = server_gone
         self._lock = threading.Lock()
         self._pool: Any = None
+        self._modules: Any = None  # psycopg and psycopg_pool, imported with the pool
+        self._missing = False  # psycopg_pool is not installed: every read goes to the main connection
         self._closed = False
 
     def read(self, statement: str, params: Sequence[Any]) -> Fetched | None:
         """The rows of one read (``statement`` in psycopg's placeholders) on a spare
         connection; ``None`` when no spare could run it (the caller uses the main one)."""
-        pool = self._pool if self._pool is not None else self._open()
-        if pool is None:  # psycopg_pool is not installed
+        if self._missing:
             return None
-        import psycopg
-        import psycopg_pool
-
+        pool = self._pool if self._pool is not None else self._open()
+        if pool is None:
+            return None
+        psycopg, psycopg_pool = self._modules
         try:
             conn = pool.getconn(timeout=SPARE_WAIT)
         except psycopg_pool.PoolClosed:
@@ -102,15 +104,16 @@ class SpareConnections:
         with self._lock:
             if self._closed:
                 raise ClosedError("this memory is closed")
-            if self._pool is None:
+            if self._pool is None and not self._missing:
                 try:
+                    import psycopg
                     import psycopg_pool
                 except ImportError:
                     _LOG.warning("reads of several threads take turns on one connection: spare connections "
                                  "need psycopg-pool (pip install 'unified-memory[postgres]')")
-                    self.size = 0
-                    self.read = lambda statement, params: None  # type: ignore[method-assign]
+                    self._missing = True
                     return None
+                self._modules = (psycopg, psycopg_pool)
                 timeout = self._busy_timeout_ms
                 self._pool = psycopg_pool.ConnectionPool(
                     self._url, min_size=0, max_size=self.size, open=True, timeout=timeout / 1000,
