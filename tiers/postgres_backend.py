@@ -27,7 +27,7 @@ import logging
 import os
 import threading
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -148,15 +148,15 @@ class PostgresBackend:
         self._added: dict[str, int] = {}  # rows added per table since its statistics were refreshed
         self._stale: set[str] = set()  # tables to ANALYZE after the open transaction commits
         self._listener: JournalListener | None = None
-        self._connect()
+        self._conn = self._connect()
         self._key = f"{url}#{self._schema}"
         self._channel = channel_of(self._lock_key)
         self._writers = writer_queue(self._key)
 
     # -- the connection --------------------------------------------------------------------
 
-    def _connect(self) -> None:
-        """Open the connection, check the server, create or check the schema."""
+    def _connect(self) -> Any:
+        """Open a connection, check the server, create or check the schema; returns it."""
         from tiers.pg_schema import prepare_schema
 
         psycopg = self._psycopg
@@ -190,22 +190,15 @@ class PostgresBackend:
         except BaseException:
             conn.close()
             raise
-        self._conn = conn
+        return conn
 
     def _connection(self) -> Any:
         """The open connection; a lost one is replaced (the server is back) or a
         :class:`StorageUnavailableError` (it is not)."""
         if self._closed:
             raise ClosedError("this memory is closed")
-        conn = self._conn
-        if conn is None or conn.closed or conn.broken:
-            self._conn = None
-            with contextlib.suppress(Exception):
-                if conn is not None:
-                    conn.close()
-            self._connect()
-            conn = self._conn
-        return conn
+        self._conn = replace_if_lost(self._conn, self._connect)
+        return self._conn
 
     def _failure(self, exc: Exception, *, committing: bool = False) -> StorageError:
         """Our error for one of the driver's (the caller raises it from ``None``). ``committing``:
@@ -409,6 +402,17 @@ class PostgresBackend:
 def _reads_only(sql: str) -> bool:
     """Whether a statement only reads, so a spare connection may run it outside any transaction."""
     return sql.lstrip()[:6].upper() == "SELECT"
+
+
+def replace_if_lost(conn: Any, connect: Callable[[], Any]) -> Any:
+    """``conn`` while it is open and sound; else (none yet, closed, broken) it is closed
+    quietly and ``connect()`` gives the connection to use (its error raised as it is)."""
+    if conn is not None and not conn.closed and not conn.broken:
+        return conn
+    if conn is not None:
+        with contextlib.suppress(Exception):
+            conn.close()
+    return connect()
 
 
 def _reason(exc: BaseException) -> str:

@@ -19,7 +19,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 from urllib.parse import unquote
 
-from tiers.postgres_backend import _reason, _server_gone, is_url, redact_url
+from tiers.postgres_backend import _reason, _server_gone, is_url, redact_url, replace_if_lost
 from tiers.sessions._common import check_clock, check_key, check_ttl, decode_state, encode_state, expires_at
 from unified_memory.errors import (
     ClosedError,
@@ -137,13 +137,7 @@ class PostgresConversationStore:
         connection is replaced on the next call."""
         if self._closed:
             raise ClosedError("store: the PostgreSQL conversation store is closed", field="store")
-        conn = self._conn
-        if conn is None or conn.closed or conn.broken:
-            self._conn = None
-            with contextlib.suppress(Exception):
-                if conn is not None:
-                    conn.close()
-            conn = self._conn = self._connect("store")
+        conn = self._conn = replace_if_lost(self._conn, lambda: self._connect("store"))
         if statement not in self._statements:
             self._statements[statement] = self._sql.SQL(statement).format(table=self._table)
         try:
