@@ -23,7 +23,6 @@ import sys
 import tempfile
 import threading
 import time
-import uuid
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -31,6 +30,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _report import library_version, machine  # noqa: E402
+from postgres_scale import new_database  # noqa: E402
 
 WORDS = ("garden kayak lisbon coffee python chess violin mountain river bakery tennis cinema "
          "harbour lantern orchard falcon meadow copper velvet thunder").split()
@@ -73,15 +73,6 @@ class DelayProxy:
 
     def close(self) -> None:
         self.server.close()
-
-
-def _database(base: str) -> str:
-    import psycopg
-
-    name = f"pool_{uuid.uuid4().hex[:10]}"
-    with psycopg.connect(base, autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}" TEMPLATE template0')
-    return f"{base.rsplit('/', 1)[0]}/{name}"
 
 
 def _through(url: str, port: int) -> str:
@@ -138,7 +129,7 @@ def main(argv: list[str] | None = None) -> int:
         base = server.url
     rows = []
     try:
-        url = _database(base)
+        url = new_database(base, "pool")
         from unified_memory import UnifiedMemory
 
         rng = random.Random(7)

@@ -28,10 +28,11 @@ import scale  # noqa: E402
 from _report import library_version, machine  # noqa: E402
 
 
-def _database(base: str) -> str:
+def new_database(base: str, prefix: str = "scale") -> str:
+    """A new, empty database on ``base``'s server (named ``prefix_`` and a random suffix): its URL."""
     import psycopg
 
-    name = f"scale_{uuid.uuid4().hex[:10]}"
+    name = f"{prefix}_{uuid.uuid4().hex[:10]}"
     with psycopg.connect(base, autocommit=True) as conn:
         conn.execute(f'CREATE DATABASE "{name}" TEMPLATE template0')
     return f"{base.rsplit('/', 1)[0]}/{name}"
@@ -67,7 +68,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         for size in args.sizes:
             for backend in ("sqlite", "postgresql"):
-                target = str(work / f"scale-{size}.db") if backend == "sqlite" else _database(base)
+                target = str(work / f"scale-{size}.db") if backend == "sqlite" else new_database(base)
                 spec = {"size": size, "mode": "lexical", "queries": args.queries, "path": target, "budget": 3600.0}
                 results[(size, backend)] = scale.spawn(spec, timeout=7200)
     finally:

@@ -47,7 +47,7 @@ class Holder:
         self.thread.join(10)
 
 
-def _read_in_thread(storage: Storage, timeout: float) -> tuple[list, float]:
+def _read_in_thread(storage: Storage, timeout: float) -> list:
     """``get_meta('k')`` in another thread: (its result or the error, seconds it took)."""
     out: list = []
 
@@ -62,7 +62,7 @@ def _read_in_thread(storage: Storage, timeout: float) -> tuple[list, float]:
     thread = threading.Thread(target=read)
     thread.start()
     thread.join(timeout)
-    return out, time.monotonic()
+    return out
 
 
 def test_reads_of_other_threads_run_beside_a_write_and_see_only_what_was_committed(pg_url):
@@ -72,7 +72,7 @@ def test_reads_of_other_threads_run_beside_a_write_and_see_only_what_was_committ
             storage.set_meta("k", "committed")
         holder = Holder(storage)
         try:
-            out, _ = _read_in_thread(storage, timeout=5)
+            out = _read_in_thread(storage, timeout=5)
             assert out[0] == "committed" and out[1] < 2.0  # did not wait for the write
             # several readers at once: at most pool_size - 1 spares are opened
             results: list = []
@@ -86,7 +86,7 @@ def test_reads_of_other_threads_run_beside_a_write_and_see_only_what_was_committ
         finally:
             holder.commit()
         assert storage.get_meta("k") == "uncommitted"  # the write committed; every thread sees it
-        out, _ = _read_in_thread(storage, timeout=5)
+        out = _read_in_thread(storage, timeout=5)
         assert out[0] == "uncommitted"
     finally:
         storage.close()
@@ -162,7 +162,7 @@ def test_a_spare_lost_to_a_restart_never_surfaces_the_drivers_error(own_server):
         with storage.atomic():
             storage.set_meta("k", "v")
         holder = Holder(storage)
-        out, _ = _read_in_thread(storage, timeout=5)
+        out = _read_in_thread(storage, timeout=5)
         assert out[0] == "v"  # a spare is open (and idle in its pool) now
         holder.commit()
         own_server.stop(remove=False, mode="fast")
@@ -185,7 +185,7 @@ def test_a_spare_lost_to_a_restart_never_surfaces_the_drivers_error(own_server):
         reader.join(10)
         assert out == ["uncommitted"]
         holder = Holder(storage)  # and the next read beside a write gets a new spare
-        out, _ = _read_in_thread(storage, timeout=5)
+        out = _read_in_thread(storage, timeout=5)
         holder.commit()
         assert out[0] == "uncommitted" and out[1] < 2.0
     finally:
