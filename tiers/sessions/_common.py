@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -24,6 +25,20 @@ from unified_memory.errors import StorageError, invalid, wrong_type
 __all__ = ["MAX_KEY_LENGTH", "check_key", "check_ttl", "check_clock", "encode_state", "decode_state", "expires_at"]
 
 MAX_KEY_LENGTH = 512
+
+
+def check_table(table: object, longest: int) -> str:
+    """Validate a store's ``table``: a plain SQL identifier of at most ``longest`` characters.
+
+    >>> check_table("conversation_sessions", 63)
+    'conversation_sessions'
+    """
+    if not isinstance(table, str):
+        raise wrong_type("table", "str", table)
+    if not re.fullmatch(rf"[A-Za-z_][A-Za-z0-9_]{{0,{longest - 1}}}", table):
+        raise invalid("table", f"must be a SQL identifier ([A-Za-z_][A-Za-z0-9_]*, up to {longest} characters), "
+                               f"got {table!r}")
+    return table
 
 
 def check_key(field: str, value: object) -> str:

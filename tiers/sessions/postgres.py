@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import re
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -20,7 +19,15 @@ from typing import Any
 from urllib.parse import unquote
 
 from tiers.postgres_backend import _reason, _server_gone, is_url, redact_url, replace_if_lost
-from tiers.sessions._common import check_clock, check_key, check_ttl, decode_state, encode_state, expires_at
+from tiers.sessions._common import (
+    check_clock,
+    check_key,
+    check_table,
+    check_ttl,
+    decode_state,
+    encode_state,
+    expires_at,
+)
 from unified_memory.errors import (
     ClosedError,
     DependencyError,
@@ -32,7 +39,6 @@ from unified_memory.errors import (
 
 __all__ = ["PostgresConversationStore", "encode_text"]
 
-_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")  # PostgreSQL cuts names at 63 bytes
 _COLUMNS = {"namespace", "session_key", "session_id", "state", "saved_at", "expires_at"}
 _CREATE = ("CREATE TABLE IF NOT EXISTS {table} (namespace TEXT NOT NULL, session_key TEXT NOT NULL, "
            "session_id TEXT NOT NULL, state TEXT NOT NULL, saved_at DOUBLE PRECISION NOT NULL, "
@@ -75,11 +81,7 @@ class PostgresConversationStore:
             raise wrong_type("url", "a postgresql:// URL (str)", url)
         if not is_url(url):  # not echoed: a connection string that is no URL may hold a password
             raise invalid("url", "must be a postgresql:// URL (postgresql://user@host:port/database)")
-        if not isinstance(table, str):
-            raise wrong_type("table", "str", table)
-        if not _IDENTIFIER.fullmatch(table):
-            raise invalid("table", f"must be a SQL identifier ([A-Za-z_][A-Za-z0-9_]*, up to 63 characters), "
-                                   f"got {table!r}")
+        check_table(table, 63)  # PostgreSQL cuts names at 63 bytes
         self._default_ttl = check_ttl("default_ttl", default_ttl)
         self._clock = check_clock(clock)
         try:

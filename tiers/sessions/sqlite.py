@@ -10,7 +10,6 @@
 from __future__ import annotations
 
 import os
-import re
 import sqlite3
 import threading
 import time
@@ -19,12 +18,19 @@ from typing import Any
 
 import sqlite_utils
 
-from tiers.sessions._common import check_clock, check_key, check_ttl, decode_state, encode_state, expires_at
-from unified_memory.errors import ClosedError, StorageError, check_path, invalid, wrong_type
+from tiers.sessions._common import (
+    check_clock,
+    check_key,
+    check_table,
+    check_ttl,
+    decode_state,
+    encode_state,
+    expires_at,
+)
+from unified_memory.errors import ClosedError, StorageError, check_path, wrong_type
 
 __all__ = ["SQLiteConversationStore"]
 
-_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
 _COLUMNS = {"namespace": str, "session_id": str, "state": str, "saved_at": float, "expires_at": float}
 
 
@@ -52,11 +58,7 @@ class SQLiteConversationStore:
             raise wrong_type("path", "a str, a path or None", path)
         if path is not None:
             check_path("path", path)
-        if not isinstance(table, str):
-            raise wrong_type("table", "str", table)
-        if not _IDENTIFIER.fullmatch(table):
-            raise invalid("table", f"must be a SQL identifier ([A-Za-z_][A-Za-z0-9_]*, up to 64 characters), "
-                                   f"got {table!r}")
+        check_table(table, 64)
         self._default_ttl = check_ttl("default_ttl", default_ttl)
         self._clock = check_clock(clock)
         self._table = table
