@@ -160,17 +160,8 @@ class PostgresBackend:
         from tiers.pg_schema import prepare_schema
 
         psycopg = self._psycopg
-        try:
-            given = psycopg.conninfo.conninfo_to_dict(self.url)
-            conn = psycopg.connect(self.url, autocommit=True, connect_timeout=max(1, self._busy_timeout_ms // 1000),
-                                   application_name="unified-memory",
-                                   **{k: v for k, v in _CLIENT_KEEPALIVES.items() if k not in given})
-        except psycopg.OperationalError as exc:
-            raise StorageUnavailableError(f"path: cannot connect to {self.location}: {_reason(exc)}",
-                                          field="path") from None
-        except psycopg.ProgrammingError as exc:  # a malformed URL
-            raise StorageError(f"path: {self.location} is not a usable PostgreSQL URL: {_reason(exc)}",
-                               field="path") from None
+        conn = open_connection(psycopg, self.url, self.location, field="path", application_name="unified-memory",
+                               timeout_s=max(1, self._busy_timeout_ms // 1000))
         try:
             # The server probes an idle client after 10 s: a host that died holding the writer lock
             # (no FIN sent) loses its session, and the lock, within ~25 s rather than hours.
@@ -402,6 +393,22 @@ class PostgresBackend:
 def _reads_only(sql: str) -> bool:
     """Whether a statement only reads, so a spare connection may run it outside any transaction."""
     return sql.lstrip()[:6].upper() == "SELECT"
+
+
+def open_connection(psycopg: Any, url: str, location: str, *, field: str, application_name: str,
+                    timeout_s: int) -> Any:
+    """A new autocommit connection to ``url`` (TCP keepalives on, unless the URL sets them), or
+    our error naming ``field``: :class:`StorageUnavailableError` when the server cannot be
+    reached, :class:`StorageError` for a URL it cannot use. ``location`` is the URL to show."""
+    try:
+        given = psycopg.conninfo.conninfo_to_dict(url)
+        return psycopg.connect(url, autocommit=True, connect_timeout=timeout_s, application_name=application_name,
+                               **{k: v for k, v in _CLIENT_KEEPALIVES.items() if k not in given})
+    except psycopg.OperationalError as exc:
+        raise StorageUnavailableError(f"{field}: cannot connect to {location}: {_reason(exc)}", field=field) from None
+    except psycopg.Error as exc:  # a malformed URL
+        raise StorageError(f"{field}: {location} is not a usable PostgreSQL URL: {_reason(exc)}",
+                           field=field) from None
 
 
 def replace_if_lost(conn: Any, connect: Callable[[], Any]) -> Any:

@@ -18,7 +18,14 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 from urllib.parse import unquote
 
-from tiers.postgres_backend import _reason, _server_gone, is_url, redact_url, replace_if_lost
+from tiers.postgres_backend import (
+    _reason,
+    _server_gone,
+    is_url,
+    open_connection,
+    redact_url,
+    replace_if_lost,
+)
 from tiers.sessions._common import (
     check_clock,
     check_key,
@@ -99,15 +106,8 @@ class PostgresConversationStore:
     def _connect(self, field: str) -> Any:
         """Connect, then create the table if missing (one creator at a time) and check its shape."""
         psycopg, sql = self._psycopg, self._sql
-        try:
-            conn = psycopg.connect(self._url, autocommit=True, connect_timeout=5,
-                                   application_name="unified-memory sessions")
-        except psycopg.OperationalError as exc:
-            raise StorageUnavailableError(f"{field}: cannot connect to {self.location}: {_reason(exc)}",
-                                          field=field) from None
-        except psycopg.Error as exc:  # a malformed URL
-            raise StorageError(f"{field}: {self.location} is not a usable PostgreSQL URL: {_reason(exc)}",
-                               field=field) from None
+        conn = open_connection(psycopg, self._url, self.location, field=field,
+                               application_name="unified-memory sessions", timeout_s=5)
         try:
             schema = conn.execute("SELECT current_schema()").fetchone()[0]
             if schema is None:
