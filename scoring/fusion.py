@@ -21,9 +21,10 @@ query asks about.
 from __future__ import annotations
 
 import heapq
-import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+
+from scoring.decay import halved
 
 __all__ = ["FusedScore", "fuse", "Fuser", "dense_relevance", "hybrid_relevance", "lexical_scale", "diversify"]
 
@@ -77,10 +78,6 @@ def fuse(
         relevance, importance, recency, tier_weight, superseded)
 
 
-_NEG_LN2 = -math.log(2.0)
-_DAY = 86400.0
-
-
 class Fuser:
     """:func:`fuse` with its weights bound and the recency of a time, for scoring many
     candidates (recall fuses every candidate it finds): the same arithmetic, called
@@ -101,7 +98,7 @@ class Fuser:
 
     def recency(self, age_seconds: float) -> float:
         """:func:`scoring.decay.recency` of an age with this half-life (future times: age 0)."""
-        return math.exp(_NEG_LN2 * (max(0.0, float(age_seconds)) / _DAY) / self.half_life_days)
+        return halved(age_seconds, self.half_life_days)
 
     def __call__(self, relevance: float, importance: float, recency: float, tier_weight: float,
                  superseded: bool = False) -> FusedScore:
