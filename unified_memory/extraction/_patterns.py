@@ -10,10 +10,11 @@ finds entities that carry no relation of their own ("with Jo", "Acme Inc").
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass, field
 
-__all__ = ["Subject", "Hit", "find_hits", "mentions", "clean_value",
+__all__ = ["Subject", "Hit", "find_hits", "mentions", "clean_value", "letter_runs",
            "ATTRIBUTE_CATEGORY", "COMMON"]
 
 COMMON = frozenset("""a an the and or but so not no yes ok okay sure fine good great bad well very really just
@@ -319,7 +320,7 @@ def find_hits(sentence: str) -> list[Hit]:
     bits = 0
     for word, bit in _ELSEWHERE:
         bits |= bit if word in low else 0
-    for run in _LETTERS.findall(low):
+    for run in letter_runs(sentence):
         found = _RUN_BITS.get(run)  # one lookup: another thread may clear the cache meanwhile
         bits |= _run_bits(run) if found is None else found
     for pred, attr, kind, cat, mode, rx in [entry for need, entry in _GATED if bits & need == need]:
@@ -343,6 +344,18 @@ def _run_bits(run: str) -> int:
         _RUN_BITS.clear()
     _RUN_BITS[run] = bits
     return bits
+
+
+@functools.lru_cache(maxsize=256)
+def letter_runs(sentence: str) -> frozenset[str]:
+    """The runs of letters of ``sentence`` folded as :func:`_folded` does (what a case-insensitive
+    word of ASCII letters can match). Each module's gates look words up here; the few calls of one
+    extraction share one computation.
+
+    >>> sorted(letter_runs("I'm in Lisbon, not Porto"))
+    ['i', 'in', 'lisbon', 'm', 'not', 'porto']
+    """
+    return frozenset(_LETTERS.findall(_folded(sentence)))
 
 
 def _folded(sentence: str) -> str:
