@@ -28,10 +28,15 @@ def new_id(prefix: str) -> str:
 def dumps(value: Any) -> str:
     """JSON-encode a stored value (compact, strict: no NaN).
 
-    >>> dumps({"a": 1})
-    '{"a":1}'
+    >>> dumps({"a": 1}), dumps({}), dumps([])
+    ('{"a":1}', '{}', '[]')
     """
+    if not value and type(value) in _EMPTY:  # most metadata and source lists: no encoder for them
+        return _EMPTY[type(value)]
     return json.dumps(value, separators=(",", ":"), allow_nan=False, ensure_ascii=False)
+
+
+_EMPTY: dict[type, str] = {dict: "{}", list: "[]"}
 
 
 def loads(text: str | None, default: Any = None) -> Any:

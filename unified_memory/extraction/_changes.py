@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import re
 
-from unified_memory.extraction._patterns import letter_runs
+from unified_memory.extraction._patterns import folded, letter_runs
 from unified_memory.extraction._slots import MAX_SENTENCE
 
 __all__ = ["replaced", "CHANGE_CUE"]
@@ -116,8 +116,7 @@ def replaced(sentence: str) -> list[str]:
 
 def _cued(sentence: str) -> bool:
     """Does ``sentence`` hold a word that CHANGE_CUE could start at (a necessary condition)?"""
-    runs = letter_runs(sentence)
-    return not runs.isdisjoint(CUE_HEADS) or any(run.startswith("cancel") for run in runs)
+    return not letter_runs(sentence).isdisjoint(CUE_HEADS) or "cancel" in folded(sentence)
 
 
 def _key(phrase: str, *, initial: bool = False) -> str:

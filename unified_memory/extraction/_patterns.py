@@ -14,7 +14,7 @@ import functools
 import re
 from dataclasses import dataclass, field
 
-__all__ = ["Subject", "Hit", "find_hits", "mentions", "clean_value", "letter_runs",
+__all__ = ["Subject", "Hit", "find_hits", "mentions", "clean_value", "folded", "letter_runs",
            "ATTRIBUTE_CATEGORY", "COMMON"]
 
 COMMON = frozenset("""a an the and or but so not no yes ok okay sure fine good great bad well very really just
@@ -316,7 +316,7 @@ def find_hits(sentence: str) -> list[Hit]:
     [('works_at', 'Acme', 'employer'), ('works_as', 'engineer', 'job_title')]
     """
     hits: list[Hit] = []
-    low = _folded(sentence)
+    low = folded(sentence)
     bits = 0
     for word, bit in _ELSEWHERE:
         bits |= bit if word in low else 0
@@ -348,17 +348,17 @@ def _run_bits(run: str) -> int:
 
 @functools.lru_cache(maxsize=256)
 def letter_runs(sentence: str) -> frozenset[str]:
-    """The runs of letters of ``sentence`` folded as :func:`_folded` does (what a case-insensitive
+    """The runs of letters of ``sentence`` folded as :func:`folded` does (what a case-insensitive
     word of ASCII letters can match). Each module's gates look words up here; the few calls of one
     extraction share one computation.
 
     >>> sorted(letter_runs("I'm in Lisbon, not Porto"))
     ['i', 'in', 'lisbon', 'm', 'not', 'porto']
     """
-    return frozenset(_LETTERS.findall(_folded(sentence)))
+    return frozenset(_LETTERS.findall(folded(sentence)))
 
 
-def _folded(sentence: str) -> str:
+def folded(sentence: str) -> str:
     """``sentence`` lower-cased, with the non-ASCII letters that match ASCII ones under re.I spelt in ASCII."""
     return (sentence if sentence.isascii() else sentence.translate(_FOLD)).lower()
 
@@ -428,7 +428,7 @@ def mentions(sentence: str) -> list[tuple[str, str]]:
     >>> mentions("I had lunch with Jo at Acme Inc.")
     [('Acme Inc', 'organization'), ('Jo', 'person')]
     """
-    low = _folded(sentence)
+    low = folded(sentence)
     found = [(m.group(0).strip(), "organization") for m in _ORG.finditer(sentence)] if _ORG_GATE.search(
         sentence) else []
     if _TRAVEL_GATE.search(low):
