@@ -32,7 +32,7 @@ from unified_memory.coordinator.view import MemoryView
 from unified_memory.errors import wrong_type
 from unified_memory.extraction.promotion import CONTEXT_MESSAGES, PromotionReport, Proposal
 from unified_memory.protocols import Extractor
-from unified_memory.types import ExtractedFact, ExtractedTriple, Message
+from unified_memory.types import ExtractedFact, ExtractedTriple, Extraction, Message, trusted_record
 from unified_memory.validation import (
     check_fact_keys,
     check_metadata,
@@ -255,19 +255,25 @@ class Writer:
         category = check_optional_text(name("category"), spec.get("category"))  # no NUL or lone surrogate
         metadata = check_metadata(name("metadata"), spec.get("metadata"))
         ttl = check_ttl_days(name("ttl_days"), spec.get("ttl_days"), now=backend.clock())
-        extraction = backend.extractor.extract(Message(role="user", content=text))
+        extraction = backend.extractor.extract(trusted_record(  # the text is checked: a Message as validated
+            Message, role="user", content=text, name=None, tool_calls=None, tool_call_id=None, metadata={},
+            images=None, reasoning_details=None, id=None, created_at=None, user_id=None, agent_id=None,
+            session_id=None))
         # The text is stored whole, as one fact; the extractor lends it a slot and a category.
         found = next((f for f in extraction.facts if f.attribute), extraction.facts[0] if extraction.facts else None)
+        checked = True  # every value below is already valid (checked here, or a field of the extractor's fact)
         if importance is None:
-            importance = (found.importance if found is not None and found.importance is not None
-                          and len(extraction.facts) == 1 else float(backend.scorer(text)))
-        fact = ExtractedFact(
-            text=text, importance=importance, category=category or (found.category if found else None),
-            subject=spec.get("subject") or (found.subject if found else None),
-            attribute=spec.get("attribute") or (found.attribute if found else None),
-            value=spec.get("value") or (found.value if found else None),
-        )
-        return Proposal(extraction.model_copy(update={"facts": [fact]}), metadata=metadata, ttl_days=ttl)
+            checked = found is not None and found.importance is not None and len(extraction.facts) == 1
+            importance = found.importance if checked and found is not None else float(backend.scorer(text))
+        values: dict[str, Any] = {"text": text, "importance": importance,
+                  "category": category or (found.category if found else None),
+                  "subject": spec.get("subject") or (found.subject if found else None),
+                  "attribute": spec.get("attribute") or (found.attribute if found else None),
+                  "value": spec.get("value") or (found.value if found else None)}
+        fact = (trusted_record(ExtractedFact, **values, confidence=1.0, replaces=[]) if checked and isinstance(item, str)
+                else ExtractedFact(**values))  # a scorer's number, a caller's slot: validated
+        return Proposal(trusted_record(Extraction, facts=[fact], entities=extraction.entities,
+                                       triples=extraction.triples), metadata=metadata, ttl_days=ttl)
 
     def add_triple(self, triple: ExtractedTriple, metadata: dict[str, Any] | None) -> str:
         """Add one relation (endpoints created as needed); returns its id."""
