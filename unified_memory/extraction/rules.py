@@ -61,7 +61,14 @@ from unified_memory.extraction._patterns import (
 )
 from unified_memory.extraction._slots import slot_hits
 from unified_memory.protocols import ImportanceScorer
-from unified_memory.types import ExtractedEntity, ExtractedFact, ExtractedTriple, Extraction, Message
+from unified_memory.types import (
+    ExtractedEntity,
+    ExtractedFact,
+    ExtractedTriple,
+    Extraction,
+    Message,
+    trusted_record,
+)
 
 __all__ = ["RuleExtractor"]
 
@@ -160,7 +167,8 @@ class RuleExtractor:
             self._short_answer(text.strip(), context[-1], out)
         if speaker != "user" and any(t.subject == speaker for t in out.triples.values()):
             out.entity(speaker, "person", {"relation": "self"})
-        return Extraction(facts=out.facts, entities=list(out.entities.values()), triples=list(out.triples.values()))
+        return trusted_record(Extraction, facts=out.facts, entities=list(out.entities.values()),
+                              triples=list(out.triples.values()))
 
     def _importance(self, text: str) -> float | None:
         value = float(self.importance_scorer(text))
@@ -212,9 +220,9 @@ class RuleExtractor:
             "favorite_") else None) or (hits[0].category if hits else None) or assessment.category
         if primary and primary.who.relation and attribute in ("name", "relation"):
             category = "relationship"
-        out.facts.append(ExtractedFact(
-            text=wording or sentence, importance=importance, category=category, subject=subject,
-            attribute=attribute, value=value,
+        out.facts.append(trusted_record(  # valid by construction (strings, a score in [0, 1] or None)
+            ExtractedFact, text=wording or sentence, importance=importance, category=category, subject=subject,
+            attribute=attribute, value=value, replaces=[],
             confidence=0.7 if hedged(sentence, (primary or hits[0]).start if hits else 0) else 1.0))
 
     def _short_answer(self, answer: str, previous: Message, out: _Builder) -> None:
@@ -308,16 +316,17 @@ class _Builder:
             return
         known = self.entities.get(name.lower())
         if known is None:
-            self.entities[name.lower()] = ExtractedEntity(name=name, type=kind, attributes=dict(attributes))
+            self.entities[name.lower()] = trusted_record(ExtractedEntity, name=name, type=kind,
+                                                         attributes=dict(attributes))  # a name: not empty
             return
         known.attributes = {**known.attributes, **attributes}
         if known.type == "thing" and kind != "thing":
             known.type = kind
 
     def triple(self, subject: str, predicate: str, obj: str) -> None:
-        if subject and predicate and obj:
-            self.triples.setdefault((subject, predicate, obj), ExtractedTriple(
-                subject=subject, predicate=predicate, object=obj))
+        if subject and predicate and obj and (subject, predicate, obj) not in self.triples:
+            self.triples[subject, predicate, obj] = trusted_record(
+                ExtractedTriple, subject=subject, predicate=predicate, object=obj, confidence=1.0)
 
     def add_hit(self, hit: Hit) -> None:
         who = hit.who

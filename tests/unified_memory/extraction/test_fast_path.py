@@ -22,6 +22,7 @@ import unified_memory.extraction._slots as slots
 import unified_memory.extraction.rules as rules
 from tests.unified_memory.extraction._reference import outputs, strings, ungated
 from tests.unified_memory.extraction.test_rules_speed import CORPUS as ODD_CASINGS
+from unified_memory.types import Extraction
 
 pytestmark = pytest.mark.sqlite_only  # pure functions: no storage
 
@@ -70,6 +71,15 @@ def test_fast_path_equals_reference_on_the_corpus() -> None:
     assert len(fast) == len(slow)
     for text_out, (a, b) in enumerate(zip(fast, slow, strict=True)):
         assert a == b, text_out
+
+
+def test_records_built_without_validation_are_valid() -> None:
+    """The extractor builds its records as trusted (no per-field validation): each one is what
+    validating its values gives, so a value pydantic would refuse or convert cannot slip through."""
+    for dumped in outputs(CORPUS):
+        assert Extraction.model_validate(dumped).model_dump() == dumped
+        assert all(type(f["importance"]) in (float, type(None)) and type(f["confidence"]) is float
+                   for f in dumped["facts"])
 
 
 def test_ungated_really_opens_the_gates() -> None:
