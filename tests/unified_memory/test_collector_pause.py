@@ -71,3 +71,17 @@ def test_concurrent_pauses_resume_when_the_last_ends() -> None:
     release.set()
     thread.join()
     assert gc.isenabled()
+
+
+def test_new_ids_are_version_4_uuids() -> None:
+    """new_id builds uuid4().hex without the UUID object: the same shape, version and variant."""
+    import uuid
+
+    from tiers.rows import new_id
+
+    ids = {new_id("fact") for _ in range(2000)}
+    assert len(ids) == 2000
+    for item in ids:
+        prefix, _, hexa = item.partition("_")
+        parsed = uuid.UUID(hexa)
+        assert prefix == "fact" and parsed.hex == hexa and parsed.version == 4 and parsed.variant == uuid.RFC_4122
