@@ -251,10 +251,14 @@ class Writer:
             raise wrong_type(field, "str, dict or ExtractedFact", item)
         spec = backend.scrub.data(field or "fact", spec)  # text, slots, category and metadata
         text = check_text(name("text") if not isinstance(item, str) else field, spec.get("text")).strip()
-        importance = check_unit(name("importance"), spec.get("importance"))
-        category = check_optional_text(name("category"), spec.get("category"))  # no NUL or lone surrogate
-        metadata = check_metadata(name("metadata"), spec.get("metadata"))
-        ttl = check_ttl_days(name("ttl_days"), spec.get("ttl_days"), now=backend.clock())
+        if isinstance(item, str):  # a bare text: no options to check (what the checks give for None)
+            importance, category, metadata = None, None, {}
+            ttl = check_ttl_days(field, None, now=backend.clock())
+        else:
+            importance = check_unit(name("importance"), spec.get("importance"))
+            category = check_optional_text(name("category"), spec.get("category"))  # no NUL or lone surrogate
+            metadata = check_metadata(name("metadata"), spec.get("metadata"))
+            ttl = check_ttl_days(name("ttl_days"), spec.get("ttl_days"), now=backend.clock())
         extraction = backend.extractor.extract(trusted_record(  # the text is checked: a Message as validated
             Message, role="user", content=text, name=None, tool_calls=None, tool_call_id=None, metadata={},
             images=None, reasoning_details=None, id=None, created_at=None, user_id=None, agent_id=None,
