@@ -250,9 +250,9 @@ class HeuristicImportanceScorer:
         words = [w for w in texts if w not in PUNCT]
         if len(s) < 4 or not words:
             return 0.02 if s else 0.0, None, ("too short",)
-        if all(w in SMALLTALK for w in words):
+        if SMALLTALK.issuperset(words):
             return 0.03, None, ("small talk",)
-        first = any(w in FIRST for w in words)
+        first = not FIRST.isdisjoint(words)
         if REMINDER.match(low):  # "Remember my allergy.": points at something said before, says nothing new
             return 0.2, None, ("reminder without new information",)
         mem = MEMREQ.search(low) if any(k in low for k in MEM_KEYS) else None

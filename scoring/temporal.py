@@ -304,8 +304,9 @@ def stated_start(text: str, *, now: float) -> float | None:
     >>> start("As of last month I work at Acme"), start("I live in Porto"), start("since 2030 I am retired")
     ('2024-05-01', None, None)
     """
-    when = datetime.fromtimestamp(now, UTC)
+    when: datetime | None = None
     for cue in _START_CUE.finditer(text):
+        when = datetime.fromtimestamp(now, UTC) if when is None else when  # only for a text with a cue
         opening = cue["opening"] is not None
         # Read as "since <period>": a month named after the cue is a date, not a verb ("since May 2024").
         rest = "since " + text[cue.end():cue.end() + 60]

@@ -160,6 +160,9 @@ def _fail(source: str, line: int | None, message: str, *, conflict: bool = False
     return (ConflictError if conflict else MemoryValueError)(f"source: {where}: {message}", field="source")
 
 
+_EMPTY_JSON: dict[Any, str] = {dict: "{}", list: "[]"}
+
+
 def _check_value(column: Column, value: Any) -> Any:
     """The value to store, or raise ValueError with the reason."""
     if value is None:
@@ -181,7 +184,8 @@ def _check_value(column: Column, value: Any) -> Any:
         raise ValueError(f"must be a finite number, got {value!r}")
     if isinstance(value, str):
         try:
-            value.encode("utf-8")
+            if not value.isascii():  # ASCII text holds no lone surrogate: no need to encode it
+                value.encode("utf-8")
         except UnicodeEncodeError:
             raise ValueError("is not valid unicode text (it holds a lone surrogate)") from None
         if "\x00" in value:  # refused when stored (PostgreSQL's text cannot hold one at all)
@@ -202,8 +206,8 @@ def _check_value(column: Column, value: Any) -> Any:
     if affinity == "TEXT":
         if not isinstance(value, str):
             raise ValueError(f"expected text, got {type(value).__name__}")
-        if column.name in _JSON_COLUMNS:
-            try:
+        if column.name in _JSON_COLUMNS and not (value == _EMPTY_JSON.get(_JSON_COLUMNS[column.name])):
+            try:  # (an empty object or array, most metadata and source lists, is valid as it is)
                 decoded = json.loads(value)
             except (ValueError, RecursionError):  # RecursionError: nested too deeply
                 raise ValueError("is not valid JSON text") from None

@@ -6,7 +6,7 @@ Every value a filter compares is a parameter, never spliced into the SQL.
 from __future__ import annotations
 
 import json
-import uuid
+import os
 from typing import Any
 
 from tiers.dialect import SQLITE, Dialect
@@ -19,19 +19,31 @@ __all__ = ["new_id", "dumps", "loads", "metadata_where", "recall_filter"]
 def new_id(prefix: str) -> str:
     """A fresh unique id with a readable prefix.
 
-    >>> new_id("fact").startswith("fact_")
-    True
+    >>> import uuid
+    >>> new_id("fact").startswith("fact_"), uuid.UUID(new_id("fact")[5:]).version
+    (True, 4)
     """
-    return f"{prefix}_{uuid.uuid4().hex}"
+    # uuid.uuid4().hex without the UUID object: 16 random bytes, version 4 and the RFC 4122 variant set
+    bits = int.from_bytes(os.urandom(16), "big") & _KEEP | _SET
+    return f"{prefix}_{bits:032x}"
+
+
+_KEEP = ~((0xF000 << 64) | (0xC000 << 48))
+_SET = (0x4000 << 64) | (0x8000 << 48)
 
 
 def dumps(value: Any) -> str:
     """JSON-encode a stored value (compact, strict: no NaN).
 
-    >>> dumps({"a": 1})
-    '{"a":1}'
+    >>> dumps({"a": 1}), dumps({}), dumps([])
+    ('{"a":1}', '{}', '[]')
     """
+    if not value and type(value) in _EMPTY:  # most metadata and source lists: no encoder for them
+        return _EMPTY[type(value)]
     return json.dumps(value, separators=(",", ":"), allow_nan=False, ensure_ascii=False)
+
+
+_EMPTY: dict[type, str] = {dict: "{}", list: "[]"}
 
 
 def loads(text: str | None, default: Any = None) -> Any:

@@ -181,6 +181,12 @@ def test_user_id_remaps_a_single_user_export_and_refuses_several_users():
      "line 2: messages.role: must not be null"),
     (lambda lines: lines[:1] + [lines[1].replace('"metadata":"{}"', '"metadata":"{oops"')] + lines[2:],
      "line 2: messages.metadata: is not valid JSON text"),
+    (lambda lines: lines[:1] + [lines[1].replace('"metadata":"{}"', '"metadata":"[]"')] + lines[2:],
+     "line 2: messages.metadata: must hold a JSON object"),
+    (lambda lines: lines[:1] + [lines[1].replace('"metadata":"{}"', '"metadata":"{\\"a\\":\\"\\\\u0000\\"}"')]
+     + lines[2:], "line 2: messages.metadata: must not contain NUL"),
+    (lambda lines: lines[:1] + [lines[1].replace('"role":"user"', '"role":"\\ud800"')] + lines[2:],
+     "line 2: messages.role: is not valid unicode text"),
     (lambda lines: lines[:1] + [lines[1].replace('"user_id":"ada"', '"user_id":"eve"')] + lines[2:],
      "line 2: user_id 'eve' is not among the header's users"),
     (lambda lines: lines[:2] + [lines[2].replace('"message_seq":1', '"message_seq":99')],

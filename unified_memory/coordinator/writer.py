@@ -18,7 +18,10 @@ method here runs inside the view's write transaction, so a failure writes nothin
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+import contextlib
+import gc
+import threading
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,7 +32,7 @@ from unified_memory.coordinator.view import MemoryView
 from unified_memory.errors import wrong_type
 from unified_memory.extraction.promotion import CONTEXT_MESSAGES, PromotionReport, Proposal
 from unified_memory.protocols import Extractor
-from unified_memory.types import ExtractedFact, ExtractedTriple, Message
+from unified_memory.types import ExtractedFact, ExtractedTriple, Extraction, Message, trusted_record
 from unified_memory.validation import (
     check_fact_keys,
     check_metadata,
@@ -39,7 +42,42 @@ from unified_memory.validation import (
     check_unit,
 )
 
-__all__ = ["Writer"]
+__all__ = ["Writer", "collector_paused"]
+
+_PAUSE = threading.Lock()
+_pause_depth = 0
+_resume = False  # whether the collector was on when the outermost pause began
+
+
+@contextlib.contextmanager
+def collector_paused() -> Iterator[None]:
+    """Pause Python's cyclic garbage collector during one bulk write (``remember_many``, ``ingest``),
+    then restore it as it was. Such a write allocates millions of short-lived objects, so the collector
+    ran full collections every few thousand facts, each walking every object of the process (~0.1 s
+    with 100,000 facts in memory): a third of the write's time. Reference counting still frees what
+    the write drops; cycles wait for the next collection after it. Nested and concurrent pauses
+    share one: the collector resumes when the last ends, and only if it was on when the first began.
+
+    >>> import gc
+    >>> with collector_paused():
+    ...     gc.isenabled()
+    False
+    >>> gc.isenabled()
+    True
+    """
+    global _pause_depth, _resume
+    with _PAUSE:
+        if _pause_depth == 0:
+            _resume = gc.isenabled()
+            gc.disable()
+        _pause_depth += 1
+    try:
+        yield
+    finally:
+        with _PAUSE:
+            _pause_depth -= 1
+            if _pause_depth == 0 and _resume:
+                gc.enable()
 
 
 @dataclass(frozen=True, slots=True)
@@ -213,23 +251,33 @@ class Writer:
             raise wrong_type(field, "str, dict or ExtractedFact", item)
         spec = backend.scrub.data(field or "fact", spec)  # text, slots, category and metadata
         text = check_text(name("text") if not isinstance(item, str) else field, spec.get("text")).strip()
-        importance = check_unit(name("importance"), spec.get("importance"))
-        category = check_optional_text(name("category"), spec.get("category"))  # no NUL or lone surrogate
-        metadata = check_metadata(name("metadata"), spec.get("metadata"))
-        ttl = check_ttl_days(name("ttl_days"), spec.get("ttl_days"), now=backend.clock())
-        extraction = backend.extractor.extract(Message(role="user", content=text))
+        if isinstance(item, str):  # a bare text: no options to check (what the checks give for None)
+            importance, category, metadata = None, None, {}
+            ttl = check_ttl_days(field, None, now=backend.clock())
+        else:
+            importance = check_unit(name("importance"), spec.get("importance"))
+            category = check_optional_text(name("category"), spec.get("category"))  # no NUL or lone surrogate
+            metadata = check_metadata(name("metadata"), spec.get("metadata"))
+            ttl = check_ttl_days(name("ttl_days"), spec.get("ttl_days"), now=backend.clock())
+        extraction = backend.extractor.extract(trusted_record(  # the text is checked: a Message as validated
+            Message, role="user", content=text, name=None, tool_calls=None, tool_call_id=None, metadata={},
+            images=None, reasoning_details=None, id=None, created_at=None, user_id=None, agent_id=None,
+            session_id=None))
         # The text is stored whole, as one fact; the extractor lends it a slot and a category.
         found = next((f for f in extraction.facts if f.attribute), extraction.facts[0] if extraction.facts else None)
+        checked = True  # every value below is already valid (checked here, or a field of the extractor's fact)
         if importance is None:
-            importance = (found.importance if found is not None and found.importance is not None
-                          and len(extraction.facts) == 1 else float(backend.scorer(text)))
-        fact = ExtractedFact(
-            text=text, importance=importance, category=category or (found.category if found else None),
-            subject=spec.get("subject") or (found.subject if found else None),
-            attribute=spec.get("attribute") or (found.attribute if found else None),
-            value=spec.get("value") or (found.value if found else None),
-        )
-        return Proposal(extraction.model_copy(update={"facts": [fact]}), metadata=metadata, ttl_days=ttl)
+            checked = found is not None and found.importance is not None and len(extraction.facts) == 1
+            importance = found.importance if checked and found is not None else float(backend.scorer(text))
+        values: dict[str, Any] = {"text": text, "importance": importance,
+                  "category": category or (found.category if found else None),
+                  "subject": spec.get("subject") or (found.subject if found else None),
+                  "attribute": spec.get("attribute") or (found.attribute if found else None),
+                  "value": spec.get("value") or (found.value if found else None)}
+        fact = (trusted_record(ExtractedFact, **values, confidence=1.0, replaces=[]) if checked and isinstance(item, str)
+                else ExtractedFact(**values))  # a scorer's number, a caller's slot: validated
+        return Proposal(trusted_record(Extraction, facts=[fact], entities=extraction.entities,
+                                       triples=extraction.triples), metadata=metadata, ttl_days=ttl)
 
     def add_triple(self, triple: ExtractedTriple, metadata: dict[str, Any] | None) -> str:
         """Add one relation (endpoints created as needed); returns its id."""

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import re
 
+from unified_memory.extraction._patterns import folded, letter_runs
 from unified_memory.extraction._slots import MAX_SENTENCE
 
 __all__ = ["replaced", "CHANGE_CUE"]
@@ -66,6 +67,10 @@ _NOT_ANYMORE = 3  # the index of "not ... anymore" in _PATTERNS
 CHANGE_CUE = re.compile(r"\b(?:from|no\s+longer|any\s*more|any\s+longer|used\s+to|sold|left|quit|ditched|dropped|"
                         r"gave\s+up|stopped|broke\s+up|split|divorced|dumped|moved|got\s+rid|cancel+ed|lost|"
                         r"retired|took\s+over)\b", re.I)
+# The first words of CHANGE_CUE's phrases as runs of letters (see letter_runs): a sentence without one of them
+# (or a run starting "cancel") cannot match it, so the scan is skipped (that scan is the slow part).
+CUE_HEADS = frozenset("from no any anymore used sold left quit ditched dropped gave stopped broke split divorced "
+                      "dumped moved got lost retired took".split())
 _TITLES = frozenset("dr mr mrs ms miss prof the a an my our his her their".split())
 _CAPITAL = re.compile(r"(?-i:\b[a-z]?[A-Z][\w'&.-]*|[\w.+-]+@[\w-]+(?:\.[\w-]+)+|\+?\d[\d\s-]{2,}\d)")
 _WORDS = re.compile(r"[\w'@.+-]+")
@@ -88,7 +93,7 @@ def replaced(sentence: str) -> list[str]:
     """The phrases naming values that ``sentence`` says are no longer current: the
     capitalised names, numbers and addresses of the old part when it has some, else its
     content words (see the module docstring)."""
-    if len(sentence) > MAX_SENTENCE or not CHANGE_CUE.search(sentence):
+    if len(sentence) > MAX_SENTENCE or not _cued(sentence) or not CHANGE_CUE.search(sentence):
         return []  # a statement of a change is short (and the patterns' cost grows with the square)
     found: list[str] = []
     for number, pattern in enumerate(_PATTERNS):
@@ -107,6 +112,11 @@ def replaced(sentence: str) -> list[str]:
             if key and key.casefold() not in (k.casefold() for k in found):
                 found.append(key)
     return found
+
+
+def _cued(sentence: str) -> bool:
+    """Does ``sentence`` hold a word that CHANGE_CUE could start at (a necessary condition)?"""
+    return not letter_runs(sentence).isdisjoint(CUE_HEADS) or "cancel" in folded(sentence)
 
 
 def _key(phrase: str, *, initial: bool = False) -> str:

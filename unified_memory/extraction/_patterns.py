@@ -10,10 +10,11 @@ finds entities that carry no relation of their own ("with Jo", "Acme Inc").
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass, field
 
-__all__ = ["Subject", "Hit", "find_hits", "mentions", "clean_value",
+__all__ = ["Subject", "Hit", "find_hits", "mentions", "clean_value", "folded", "letter_runs",
            "ATTRIBUTE_CATEGORY", "COMMON"]
 
 COMMON = frozenset("""a an the and or but so not no yes ok okay sure fine good great bad well very really just
@@ -315,11 +316,11 @@ def find_hits(sentence: str) -> list[Hit]:
     [('works_at', 'Acme', 'employer'), ('works_as', 'engineer', 'job_title')]
     """
     hits: list[Hit] = []
-    low = _folded(sentence)
+    low = folded(sentence)
     bits = 0
     for word, bit in _ELSEWHERE:
         bits |= bit if word in low else 0
-    for run in _LETTERS.findall(low):
+    for run in letter_runs(sentence):
         found = _RUN_BITS.get(run)  # one lookup: another thread may clear the cache meanwhile
         bits |= _run_bits(run) if found is None else found
     for pred, attr, kind, cat, mode, rx in [entry for need, entry in _GATED if bits & need == need]:
@@ -345,7 +346,19 @@ def _run_bits(run: str) -> int:
     return bits
 
 
-def _folded(sentence: str) -> str:
+@functools.lru_cache(maxsize=256)
+def letter_runs(sentence: str) -> frozenset[str]:
+    """The runs of letters of ``sentence`` folded as :func:`folded` does (what a case-insensitive
+    word of ASCII letters can match). Each module's gates look words up here; the few calls of one
+    extraction share one computation.
+
+    >>> sorted(letter_runs("I'm in Lisbon, not Porto"))
+    ['i', 'in', 'lisbon', 'm', 'not', 'porto']
+    """
+    return frozenset(_LETTERS.findall(folded(sentence)))
+
+
+def folded(sentence: str) -> str:
     """``sentence`` lower-cased, with the non-ASCII letters that match ASCII ones under re.I spelt in ASCII."""
     return (sentence if sentence.isascii() else sentence.translate(_FOLD)).lower()
 
@@ -415,7 +428,7 @@ def mentions(sentence: str) -> list[tuple[str, str]]:
     >>> mentions("I had lunch with Jo at Acme Inc.")
     [('Acme Inc', 'organization'), ('Jo', 'person')]
     """
-    low = _folded(sentence)
+    low = folded(sentence)
     found = [(m.group(0).strip(), "organization") for m in _ORG.finditer(sentence)] if _ORG_GATE.search(
         sentence) else []
     if _TRAVEL_GATE.search(low):

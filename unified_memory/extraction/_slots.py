@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import re
 
-from unified_memory.extraction._patterns import Hit, Subject, clean_value
+from unified_memory.extraction._patterns import Hit, Subject, clean_value, letter_runs
 
 __all__ = ["slot_hits", "MAX_SENTENCE"]
 
@@ -187,17 +187,14 @@ def _counted(sentence: str) -> str | None:
     return singular[-1] + "s" if singular else None
 
 
-_WORD = re.compile(r"\w+")
-
-
 def _needs(*groups: str) -> tuple[frozenset[str], ...]:
     return tuple(frozenset(g.split()) for g in groups)
 
 
 # For each frame of :data:`_FRAMES`, words it cannot match without: for every group, a sentence it
-# matches holds one of the group's words as a whole ``\w+`` run (each of these words is bounded by
-# ``\b``, whitespace or punctuation in its frame). Only ASCII sentences are tested this way (there,
-# ``re.I`` is ASCII case folding); any other sentence goes through every frame.
+# matches holds one of the group's words as a whole ``\w+`` run, so as a whole run of letters (each of these
+# words is bounded by ``\b``, whitespace or punctuation in its frame). Only ASCII sentences are tested this
+# way (there, ``re.I`` is ASCII case folding); any other sentence goes through every frame.
 _FRAME_NEEDS: tuple[tuple[frozenset[str], ...], ...] = (
     _needs("my our", "is are was changed went"),
     _needs("my", "is are"),
@@ -227,6 +224,16 @@ _FRAME_NEEDS: tuple[tuple[frozenset[str], ...], ...] = (
     _needs("joined hired job role position teach drive workplace employer"),
 )
 assert len(_FRAME_NEEDS) == len(_FRAMES)
+# The same test as bits: each group of each frame gets a bit; a word holds the bits of the groups it is in,
+# and a frame runs when the sentence's words hold all of its groups' bits (one dict lookup per word).
+_GROUP_OF = [(n, group) for n, needs in enumerate(_FRAME_NEEDS) for group in needs]
+_WORD_BITS: dict[str, int] = {}
+for _bit, (_, _group) in enumerate(_GROUP_OF):
+    for _w in _group:
+        _WORD_BITS[_w] = _WORD_BITS.get(_w, 0) | 1 << _bit
+#: Per frame, (the bits it needs, kind, pattern); a need of 0 runs the frame on every sentence.
+_GATED_FRAMES: tuple[tuple[int, str, re.Pattern[str]], ...] = tuple(
+    (sum(1 << b for b, (n, _) in enumerate(_GROUP_OF) if n == i), kind, rx) for i, (kind, rx) in enumerate(_FRAMES))
 
 _NOT_WHEN = frozenset("the a an my our his her their to and usually always often also still now then go".split())
 _WHEN = re.compile(r"(?i)(?:every\s+|on\s+)?(?:(?:mon|tues|wednes|thurs|fri|satur|sun)days?|\d{1,2}(?::\d\d)?\s*"
@@ -242,9 +249,14 @@ def slot_hits(sentence: str) -> list[Hit]:
     if len(sentence) > MAX_SENTENCE:  # not an everyday statement; and the frames' cost grows with the square
         return []
     hits: list[Hit] = []
-    words = set(_WORD.findall(sentence.lower())) if sentence.isascii() else None
-    for (kind, rx), needs in zip(_FRAMES, _FRAME_NEEDS, strict=True):
-        if words is not None and not all(words & any_of for any_of in needs):
+    bits = -1  # a non-ASCII sentence goes through every frame
+    if sentence.isascii():
+        bits = 0
+        get = _WORD_BITS.get
+        for word in letter_runs(sentence):  # each needed word, bounded in its frame, is one of these runs
+            bits |= get(word, 0)
+    for need, kind, rx in _GATED_FRAMES:
+        if bits & need != need:
             continue  # a word the frame cannot match without is missing
         for m in rx.finditer(sentence):
             hit = _hit(sentence, kind, m)

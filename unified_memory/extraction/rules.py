@@ -51,10 +51,24 @@ from scoring._importance_rules import REMINDER, hedged
 from scoring.importance import HeuristicImportanceScorer, assess_importance, split_sentences
 from unified_memory.errors import wrong_type
 from unified_memory.extraction._changes import replaced
-from unified_memory.extraction._patterns import ATTRIBUTE_CATEGORY, COMMON, Hit, find_hits, mentions
+from unified_memory.extraction._patterns import (
+    ATTRIBUTE_CATEGORY,
+    COMMON,
+    Hit,
+    find_hits,
+    letter_runs,
+    mentions,
+)
 from unified_memory.extraction._slots import slot_hits
 from unified_memory.protocols import ImportanceScorer
-from unified_memory.types import ExtractedEntity, ExtractedFact, ExtractedTriple, Extraction, Message
+from unified_memory.types import (
+    ExtractedEntity,
+    ExtractedFact,
+    ExtractedTriple,
+    Extraction,
+    Message,
+    trusted_record,
+)
 
 __all__ = ["RuleExtractor"]
 
@@ -62,6 +76,7 @@ _FIRST_PERSON = re.compile(r"\b(?:i|i'm|i've|i'd|i'll|me|my|mine|myself|we|we're
 # Where a sentence may hold two statements: "I live in Lisbon and I work at Acme", "...; I'm 34", " - ".
 _CLAUSE_SPLIT = re.compile(r"\s*(?:;|\s[-\u2013\u2014]+\s|[\u2013\u2014])\s*(?:(?:and|but|so|plus)\s+(?=(?:i|we)\b))?|"
                            r",?\s+(?:and|but|so|plus)\s+(?:also\s+|then\s+|now\s+)?(?=(?:i|we)\b)", re.I)
+_SPLIT_MARKS, _JOINS, _SELF = frozenset(";-\u2013\u2014"), frozenset({"and", "but", "so", "plus"}), frozenset({"i", "we"})
 _F = "hi|hello|hey|hiya|ok|okay|oh|so|well|yes|yeah|yep|great|perfect|cool|nice|sure|btw|also|anyway|and|but"
 _FILLER = re.compile(rf"(?:(?:{_F})(?:\s+there)?(?:\s*[,!:]|\s+(?=(?:{_F})\b))\s*)+", re.I)
 _THEM = re.compile(r"\b(?:he|she|him|her|they|them)\b", re.I)  # "... and I visit her": leans on the clause before
@@ -71,6 +86,7 @@ _WH_STATEMENT = re.compile(r"^\W*(?:what|where|when|who|why|how|which)\s+(?!(?:i
                            r"could|would|should|will)\b)\w", re.I)  # "When I was ten, I moved ..."
 _BOUNDARY = re.compile(r"[,;:]|\bbut\b|\bso\b", re.I)
 _MEMORY_REQUEST = re.compile(r"\b(?:remember|note|keep\s+in\s+mind)\s+(?:that\s+)?", re.I)
+_REQUEST_WORDS = frozenset({"remember", "note", "keep"})  # a run of letters each request starts with
 # assistant question -> (template for the user's short answer, what to strip from the answer)
 _QUESTIONS: tuple[tuple[re.Pattern[str], str, str], ...] = tuple((re.compile(q, re.I), t, strip) for q, t, strip in (
     (r"\bwhere\s+(?:do\s+you\s+live|are\s+you\s+(?:based|living))\b|\bwhat\s+city\s+do\s+you\s+live",
@@ -151,7 +167,8 @@ class RuleExtractor:
             self._short_answer(text.strip(), context[-1], out)
         if speaker != "user" and any(t.subject == speaker for t in out.triples.values()):
             out.entity(speaker, "person", {"relation": "self"})
-        return Extraction(facts=out.facts, entities=list(out.entities.values()), triples=list(out.triples.values()))
+        return trusted_record(Extraction, facts=out.facts, entities=list(out.entities.values()),
+                              triples=list(out.triples.values()))
 
     def _importance(self, text: str) -> float | None:
         value = float(self.importance_scorer(text))
@@ -160,7 +177,7 @@ class RuleExtractor:
     def _sentence(self, sentence: str, is_user: bool, out: _Builder, wording: str | None = None, *,
                   changed: bool = False) -> None:
         asked = _question_start(sentence)
-        request = _MEMORY_REQUEST.search(sentence)
+        request = _MEMORY_REQUEST.search(sentence) if _may_request(sentence) else None
         told = request.end() if request else len(sentence) + 1
         hits = find_hits(sentence) + (slot_hits(sentence) if is_user else [])
         hits = [h for h in hits if h.start < asked or h.start >= told]
@@ -203,9 +220,9 @@ class RuleExtractor:
             "favorite_") else None) or (hits[0].category if hits else None) or assessment.category
         if primary and primary.who.relation and attribute in ("name", "relation"):
             category = "relationship"
-        out.facts.append(ExtractedFact(
-            text=wording or sentence, importance=importance, category=category, subject=subject,
-            attribute=attribute, value=value,
+        out.facts.append(trusted_record(  # valid by construction (strings, a score in [0, 1] or None)
+            ExtractedFact, text=wording or sentence, importance=importance, category=category, subject=subject,
+            attribute=attribute, value=value, replaces=[],
             confidence=0.7 if hedged(sentence, (primary or hits[0]).start if hits else 0) else 1.0))
 
     def _short_answer(self, answer: str, previous: Message, out: _Builder) -> None:
@@ -243,6 +260,20 @@ def _question_start(sentence: str) -> int:
     return len(sentence)
 
 
+def _may_request(sentence: str) -> bool:
+    """Could :data:`_MEMORY_REQUEST` match? Each request starts with one of its words (a necessary condition)."""
+    return not letter_runs(sentence).isdisjoint(_REQUEST_WORDS)
+
+
+def _may_split(sentence: str) -> bool:
+    """Could :data:`_CLAUSE_SPLIT` cut ``sentence``? It needs ";" or a dash, or "and"/"but"/"so"/"plus"
+    and then "I"/"we" as words (a necessary condition: the scan itself is the slow part)."""
+    if _SPLIT_MARKS.intersection(sentence):
+        return True
+    runs = letter_runs(sentence)
+    return not runs.isdisjoint(_JOINS) and not runs.isdisjoint(_SELF)
+
+
 def _clauses(sentence: str) -> list[tuple[int, int]]:
     """Spans of the statements in a sentence: it is cut at "and I", "; ", " - "... where both sides say
     something on their own (a recognised relation, or an informative statement); a side that does not
@@ -252,6 +283,8 @@ def _clauses(sentence: str) -> list[tuple[int, int]]:
     >>> [s[a:b] for a, b in _clauses(s)]
     ['I live in Lisbon', 'I work at Acme']
     """
+    if not _may_split(sentence):
+        return [(0, len(sentence))]
     cuts = list(_CLAUSE_SPLIT.finditer(sentence))
     if not cuts:
         return [(0, len(sentence))]
@@ -283,16 +316,17 @@ class _Builder:
             return
         known = self.entities.get(name.lower())
         if known is None:
-            self.entities[name.lower()] = ExtractedEntity(name=name, type=kind, attributes=dict(attributes))
+            self.entities[name.lower()] = trusted_record(ExtractedEntity, name=name, type=kind,
+                                                         attributes=dict(attributes))  # a name: not empty
             return
         known.attributes = {**known.attributes, **attributes}
         if known.type == "thing" and kind != "thing":
             known.type = kind
 
     def triple(self, subject: str, predicate: str, obj: str) -> None:
-        if subject and predicate and obj:
-            self.triples.setdefault((subject, predicate, obj), ExtractedTriple(
-                subject=subject, predicate=predicate, object=obj))
+        if subject and predicate and obj and (subject, predicate, obj) not in self.triples:
+            self.triples[subject, predicate, obj] = trusted_record(
+                ExtractedTriple, subject=subject, predicate=predicate, object=obj, confidence=1.0)
 
     def add_hit(self, hit: Hit) -> None:
         who = hit.who

@@ -50,7 +50,7 @@ CORPUS = [v for s in SENTENCES for v in _variants(s)]
 
 def _gate_bits(sentence: str) -> int:
     """The gate bits ``find_hits`` computes for a sentence (recomputed here, uncached)."""
-    low = patterns_module._folded(sentence)
+    low = patterns_module.folded(sentence)
     bits = 0
     for word, bit in patterns_module._ELSEWHERE:
         bits |= bit if word in low else 0
@@ -112,7 +112,7 @@ _VOCAB = sorted({w for s in SENTENCES for w in re.findall(r"[\w'/]+|[,.;:!?-]", 
 @given(st.lists(st.sampled_from(_VOCAB), min_size=1, max_size=14))
 def test_gates_never_skip_a_pattern_that_matches_random_sentences(words: list[str]) -> None:
     sentence = " ".join(words)
-    low, bits = patterns_module._folded(sentence), _gate_bits(sentence)
+    low, bits = patterns_module.folded(sentence), _gate_bits(sentence)
     for need, entry in patterns_module._GATED:
         if entry[-1].search(sentence):
             assert bits & need == need, (entry[0], sentence)
