@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from unified_memory.coordinator.read_api import ReadingAPI
-from unified_memory.coordinator.writer import Writer, collector_paused
+from unified_memory.coordinator.writer import Writer
 from unified_memory.errors import wrong_type
 from unified_memory.events import MemoryEvent
 from unified_memory.io.ingest import IngestReport, ingest_chat
@@ -92,9 +92,8 @@ class WritingAPI(ReadingAPI):
         if isinstance(texts_or_facts, str | bytes | Mapping) or not isinstance(texts_or_facts, Iterable):
             raise wrong_type("texts_or_facts", "list of str, dict or ExtractedFact", texts_or_facts)
         writer = self._writer
-        with collector_paused():
-            return writer.store_facts([writer.fact_item(f"texts_or_facts[{i}]", item)
-                                       for i, item in enumerate(texts_or_facts)])
+        return writer.store_facts([writer.fact_item(f"texts_or_facts[{i}]", item)
+                                   for i, item in enumerate(texts_or_facts)])
 
     def add_triple(self, subject: str, predicate: str, obj: str, *, confidence: float = 1.0,
                    metadata: Mapping[str, Any] | None = None) -> str:

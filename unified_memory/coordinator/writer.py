@@ -18,10 +18,7 @@ method here runs inside the view's write transaction, so a failure writes nothin
 
 from __future__ import annotations
 
-import contextlib
-import gc
-import threading
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -42,42 +39,7 @@ from unified_memory.validation import (
     check_unit,
 )
 
-__all__ = ["Writer", "collector_paused"]
-
-_PAUSE = threading.Lock()
-_pause_depth = 0
-_resume = False  # whether the collector was on when the outermost pause began
-
-
-@contextlib.contextmanager
-def collector_paused() -> Iterator[None]:
-    """Pause Python's cyclic garbage collector during one bulk write (``remember_many``, ``ingest``),
-    then restore it as it was. Such a write allocates millions of short-lived objects, so the collector
-    ran full collections every few thousand facts, each walking every object of the process (~0.1 s
-    with 100,000 facts in memory): a third of the write's time. Reference counting still frees what
-    the write drops; cycles wait for the next collection after it. Nested and concurrent pauses
-    share one: the collector resumes when the last ends, and only if it was on when the first began.
-
-    >>> import gc
-    >>> with collector_paused():
-    ...     gc.isenabled()
-    False
-    >>> gc.isenabled()
-    True
-    """
-    global _pause_depth, _resume
-    with _PAUSE:
-        if _pause_depth == 0:
-            _resume = gc.isenabled()
-            gc.disable()
-        _pause_depth += 1
-    try:
-        yield
-    finally:
-        with _PAUSE:
-            _pause_depth -= 1
-            if _pause_depth == 0 and _resume:
-                gc.enable()
+__all__ = ["Writer"]
 
 
 @dataclass(frozen=True, slots=True)

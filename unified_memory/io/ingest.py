@@ -40,7 +40,7 @@ from typing import Any, Protocol
 
 from tiers.ingested import IngestedKeys
 from unified_memory.coordinator.view import MemoryView
-from unified_memory.coordinator.writer import Writer, collector_paused
+from unified_memory.coordinator.writer import Writer
 from unified_memory.errors import MemoryValueError, check_path, invalid, wrong_type
 from unified_memory.io.chat_formats import FORMATS, ChatSession, ParsedChat, detect_format, parse_chat_text
 from unified_memory.types import Message
@@ -181,8 +181,7 @@ def ingest_chat(view: MemoryView, path: str | os.PathLike[str], *, format: str =
         user = user_id or session.user_id or view.user_id
         if user not in users:
             users.append(user)
-        with collector_paused():  # one session's write at a time: the collector runs between them
-            new, old = _write_session(view, keys, parsed.format, session, messages, user, extract)
+        new, old = _write_session(view, keys, parsed.format, session, messages, user, extract)
         added, skipped = added + new, skipped + old
         if progress is not None:
             progress(done, len(parsed.sessions))
