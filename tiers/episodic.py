@@ -207,9 +207,13 @@ class EpisodicLog:
         return [LoggedMessage(row["seq"], row["id"], _to_message(row)) for row in rows]
 
     def due_for_promotion(self, scope: Scope) -> list[LoggedMessage]:
-        """Messages of this user/agent/session that left the window and were not promoted yet."""
+        """Messages of this user/agent/session that left the window and were not promoted yet.
+
+        Found through ``messages_due`` (the user's unpromoted messages): by the conversation's
+        index SQLite walked every message of the conversation, on every write."""
         rows = self.storage.query(
-            f"SELECT {_COLUMNS} FROM messages WHERE user_id = ? AND agent_id = ? AND session_id = ? "
+            f"SELECT {_COLUMNS} FROM messages {self.storage.dialect.hint('messages_due')} "
+            "WHERE user_id = ? AND agent_id = ? AND session_id = ? "
             "AND promoted = 0 AND seq NOT IN (SELECT message_seq FROM \"window\") ORDER BY seq",
             [scope.user_id, scope.agent_id, scope.session_id],
         )

@@ -78,3 +78,33 @@ def test_list_since_session_and_limit():
     assert [e.content for e in log.list(scope, since=3 * DAY)] == ["day 3", "day 4"]
     assert [e.content for e in log.list(scope, session_id="s1")] == ["day 1", "day 3"]
     assert [e.content for e in log.list(scope, limit=2)] == ["day 3", "day 4"]
+
+
+def _due_steps(promoted: int) -> int:
+    """SQLite VM steps (in units of 100) of one due_for_promotion in a conversation whose
+    ``promoted`` older messages went through promotion and whose newest one did not."""
+    log, logged = log_with(*[f"message {i}" for i in range(promoted + 1)])
+    window = ShortTermWindow(log, max_messages=1)
+    with log.storage.atomic():
+        window.extend(ADA, logged, token_counts=[1] * len(logged))
+        log.mark_promoted([m.seq for m in logged[:-2]])  # the second newest left the window unpromoted
+    conn = log.storage.backend.db.conn  # type: ignore[attr-defined]
+    steps = [0]
+
+    def count() -> int:
+        steps[0] += 1
+        return 0
+
+    conn.set_progress_handler(count, 100)
+    try:
+        due = log.due_for_promotion(ADA)
+    finally:
+        conn.set_progress_handler(None, 100)
+    assert [m.message.content for m in due] == [f"message {promoted - 1}"]
+    return steps[0]
+
+
+def test_finding_what_is_due_does_not_walk_the_promoted_conversation():
+    if log_with("x")[0].storage.dialect.postgres:
+        return  # SQLite's plan is fixed by a hint; PostgreSQL plans by its statistics
+    assert _due_steps(2000) <= _due_steps(20) + 2
