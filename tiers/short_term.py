@@ -87,7 +87,8 @@ class ShortTermWindow:
             "SELECT w.message_seq, w.tokens, m.role, m.tool_calls, m.tool_call_id FROM \"window\" w "
             "JOIN messages m ON m.seq = w.message_seq WHERE w.user_id = ? AND w.agent_id = ? AND w.session_id = ? "
             "ORDER BY w.message_seq", [scope.user_id, scope.agent_id, scope.session_id]).fetchall()
-        return [_Slot(seq, tokens, role, loads(calls), call_id) for seq, tokens, role, calls, call_id in rows]
+        return [_Slot(seq, tokens, role, loads(calls) if calls is not None else None, call_id)
+                for seq, tokens, role, calls, call_id in rows]
 
     def extend(
         self, scope: Scope, logged: Sequence[LoggedMessage], *, token_counts: Sequence[int]
@@ -97,6 +98,13 @@ class ShortTermWindow:
         Call inside ``storage.atomic()`` together with the log write, so a message
         is never in the log without being in the window, or the reverse.
         """
+        return self.extend_counted(scope, logged, token_counts=token_counts)[0]
+
+    def extend_counted(
+        self, scope: Scope, logged: Sequence[LoggedMessage], *, token_counts: Sequence[int]
+    ) -> tuple[list[LoggedMessage], int]:
+        """:meth:`extend`, and the tokens the window holds after it (what :meth:`tokens`
+        would answer next, without asking the database again)."""
         self.storage.executemany(
             "INSERT INTO \"window\" (message_seq, user_id, agent_id, session_id, tokens) VALUES (?, ?, ?, ?, ?)",
             [[m.seq, scope.user_id, scope.agent_id, scope.session_id, int(t)]
@@ -104,15 +112,21 @@ class ShortTermWindow:
         )
         return self._trim(scope, max_messages=self.max_messages, max_tokens=self.max_tokens)
 
-    def _trim(self, scope: Scope, *, max_messages: int, max_tokens: int | None) -> list[LoggedMessage]:
+    def _trim(self, scope: Scope, *, max_messages: int,
+              max_tokens: int | None) -> tuple[list[LoggedMessage], int]:
+        """Trim by the rules of :func:`plan_trim`; returns what left and the tokens still held."""
         slots = self._slots(scope)
+        tokens = [s.tokens for s in slots]
+        held = sum(tokens)
+        if len(slots) <= max_messages and (max_tokens is None or held <= max_tokens):
+            return [], held  # within the limits even counting system messages: nothing can leave
         plan = plan_trim(slots, max_messages=max_messages, max_tokens=max_tokens,
-                         token_counts=[s.tokens for s in slots] if max_tokens is not None else None)
+                         token_counts=tokens if max_tokens is not None else None)
         dropped = [slots[i].seq for i in plan.drop]
         if not dropped:
-            return []
+            return [], held
         self.storage.executemany("DELETE FROM \"window\" WHERE message_seq = ?", [[seq] for seq in dropped])
-        return self.log.messages_by_seq(dropped)
+        return self.log.messages_by_seq(dropped), held - sum(tokens[i] for i in plan.drop)
 
     def compact(self, scope: Scope, *, threshold: int, target: int) -> list[LoggedMessage]:
         """When the window holds more than ``threshold`` tokens, drop its oldest whole
@@ -133,7 +147,7 @@ class ShortTermWindow:
         """
         if self.tokens(scope) <= threshold:
             return []
-        return self._trim(scope, max_messages=self.max_messages, max_tokens=target)
+        return self._trim(scope, max_messages=self.max_messages, max_tokens=target)[0]
 
     def contains(self, scope: Scope, seqs: Sequence[int]) -> set[int]:
         """Which of these log positions are in this conversation's window."""

@@ -77,25 +77,26 @@ class Writer:
             if extract:
                 report = self.promote(logged, now=now, source="turn", extractor=extractor, context=before)
                 protect = [*report.facts_created, *report.facts_reinforced]
-            trimmed = backend.window.extend(view.scope, logged, token_counts=tokens)
+            trimmed, held = backend.window.extend_counted(view.scope, logged, token_counts=tokens)
             if trimmed:
                 view.event("trim", "completed", messages=len(trimmed))
                 self.summarize(trimmed, now)
-            self.compact(now)
+            self.compact(now, held=held)
             self.maintain(now, promote=backend.config.auto_promote, protect=protect)
         return [m.id for m in logged]
 
-    def compact(self, now: float) -> None:
+    def compact(self, now: float, *, held: int | None = None) -> None:
         """Compaction at ``compaction_ratio`` x ``context_max_tokens``: the oldest whole
         interactions leave the window (at a turn boundary only), are summarised, and are
-        promoted by :meth:`maintain` like any message that left the window."""
+        promoted by :meth:`maintain` like any message that left the window. ``held``: the
+        tokens the window holds, when the caller has just counted them."""
         view, backend = self.view, self.view.backend
         cfg = backend.config
         if cfg.compaction_ratio is None:
             return
         threshold = max(1, int(cfg.context_max_tokens * cfg.compaction_ratio))
         target = max(1, int(threshold * (1 - cfg.compaction_min_reduction)))
-        before = backend.window.tokens(view.scope)
+        before = backend.window.tokens(view.scope) if held is None else held
         if before <= threshold:
             return
         view.event("compact", "started")
