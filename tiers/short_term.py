@@ -56,20 +56,10 @@ class ShortTermWindow:
         self.max_messages = max_messages
         self.max_tokens = max_tokens
 
-    def _rows(self, scope: Scope, last: int | None = None) -> list[tuple[int, int]]:
-        if last is not None:  # the newest ``last`` entries only (the index serves them in reverse)
-            rows = self.storage.execute(
-                "SELECT message_seq, tokens FROM \"window\" WHERE user_id = ? AND agent_id = ? AND session_id = ? "
-                "ORDER BY message_seq DESC LIMIT ?", [scope.user_id, scope.agent_id, scope.session_id, last])
-            return [(int(r[0]), int(r[1])) for r in reversed(rows.fetchall())]
-        return [(int(r[0]), int(r[1])) for r in self.storage.execute(
-            "SELECT message_seq, tokens FROM \"window\" WHERE user_id = ? AND agent_id = ? AND session_id = ? "
-            "ORDER BY message_seq", [scope.user_id, scope.agent_id, scope.session_id]).fetchall()]
-
     def logged(self, scope: Scope, *, last: int | None = None) -> list[LoggedMessage]:
         """The window's messages with their log positions, oldest first (only the newest
         ``last`` when given)."""
-        return self.log.messages_by_seq([seq for seq, _ in self._rows(scope, last)])
+        return self.log.in_window(scope, last=last)
 
     def messages(self, scope: Scope, *, last: int | None = None) -> list[Message]:
         """The window's messages, oldest first (only the newest ``last`` when given)."""

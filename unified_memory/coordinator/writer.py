@@ -72,10 +72,11 @@ class Writer:
             # the extractor's context: only when a message of a promoted role is there to extract from
             before = (backend.window.messages(view.scope, last=CONTEXT_MESSAGES)
                       if extract and any(m.role in backend.promoter.roles and m.content for m in messages) else [])
-            logged = backend.log.append(view.scope, messages, now=now, importances=importances)
+            logged = backend.log.append(view.scope, messages, now=now, importances=importances, promoted=extract)
             protect: list[str] = []
-            if extract:
-                report = self.promote(logged, now=now, source="turn", extractor=extractor, context=before)
+            if extract:  # logged already marked promoted: one write of each row
+                report = self.promote(logged, now=now, source="turn", extractor=extractor, context=before,
+                                      marked=True)
                 protect = [*report.facts_created, *report.facts_reinforced]
             trimmed, held = backend.window.extend_counted(view.scope, logged, token_counts=tokens)
             if trimmed:
@@ -121,13 +122,15 @@ class Writer:
         view.event("summarise", "completed", messages=len(trimmed), chars=len(summary))
 
     def promote(self, logged: Sequence[LoggedMessage], *, now: float, source: str,
-                extractor: Extractor | None = None, context: Sequence[Message] = ()) -> PromotionReport:
+                extractor: Extractor | None = None, context: Sequence[Message] = (),
+                marked: bool = False) -> PromotionReport:
         """Extract from logged messages into facts, entities and triples, reported as
-        ``promote`` events (at write time ``source="turn"``, on leaving the window ``"promotion"``)."""
+        ``promote`` events (at write time ``source="turn"``, on leaving the window ``"promotion"``;
+        ``marked``: see :meth:`~unified_memory.extraction.promotion.Promoter.promote`)."""
         view = self.view
         view.event("promote", "started")
         report = view.backend.promoter.promote(view.scope, logged, now=now, source=source, extractor=extractor,
-                                               context=context)
+                                               context=context, marked=marked)
         view.event("promote", "completed", messages=report.messages, facts_created=len(report.facts_created),
                    facts_reinforced=len(report.facts_reinforced), facts_superseded=len(report.facts_superseded),
                    entities=report.entities, triples=report.triples)
