@@ -45,6 +45,10 @@ class _Slot(NamedTuple):
     tool_call_id: str | None
 
 
+#: Entries read beyond the ones that must leave when looking for the cut of a plain window.
+_HEAD = 16
+
+
 class ShortTermWindow:
     """Persisted conversation windows bounded by messages and optionally tokens."""
 
@@ -104,7 +108,47 @@ class ShortTermWindow:
 
     def _trim(self, scope: Scope, *, max_messages: int,
               max_tokens: int | None) -> tuple[list[LoggedMessage], int]:
-        """Trim by the rules of :func:`plan_trim`; returns what left and the tokens still held."""
+        """Trim by the rules of :func:`plan_trim`; returns what left and the tokens still held.
+
+        A window of plain turns (no system message, no tool call or result: what one
+        aggregate over it says) is cut at its first user message from which the rest fits,
+        found among its oldest entries only; any other window, or a cut not among them,
+        goes through :func:`plan_trim` with every entry (which decides the same for the
+        plain ones: every message counts, no call is ever open, every user message is a cut).
+        """
+        count, held, special = self.storage.execute(
+            "SELECT COUNT(*), CAST(COALESCE(SUM(w.tokens), 0) AS BIGINT), "
+            "COUNT(CASE WHEN m.role IN ('system', 'tool') OR m.tool_calls IS NOT NULL THEN 1 END) "
+            "FROM \"window\" w JOIN messages m ON m.seq = w.message_seq "
+            "WHERE w.user_id = ? AND w.agent_id = ? AND w.session_id = ?",
+            [scope.user_id, scope.agent_id, scope.session_id]).fetchone()
+        count, held = int(count), int(held)
+        if count <= max_messages and (max_tokens is None or held <= max_tokens):
+            return [], held  # within the limits even counting system messages: nothing can leave
+        if not special:
+            head = self.storage.execute(
+                "SELECT w.message_seq, w.tokens, m.role FROM \"window\" w JOIN messages m ON m.seq = w.message_seq "
+                "WHERE w.user_id = ? AND w.agent_id = ? AND w.session_id = ? ORDER BY w.message_seq LIMIT ?",
+                [scope.user_id, scope.agent_id, scope.session_id, max(count - max_messages, 0) + _HEAD]).fetchall()
+            before = 0  # tokens of the entries before the cut
+            for cut, (_, tokens, role) in enumerate(head):
+                if (role == "user" and count - cut <= max_messages
+                        and (max_tokens is None or held - before <= max_tokens)):
+                    return self._drop(head[:cut], held - before)
+                before += int(tokens)
+        return self._trim_planned(scope, max_messages=max_messages, max_tokens=max_tokens)
+
+    def _drop(self, slots: Sequence[Sequence[int | str]], held: int) -> tuple[list[LoggedMessage], int]:
+        """Remove these entries (seq first) from the window: what left, and ``held``."""
+        dropped = [int(slot[0]) for slot in slots]
+        if not dropped:
+            return [], held
+        self.storage.executemany("DELETE FROM \"window\" WHERE message_seq = ?", [[seq] for seq in dropped])
+        return self.log.messages_by_seq(dropped), held
+
+    def _trim_planned(self, scope: Scope, *, max_messages: int,
+                      max_tokens: int | None) -> tuple[list[LoggedMessage], int]:
+        """:meth:`_trim` by :func:`plan_trim` over every entry of the window."""
         slots = self._slots(scope)
         tokens = [s.tokens for s in slots]
         held = sum(tokens)
@@ -112,11 +156,7 @@ class ShortTermWindow:
             return [], held  # within the limits even counting system messages: nothing can leave
         plan = plan_trim(slots, max_messages=max_messages, max_tokens=max_tokens,
                          token_counts=tokens if max_tokens is not None else None)
-        dropped = [slots[i].seq for i in plan.drop]
-        if not dropped:
-            return [], held
-        self.storage.executemany("DELETE FROM \"window\" WHERE message_seq = ?", [[seq] for seq in dropped])
-        return self.log.messages_by_seq(dropped), held - sum(tokens[i] for i in plan.drop)
+        return self._drop([slots[i] for i in plan.drop], held - sum(tokens[i] for i in plan.drop))
 
     def compact(self, scope: Scope, *, threshold: int, target: int) -> list[LoggedMessage]:
         """When the window holds more than ``threshold`` tokens, drop its oldest whole
