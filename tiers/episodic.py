@@ -167,7 +167,7 @@ class EpisodicLog:
                 [message_id, scope.user_id, scope.agent_id, scope.session_id, message.role, message.content,
                  message.name, _json_or_none(message.tool_calls), message.tool_call_id,
                  _json_or_none(message.images), _json_or_none(message.reasoning_details),
-                 dumps(message.metadata), created, float(importance), int(promoted)],
+                 dumps(message.metadata) if message.metadata else "{}", created, float(importance), int(promoted)],
             )
             stored = message.model_copy(update={
                 "id": message_id, "created_at": utc_from_timestamp(created), "user_id": scope.user_id,
