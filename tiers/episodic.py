@@ -225,13 +225,17 @@ class EpisodicLog:
     def due_for_promotion(self, scope: Scope) -> list[LoggedMessage]:
         """Messages of this user/agent/session that left the window and were not promoted yet.
 
-        Found through ``messages_due`` (the user's unpromoted messages): by the conversation's
-        index SQLite walked every message of the conversation, on every write."""
+        The conversation is read from the user's oldest unpromoted message on (found in
+        ``messages_due``): nothing at all when every message went through promotion, as it
+        does when messages are extracted as they are written, and never more than the whole
+        conversation (which is what was read on every write before)."""
+        hint = self.storage.dialect.hint
         rows = self.storage.query(
-            f"SELECT {_COLUMNS} FROM messages {self.storage.dialect.hint('messages_due')} "
+            f"SELECT {_COLUMNS} FROM messages {hint('messages_scope')} "
             "WHERE user_id = ? AND agent_id = ? AND session_id = ? "
+            f"AND seq >= (SELECT MIN(seq) FROM messages {hint('messages_due')} WHERE user_id = ? AND promoted = 0) "
             "AND promoted = 0 AND seq NOT IN (SELECT message_seq FROM \"window\") ORDER BY seq",
-            [scope.user_id, scope.agent_id, scope.session_id],
+            [scope.user_id, scope.agent_id, scope.session_id, scope.user_id],
         )
         return [LoggedMessage(row["seq"], row["id"], _to_message(row)) for row in rows]
 
