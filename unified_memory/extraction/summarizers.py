@@ -66,11 +66,11 @@ class ExtractiveSummarizer:
             raise invalid("max_chars", f"must be an int of at least 20, got {max_chars!r}")
         self.max_chars = max_chars
         self.scorer = scorer or HeuristicImportanceScorer()
-        # The default scorer is pure: the summaries this one returned are remembered with
+        # The heuristic scorer is pure: the summaries this one returned are remembered with
         # their lines and those lines' scores, so the next update (whose ``previous`` is one
-        # of them) neither splits nor scores them again. A given scorer is asked every time.
+        # of them) neither splits nor scores them again. Any other scorer is asked every time.
         self._known: dict[str, tuple[list[str], list[Any]]] = {}
-        self._pure = self.scorer if scorer is None else None
+        self._pure = self.scorer if type(self.scorer) is HeuristicImportanceScorer else None
 
     def _score(self, unit: str) -> Any:
         return self.scorer(unit.split(": ", 1)[-1])  # the speaker prefix does not count

@@ -6,6 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import unified_memory.extraction.summarizers
+from scoring.importance import HeuristicImportanceScorer
 from unified_memory import UnifiedMemory
 from unified_memory.extraction.summarizers import ExtractiveSummarizer, LLMSummarizer
 from unified_memory.types import Message
@@ -91,7 +92,7 @@ def test_a_remembered_summary_updates_as_a_fresh_summarizer_would(updates, max_c
     """The summarizer remembers the summaries it returned (their lines and scores); updating
     one of them, or any other text, in any order of conversations, gives what a summarizer
     that remembers nothing gives."""
-    remembering = ExtractiveSummarizer(max_chars=max_chars)
+    remembering = ExtractiveSummarizer(max_chars=max_chars, scorer=HeuristicImportanceScorer())  # as a memory's
     summaries = ["", "", ""]  # three conversations updated in turn
     for conversation, messages in updates:
         expected = ExtractiveSummarizer(max_chars=max_chars).summarize(summaries[conversation], messages)
