@@ -32,6 +32,8 @@ _COLUMNS = (
     "images, reasoning_details, metadata, created_at, importance, promoted"
 )
 
+_WINDOW_COLUMNS = ", ".join(f"m.{c.strip()}" for c in _COLUMNS.split(","))
+
 
 @dataclass(frozen=True, slots=True)
 class LoggedMessage:
@@ -149,21 +151,23 @@ class EpisodicLog:
         return neighbor_documents(turns, width=width, max_gap=self.neighbor_gap, targets=targets)
 
     def append(
-        self, scope: Scope, messages: Sequence[Message], *, now: float, importances: Sequence[float]
+        self, scope: Scope, messages: Sequence[Message], *, now: float, importances: Sequence[float],
+        promoted: bool = False,
     ) -> list[LoggedMessage]:
-        """Write messages to the log (call inside ``storage.atomic()``); returns them with ids."""
+        """Write messages to the log (call inside ``storage.atomic()``); returns them with ids.
+        ``promoted``: they go through promotion in this same transaction (logged marked so)."""
         logged: list[LoggedMessage] = []
         for message, importance in zip(messages, importances, strict=True):
             message_id = new_id("msg")
             created = message.created_at.timestamp() if message.created_at else now
             seq = self.storage.insert(
                 "INSERT INTO messages (id, user_id, agent_id, session_id, role, content, name, tool_calls, "
-                "tool_call_id, images, reasoning_details, metadata, created_at, importance) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                "tool_call_id, images, reasoning_details, metadata, created_at, importance, promoted) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 [message_id, scope.user_id, scope.agent_id, scope.session_id, message.role, message.content,
                  message.name, _json_or_none(message.tool_calls), message.tool_call_id,
                  _json_or_none(message.images), _json_or_none(message.reasoning_details),
-                 dumps(message.metadata), created, float(importance)],
+                 dumps(message.metadata) if message.metadata else "{}", created, float(importance), int(promoted)],
             )
             stored = message.model_copy(update={
                 "id": message_id, "created_at": utc_from_timestamp(created), "user_id": scope.user_id,
@@ -206,12 +210,32 @@ class EpisodicLog:
                                   list(seqs))
         return [LoggedMessage(row["seq"], row["id"], _to_message(row)) for row in rows]
 
+    def in_window(self, scope: Scope, *, last: int | None = None) -> list[LoggedMessage]:
+        """The messages of this conversation's window (table ``window``), oldest first; only
+        the newest ``last`` when given. One statement: the window's rows joined to the log."""
+        sql = (f"SELECT {_WINDOW_COLUMNS} FROM \"window\" w JOIN messages m ON m.seq = w.message_seq "
+               "WHERE w.user_id = ? AND w.agent_id = ? AND w.session_id = ? ORDER BY w.message_seq")
+        params: list[Any] = [scope.user_id, scope.agent_id, scope.session_id]
+        if last is None:
+            rows = self.storage.query(sql, params)
+        else:  # the newest ``last`` entries only (the index serves them in reverse)
+            rows = self.storage.query(sql + " DESC LIMIT ?", [*params, last])[::-1]
+        return [LoggedMessage(row["seq"], row["id"], _to_message(row)) for row in rows]
+
     def due_for_promotion(self, scope: Scope) -> list[LoggedMessage]:
-        """Messages of this user/agent/session that left the window and were not promoted yet."""
+        """Messages of this user/agent/session that left the window and were not promoted yet.
+
+        The conversation is read from the user's oldest unpromoted message on (found in
+        ``messages_due``): nothing at all when every message went through promotion, as it
+        does when messages are extracted as they are written, and never more than the whole
+        conversation (which is what was read on every write before)."""
+        hint = self.storage.dialect.hint
         rows = self.storage.query(
-            f"SELECT {_COLUMNS} FROM messages WHERE user_id = ? AND agent_id = ? AND session_id = ? "
+            f"SELECT {_COLUMNS} FROM messages {hint('messages_scope')} "
+            "WHERE user_id = ? AND agent_id = ? AND session_id = ? "
+            f"AND seq >= (SELECT MIN(seq) FROM messages {hint('messages_due')} WHERE user_id = ? AND promoted = 0) "
             "AND promoted = 0 AND seq NOT IN (SELECT message_seq FROM \"window\") ORDER BY seq",
-            [scope.user_id, scope.agent_id, scope.session_id],
+            [scope.user_id, scope.agent_id, scope.session_id, scope.user_id],
         )
         return [LoggedMessage(row["seq"], row["id"], _to_message(row)) for row in rows]
 

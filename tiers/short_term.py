@@ -45,6 +45,10 @@ class _Slot(NamedTuple):
     tool_call_id: str | None
 
 
+#: Entries read beyond the ones that must leave when looking for the cut of a plain window.
+_HEAD = 16
+
+
 class ShortTermWindow:
     """Persisted conversation windows bounded by messages and optionally tokens."""
 
@@ -56,20 +60,10 @@ class ShortTermWindow:
         self.max_messages = max_messages
         self.max_tokens = max_tokens
 
-    def _rows(self, scope: Scope, last: int | None = None) -> list[tuple[int, int]]:
-        if last is not None:  # the newest ``last`` entries only (the index serves them in reverse)
-            rows = self.storage.execute(
-                "SELECT message_seq, tokens FROM \"window\" WHERE user_id = ? AND agent_id = ? AND session_id = ? "
-                "ORDER BY message_seq DESC LIMIT ?", [scope.user_id, scope.agent_id, scope.session_id, last])
-            return [(int(r[0]), int(r[1])) for r in reversed(rows.fetchall())]
-        return [(int(r[0]), int(r[1])) for r in self.storage.execute(
-            "SELECT message_seq, tokens FROM \"window\" WHERE user_id = ? AND agent_id = ? AND session_id = ? "
-            "ORDER BY message_seq", [scope.user_id, scope.agent_id, scope.session_id]).fetchall()]
-
     def logged(self, scope: Scope, *, last: int | None = None) -> list[LoggedMessage]:
         """The window's messages with their log positions, oldest first (only the newest
         ``last`` when given)."""
-        return self.log.messages_by_seq([seq for seq, _ in self._rows(scope, last)])
+        return self.log.in_window(scope, last=last)
 
     def messages(self, scope: Scope, *, last: int | None = None) -> list[Message]:
         """The window's messages, oldest first (only the newest ``last`` when given)."""
@@ -87,7 +81,8 @@ class ShortTermWindow:
             "SELECT w.message_seq, w.tokens, m.role, m.tool_calls, m.tool_call_id FROM \"window\" w "
             "JOIN messages m ON m.seq = w.message_seq WHERE w.user_id = ? AND w.agent_id = ? AND w.session_id = ? "
             "ORDER BY w.message_seq", [scope.user_id, scope.agent_id, scope.session_id]).fetchall()
-        return [_Slot(seq, tokens, role, loads(calls), call_id) for seq, tokens, role, calls, call_id in rows]
+        return [_Slot(seq, tokens, role, loads(calls) if calls is not None else None, call_id)
+                for seq, tokens, role, calls, call_id in rows]
 
     def extend(
         self, scope: Scope, logged: Sequence[LoggedMessage], *, token_counts: Sequence[int]
@@ -97,6 +92,13 @@ class ShortTermWindow:
         Call inside ``storage.atomic()`` together with the log write, so a message
         is never in the log without being in the window, or the reverse.
         """
+        return self.extend_counted(scope, logged, token_counts=token_counts)[0]
+
+    def extend_counted(
+        self, scope: Scope, logged: Sequence[LoggedMessage], *, token_counts: Sequence[int]
+    ) -> tuple[list[LoggedMessage], int]:
+        """:meth:`extend`, and the tokens the window holds after it (what :meth:`tokens`
+        would answer next, without asking the database again)."""
         self.storage.executemany(
             "INSERT INTO \"window\" (message_seq, user_id, agent_id, session_id, tokens) VALUES (?, ?, ?, ?, ?)",
             [[m.seq, scope.user_id, scope.agent_id, scope.session_id, int(t)]
@@ -104,15 +106,57 @@ class ShortTermWindow:
         )
         return self._trim(scope, max_messages=self.max_messages, max_tokens=self.max_tokens)
 
-    def _trim(self, scope: Scope, *, max_messages: int, max_tokens: int | None) -> list[LoggedMessage]:
-        slots = self._slots(scope)
-        plan = plan_trim(slots, max_messages=max_messages, max_tokens=max_tokens,
-                         token_counts=[s.tokens for s in slots] if max_tokens is not None else None)
-        dropped = [slots[i].seq for i in plan.drop]
+    def _trim(self, scope: Scope, *, max_messages: int,
+              max_tokens: int | None) -> tuple[list[LoggedMessage], int]:
+        """Trim by the rules of :func:`plan_trim`; returns what left and the tokens still held.
+
+        A window of plain turns (no system message, no tool call or result: what one
+        aggregate over it says) is cut at its first user message from which the rest fits,
+        found among its oldest entries only; any other window, or a cut not among them,
+        goes through :func:`plan_trim` with every entry (which decides the same for the
+        plain ones: every message counts, no call is ever open, every user message is a cut).
+        """
+        count, held, special = self.storage.execute(
+            "SELECT COUNT(*), CAST(COALESCE(SUM(w.tokens), 0) AS BIGINT), "
+            "COUNT(CASE WHEN m.role IN ('system', 'tool') OR m.tool_calls IS NOT NULL THEN 1 END) "
+            "FROM \"window\" w JOIN messages m ON m.seq = w.message_seq "
+            "WHERE w.user_id = ? AND w.agent_id = ? AND w.session_id = ?",
+            [scope.user_id, scope.agent_id, scope.session_id]).fetchone()
+        count, held = int(count), int(held)
+        if count <= max_messages and (max_tokens is None or held <= max_tokens):
+            return [], held  # within the limits even counting system messages: nothing can leave
+        if not special:
+            head = self.storage.execute(
+                "SELECT w.message_seq, w.tokens, m.role FROM \"window\" w JOIN messages m ON m.seq = w.message_seq "
+                "WHERE w.user_id = ? AND w.agent_id = ? AND w.session_id = ? ORDER BY w.message_seq LIMIT ?",
+                [scope.user_id, scope.agent_id, scope.session_id, max(count - max_messages, 0) + _HEAD]).fetchall()
+            before = 0  # tokens of the entries before the cut
+            for cut, (_, tokens, role) in enumerate(head):
+                if (role == "user" and count - cut <= max_messages
+                        and (max_tokens is None or held - before <= max_tokens)):
+                    return self._drop(head[:cut], held - before)
+                before += int(tokens)
+        return self._trim_planned(scope, max_messages=max_messages, max_tokens=max_tokens)
+
+    def _drop(self, slots: Sequence[Sequence[int | str]], held: int) -> tuple[list[LoggedMessage], int]:
+        """Remove these entries (seq first) from the window: what left, and ``held``."""
+        dropped = [int(slot[0]) for slot in slots]
         if not dropped:
-            return []
+            return [], held
         self.storage.executemany("DELETE FROM \"window\" WHERE message_seq = ?", [[seq] for seq in dropped])
-        return self.log.messages_by_seq(dropped)
+        return self.log.messages_by_seq(dropped), held
+
+    def _trim_planned(self, scope: Scope, *, max_messages: int,
+                      max_tokens: int | None) -> tuple[list[LoggedMessage], int]:
+        """:meth:`_trim` by :func:`plan_trim` over every entry of the window."""
+        slots = self._slots(scope)
+        tokens = [s.tokens for s in slots]
+        held = sum(tokens)
+        if len(slots) <= max_messages and (max_tokens is None or held <= max_tokens):
+            return [], held  # within the limits even counting system messages: nothing can leave
+        plan = plan_trim(slots, max_messages=max_messages, max_tokens=max_tokens,
+                         token_counts=tokens if max_tokens is not None else None)
+        return self._drop([slots[i] for i in plan.drop], held - sum(tokens[i] for i in plan.drop))
 
     def compact(self, scope: Scope, *, threshold: int, target: int) -> list[LoggedMessage]:
         """When the window holds more than ``threshold`` tokens, drop its oldest whole
@@ -133,7 +177,7 @@ class ShortTermWindow:
         """
         if self.tokens(scope) <= threshold:
             return []
-        return self._trim(scope, max_messages=self.max_messages, max_tokens=target)
+        return self._trim(scope, max_messages=self.max_messages, max_tokens=target)[0]
 
     def contains(self, scope: Scope, seqs: Sequence[int]) -> set[int]:
         """Which of these log positions are in this conversation's window."""

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import accumulate
 from typing import Any, Literal, Protocol
 
 from unified_memory.errors import invalid, wrong_type
@@ -113,11 +114,14 @@ def track_open_calls(open_calls: list[str | None], message: WindowItem) -> None:
 
 def _open_before(messages: Sequence[WindowItem]) -> list[int]:
     """``counts[i]``: how many calls are open just before ``messages[i]`` (length n+1)."""
+    counts = [0] * (len(messages) + 1)
     open_calls: list[str | None] = []
-    counts = [0]
-    for m in messages:
-        track_open_calls(open_calls, m)
-        counts.append(len(open_calls))
+    for i, m in enumerate(messages, 1):
+        role = m.role
+        # only an assistant's calls open, and only a tool result with calls open closes one
+        if (role == "assistant" and m.tool_calls) or (role == "tool" and open_calls):
+            track_open_calls(open_calls, m)
+        counts[i] = len(open_calls)
     return counts
 
 
@@ -221,18 +225,16 @@ def plan_trim(
         if any(t < 0 for t in token_counts):
             raise invalid("token_counts", "counts must be >= 0")
     # suffix totals over non-system messages: msgs_from[i], toks_from[i] cover messages[i:]
-    msgs_from = [0] * (n + 1)
-    toks_from = [0] * (n + 1)
-    for i in range(n - 1, -1, -1):
-        counted = messages[i].role != "system"
-        msgs_from[i] = msgs_from[i + 1] + counted
-        toks_from[i] = toks_from[i + 1] + (token_counts[i] if counted and token_counts is not None else 0)
+    counted = [m.role != "system" for m in messages]
+    msgs_from = list(accumulate(reversed(counted), initial=0))[::-1]
+    toks_from = ([0] * (n + 1) if token_counts is None else list(accumulate(
+        (t if c else 0 for t, c in zip(reversed(token_counts), reversed(counted), strict=True)), initial=0))[::-1])
 
     def fits(cut: int) -> bool:
         return msgs_from[cut] <= max_messages and (max_tokens is None or toks_from[cut] <= max_tokens)
 
     def plan(cut: int, reason: TrimReason) -> TrimPlan:
-        return TrimPlan(cut, tuple(i for i in range(cut) if messages[i].role != "system"), reason)
+        return TrimPlan(cut, tuple(i for i in range(cut) if counted[i]), reason)
 
     if fits(0):
         return plan(0, "within_limits")

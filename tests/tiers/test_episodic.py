@@ -78,3 +78,62 @@ def test_list_since_session_and_limit():
     assert [e.content for e in log.list(scope, since=3 * DAY)] == ["day 3", "day 4"]
     assert [e.content for e in log.list(scope, session_id="s1")] == ["day 1", "day 3"]
     assert [e.content for e in log.list(scope, limit=2)] == ["day 3", "day 4"]
+
+
+def _due_steps(promoted: int) -> int:
+    """SQLite VM steps (in units of 100) of one due_for_promotion in a conversation whose
+    ``promoted`` older messages went through promotion and whose newest one did not."""
+    log, logged = log_with(*[f"message {i}" for i in range(promoted + 1)])
+    window = ShortTermWindow(log, max_messages=1)
+    with log.storage.atomic():
+        window.extend(ADA, logged, token_counts=[1] * len(logged))
+        log.mark_promoted([m.seq for m in logged[:-2]])  # the second newest left the window unpromoted
+    due, steps = _steps(log, ADA)
+    assert due == [f"message {promoted - 1}"]
+    return steps
+
+
+def _steps(log: EpisodicLog, scope: Scope) -> tuple[list[str], int]:
+    conn = log.storage.backend.db.conn  # type: ignore[attr-defined]
+    steps = [0]
+
+    def count() -> int:
+        steps[0] += 1
+        return 0
+
+    conn.set_progress_handler(count, 100)
+    try:
+        due = log.due_for_promotion(scope)
+    finally:
+        conn.set_progress_handler(None, 100)
+    return [m.message.content or "" for m in due], steps[0]
+
+
+def _sessions_steps(others: int) -> int:
+    """Steps of due_for_promotion in a short conversation while ``others`` other conversations
+    of the user each hold a message that was not promoted (in their windows)."""
+    log = EpisodicLog(Storage(None), neighbor_turns=0)
+    window = ShortTermWindow(log, max_messages=1)
+    with log.storage.atomic():
+        for i in range(others):
+            scope = Scope("ada", session_id=f"other{i}")
+            window.extend(scope, log.append(scope, [Message(role="user", content=f"other {i}")], now=0.0,
+                                            importances=[0]), token_counts=[1])
+        logged = log.append(ADA, [Message(role="user", content=c) for c in ("due", "held")], now=0.0,
+                            importances=[0, 0])
+        window.extend(ADA, logged, token_counts=[1, 1])
+    due, steps = _steps(log, ADA)
+    assert due == ["due"]
+    return steps
+
+
+def test_finding_what_is_due_does_not_walk_the_promoted_conversation():
+    if log_with("x")[0].storage.dialect.postgres:
+        return  # SQLite's plan is fixed by a hint; PostgreSQL plans by its statistics
+    assert _due_steps(2000) <= _due_steps(20) + 2
+
+
+def test_finding_what_is_due_does_not_walk_the_users_other_conversations():
+    if log_with("x")[0].storage.dialect.postgres:
+        return
+    assert _sessions_steps(2000) <= _sessions_steps(20) + 2

@@ -1,6 +1,10 @@
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from tiers.episodic import EpisodicLog
 from tiers.short_term import ShortTermWindow
 from tiers.storage import Scope, Storage
+from tiers.trimming import plan_trim
 from unified_memory.types import Message
 
 ADA = Scope("ada")
@@ -65,3 +69,39 @@ def test_clear_empties_only_that_window():
     with window.storage.atomic():
         held = window.clear(ADA)
     assert len(held) == 2 and window.messages(ADA) == [] and len(window.messages(Scope("bob"))) == 2
+
+
+_ROLES = st.sampled_from(["user", "user", "assistant", "assistant", "system", "tool", "call"])
+
+
+def _message(kind: str, i: int) -> Message:
+    if kind == "call":
+        return Message(role="assistant", tool_calls=[{"id": f"c{i}"}])
+    if kind == "tool":
+        return Message(role="tool", content=f"result {i}", tool_call_id=f"c{i - 1}")
+    return Message(role=kind, content=f"{kind} {i}")
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.lists(st.tuples(_ROLES, st.integers(0, 9)), min_size=1, max_size=3), min_size=1, max_size=14),
+       st.integers(1, 6), st.none() | st.integers(1, 30), st.booleans())
+def test_the_stored_window_trims_as_the_rules_say(writes, max_messages, max_tokens, plain):
+    """Whatever path the stored window takes (plain turns, or every entry through plan_trim),
+    it holds and returns what plan_trim decides over the same messages in memory."""
+    window = ShortTermWindow(EpisodicLog(Storage(None)), max_messages=max_messages, max_tokens=max_tokens)
+    mirror: list[tuple[Message, int]] = []  # the window by the rules, with each message's tokens
+    n = 0
+    for write in writes:
+        messages = [_message("user" if plain and kind not in ("user", "assistant") else kind, n + k)
+                    for k, (kind, _) in enumerate(write)]
+        counts = [tokens for _, tokens in write]
+        n += len(write)
+        trimmed = push(window, messages, tokens=counts)
+        mirror += zip(messages, counts, strict=True)
+        plan = plan_trim([m for m, _ in mirror], max_messages=max_messages, max_tokens=max_tokens,
+                         token_counts=[t for _, t in mirror] if max_tokens is not None else None)
+        dropped = [mirror[i][0] for i in plan.drop]
+        mirror = [entry for i, entry in enumerate(mirror) if i not in set(plan.drop)]
+        assert [m.message.content or m.message.role for m in trimmed] == [m.content or m.role for m in dropped]
+        assert [m.content or m.role for m in window.messages(ADA)] == [m.content or m.role for m, _ in mirror]
+        assert window.tokens(ADA) == sum(t for _, t in mirror)

@@ -274,3 +274,51 @@ def test_validation(kwargs: dict, error: type[Exception], field: str) -> None:
 def test_doctests() -> None:
     result = doctest.testmod(window_module)
     assert result.attempted > 0 and result.failed == 0
+
+
+def _reference_plan(messages: list[Message], *, max_messages: int, max_tokens: int | None,
+                    token_counts: list[int] | None) -> TrimPlan:
+    """plan_trim as first written: one message at a time, every message through
+    track_open_calls (the fast paths of plan_trim must decide the same)."""
+    n = len(messages)
+    msgs_from, toks_from = [0] * (n + 1), [0] * (n + 1)
+    for i in range(n - 1, -1, -1):
+        counted = messages[i].role != "system"
+        msgs_from[i] = msgs_from[i + 1] + counted
+        toks_from[i] = toks_from[i + 1] + (token_counts[i] if counted and token_counts is not None else 0)
+
+    def fits(cut: int) -> bool:
+        return msgs_from[cut] <= max_messages and (max_tokens is None or toks_from[cut] <= max_tokens)
+
+    def plan(cut: int, reason: str) -> TrimPlan:
+        return TrimPlan(cut, tuple(i for i in range(cut) if messages[i].role != "system"), reason)  # type: ignore[arg-type]
+
+    if fits(0):
+        return plan(0, "within_limits")
+    open_calls: list[str | None] = []
+    counts = [0]
+    for m in messages:
+        window_module.track_open_calls(open_calls, m)
+        counts.append(len(open_calls))
+    if counts[-1]:
+        return plan(0, "tool_calls_pending")
+    cuts = [i for i, m in enumerate(messages) if m.role == "user" and counts[i] == 0]
+    for cut in cuts:
+        if fits(cut):
+            return plan(cut, "fits")
+    return plan(cuts[-1] if cuts else 0, "over_limits")
+
+
+@settings(max_examples=300, deadline=None)
+@given(conversations(sloppy=True), limits, st.data())
+def test_plan_is_the_reference_plan(conv: Conversation, lim: tuple[int, int | None], data: st.DataObject) -> None:
+    max_messages, max_tokens = lim
+    msgs = conv.messages
+    counts = data.draw(st.lists(st.integers(0, 9), min_size=len(msgs), max_size=len(msgs)))
+    for prefix in range(len(msgs) + 1):
+        window, tokens = msgs[:prefix], counts[:prefix]
+        for given_counts in (tokens, None):
+            bound = max_tokens if given_counts is not None else None
+            assert plan_trim(window, max_messages=max_messages, max_tokens=bound, token_counts=given_counts) == \
+                _reference_plan(window, max_messages=max_messages, max_tokens=bound, token_counts=given_counts)
+        assert pending_tool_calls(window) == conv.pending_after[prefix - 1] if prefix else True

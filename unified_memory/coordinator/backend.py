@@ -179,7 +179,8 @@ def open_backend(path: str | os.PathLike[str] | None, config: MemoryConfig,
                               threshold=config.importance_threshold, roles=config.promote_roles),
             extractor=extractor, scorer=scorer, count_tokens=count_tokens, clock=plugins.clock or time.time,
             mode=mode, dense=dense, reranker=plugins.reranker, events=EventBus(),
-            summaries=ConversationSummaries(storage), summarizer=plugins.summarizer or ExtractiveSummarizer(),
+            summaries=ConversationSummaries(storage), summarizer=plugins.summarizer or ExtractiveSummarizer(
+                scorer=scorer if plugins.importance_scorer is None else None),  # the default: one scorer, one cache
             scrub=scrub, items=KeyedItems(storage, _item_ranking(config)),
         )
     except BaseException:

@@ -72,30 +72,32 @@ class Writer:
             # the extractor's context: only when a message of a promoted role is there to extract from
             before = (backend.window.messages(view.scope, last=CONTEXT_MESSAGES)
                       if extract and any(m.role in backend.promoter.roles and m.content for m in messages) else [])
-            logged = backend.log.append(view.scope, messages, now=now, importances=importances)
+            logged = backend.log.append(view.scope, messages, now=now, importances=importances, promoted=extract)
             protect: list[str] = []
-            if extract:
-                report = self.promote(logged, now=now, source="turn", extractor=extractor, context=before)
+            if extract:  # logged already marked promoted: one write of each row
+                report = self.promote(logged, now=now, source="turn", extractor=extractor, context=before,
+                                      marked=True)
                 protect = [*report.facts_created, *report.facts_reinforced]
-            trimmed = backend.window.extend(view.scope, logged, token_counts=tokens)
+            trimmed, held = backend.window.extend_counted(view.scope, logged, token_counts=tokens)
             if trimmed:
                 view.event("trim", "completed", messages=len(trimmed))
                 self.summarize(trimmed, now)
-            self.compact(now)
+            self.compact(now, held=held)
             self.maintain(now, promote=backend.config.auto_promote, protect=protect)
         return [m.id for m in logged]
 
-    def compact(self, now: float) -> None:
+    def compact(self, now: float, *, held: int | None = None) -> None:
         """Compaction at ``compaction_ratio`` x ``context_max_tokens``: the oldest whole
         interactions leave the window (at a turn boundary only), are summarised, and are
-        promoted by :meth:`maintain` like any message that left the window."""
+        promoted by :meth:`maintain` like any message that left the window. ``held``: the
+        tokens the window holds, when the caller has just counted them."""
         view, backend = self.view, self.view.backend
         cfg = backend.config
         if cfg.compaction_ratio is None:
             return
         threshold = max(1, int(cfg.context_max_tokens * cfg.compaction_ratio))
         target = max(1, int(threshold * (1 - cfg.compaction_min_reduction)))
-        before = backend.window.tokens(view.scope)
+        before = backend.window.tokens(view.scope) if held is None else held
         if before <= threshold:
             return
         view.event("compact", "started")
@@ -120,13 +122,15 @@ class Writer:
         view.event("summarise", "completed", messages=len(trimmed), chars=len(summary))
 
     def promote(self, logged: Sequence[LoggedMessage], *, now: float, source: str,
-                extractor: Extractor | None = None, context: Sequence[Message] = ()) -> PromotionReport:
+                extractor: Extractor | None = None, context: Sequence[Message] = (),
+                marked: bool = False) -> PromotionReport:
         """Extract from logged messages into facts, entities and triples, reported as
-        ``promote`` events (at write time ``source="turn"``, on leaving the window ``"promotion"``)."""
+        ``promote`` events (at write time ``source="turn"``, on leaving the window ``"promotion"``;
+        ``marked``: see :meth:`~unified_memory.extraction.promotion.Promoter.promote`)."""
         view = self.view
         view.event("promote", "started")
         report = view.backend.promoter.promote(view.scope, logged, now=now, source=source, extractor=extractor,
-                                               context=context)
+                                               context=context, marked=marked)
         view.event("promote", "completed", messages=report.messages, facts_created=len(report.facts_created),
                    facts_reinforced=len(report.facts_reinforced), facts_superseded=len(report.facts_superseded),
                    entities=report.entities, triples=report.triples)

@@ -112,14 +112,15 @@ class Promoter:
 
     def promote(self, scope: Scope, logged: Sequence[LoggedMessage], *, now: float,
                 source: str, extractor: Extractor | None = None,
-                context: Sequence[Message] = ()) -> PromotionReport:
+                context: Sequence[Message] = (), marked: bool = False) -> PromotionReport:
         """Extract from these logged messages (those of a promoted role) and store what is
         found; mark them promoted so leaving the window later does not extract them again.
         ``extractor`` replaces the memory's own for these messages. Each message is
         extracted with the messages before it as context: ``context`` (what preceded these
         in the conversation), then the earlier ones of ``logged``, at most
         :data:`CONTEXT_MESSAGES` of them (so "Lisbon" answering "Where do you live?" is
-        understood)."""
+        understood). ``marked``: the messages were logged already marked promoted (in
+        this transaction), so they are not marked again."""
         report = PromotionReport(messages=len(logged))
         if not logged:
             return report
@@ -132,7 +133,8 @@ class Promoter:
             if message.role in self.roles and message.content
         ]
         self.store(scope, proposals, now=now, report=report, source=source)
-        self.log.mark_promoted([m.seq for m in logged])
+        if not marked:
+            self.log.mark_promoted([m.seq for m in logged])
         return report
 
     def store(self, scope: Scope, proposals: Sequence[Proposal], *, now: float, report: PromotionReport,

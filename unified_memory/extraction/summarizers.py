@@ -32,12 +32,18 @@ from unified_memory.validation import check_messages, check_text
 __all__ = ["ExtractiveSummarizer", "LLMSummarizer", "llm_compact_fn", "summarizer_compact_fn", "transcript"]
 
 _SENTENCE = re.compile(r"(?<=[.!?])\s+")
+_REMEMBERED = 64  # summaries an extractive summarizer remembers (one per conversation it updates)
 _LOG = logging.getLogger(__name__)
 
 
-def _units(previous: str, messages: Sequence[Message]) -> list[str]:
-    """Summary lines so far, then one ``speaker: sentence`` line per sentence of the messages."""
-    units = [line.strip() for line in previous.splitlines() if line.strip()]
+def _lines(previous: str) -> list[str]:
+    """The lines of a summary, stripped, blank ones and repeats left out."""
+    return list(dict.fromkeys(line.strip() for line in previous.splitlines() if line.strip()))
+
+
+def _said(messages: Sequence[Message]) -> list[str]:
+    """One ``speaker: sentence`` line per sentence of the user's and assistant's messages."""
+    units = []
     for message in messages:
         if not message.content or message.role not in ("user", "assistant"):
             continue
@@ -45,7 +51,7 @@ def _units(previous: str, messages: Sequence[Message]) -> list[str]:
         for sentence in _SENTENCE.split(" ".join(message.content.split())):
             if sentence:
                 units.append(f"{speaker}: {sentence}")
-    return list(dict.fromkeys(units))
+    return units
 
 
 class ExtractiveSummarizer:
@@ -60,12 +66,34 @@ class ExtractiveSummarizer:
             raise invalid("max_chars", f"must be an int of at least 20, got {max_chars!r}")
         self.max_chars = max_chars
         self.scorer = scorer or HeuristicImportanceScorer()
+        # The heuristic scorer is pure: the summaries this one returned are remembered with
+        # their lines and those lines' scores, so the next update (whose ``previous`` is one
+        # of them) neither splits nor scores them again. Any other scorer is asked every time.
+        self._known: dict[str, tuple[list[str], list[Any]]] = {}
+        self._pure = self.scorer if type(self.scorer) is HeuristicImportanceScorer else None
+
+    def _score(self, unit: str) -> Any:
+        return self.scorer(unit.split(": ", 1)[-1])  # the speaker prefix does not count
 
     def summarize(self, previous: str, messages: Sequence[Message]) -> str:
         """The new running summary: one line per kept sentence, oldest first."""
-        units = _units(check_text("previous", previous, allow_empty=True), check_messages("messages", messages))
-        # The speaker prefix does not count towards importance; later sentences win ties.
-        ranked = sorted(range(len(units)), key=lambda i: (-self.scorer(units[i].split(": ", 1)[-1]), -i))
+        previous = check_text("previous", previous, allow_empty=True)
+        said = _said(check_messages("messages", messages))
+        known = self._known if self.scorer is self._pure else None
+        remembered = known.get(previous) if known is not None else None
+        if remembered is not None:
+            units, scores = list(remembered[0]), list(remembered[1])
+        else:
+            units = _lines(previous)
+            scores = [self._score(unit) for unit in units]
+        seen = set(units)
+        for unit in said:
+            if unit not in seen:
+                seen.add(unit)
+                units.append(unit)
+                scores.append(self._score(unit))
+        # Later sentences win ties.
+        ranked = sorted(range(len(units)), key=lambda i: (-scores[i], -i))
         kept: set[int] = set()
         used = 0
         for i in ranked:
@@ -73,7 +101,14 @@ class ExtractiveSummarizer:
             if used + cost <= self.max_chars:
                 kept.add(i)
                 used += cost
-        return "\n".join(units[i] for i in sorted(kept))
+        order = sorted(kept)
+        lines = [units[i] for i in order]
+        summary = "\n".join(lines)
+        if known is not None and _lines(summary) == lines:  # what the next update will read back
+            if len(known) >= _REMEMBERED:
+                known.clear()
+            known[summary] = (lines, [scores[i] for i in order])
+        return summary
 
 
 class LLMSummarizer:

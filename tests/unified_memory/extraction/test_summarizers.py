@@ -6,6 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import unified_memory.extraction.summarizers
+from scoring.importance import HeuristicImportanceScorer
 from unified_memory import UnifiedMemory
 from unified_memory.extraction.summarizers import ExtractiveSummarizer, LLMSummarizer
 from unified_memory.types import Message
@@ -73,3 +74,39 @@ def test_extractive_summary_fits_and_is_deterministic(previous, texts, limit):
     first = summarizer.summarize(previous, messages)
     assert len(first) <= limit
     assert first == summarizer.summarize(previous, messages)
+
+
+_SENTENCES = st.sampled_from(["I live in Lisbon.", "Hi!", "My sister is called Ana.", "ok", "I'm allergic to peanuts.",
+                              "We met at Acme in 2020?", "Sounds nice.", "My cat Miso is 3 years old."])
+_SAID = st.builds(
+    lambda role, name, parts: Message(role=role, name=name, content=" ".join(parts)),
+    st.sampled_from(["user", "assistant", "system"]),
+    st.none() | st.sampled_from(["Ada", " Bob ", "Eve\nDoe", "Zoe\u2028"]),
+    st.lists(_SENTENCES, min_size=1, max_size=3))
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 2), st.lists(_SAID, max_size=3)), min_size=1, max_size=12),
+       st.integers(20, 160))
+def test_a_remembered_summary_updates_as_a_fresh_summarizer_would(updates, max_chars):
+    """The summarizer remembers the summaries it returned (their lines and scores); updating
+    one of them, or any other text, in any order of conversations, gives what a summarizer
+    that remembers nothing gives."""
+    remembering = ExtractiveSummarizer(max_chars=max_chars, scorer=HeuristicImportanceScorer())  # as a memory's
+    summaries = ["", "", ""]  # three conversations updated in turn
+    for conversation, messages in updates:
+        expected = ExtractiveSummarizer(max_chars=max_chars).summarize(summaries[conversation], messages)
+        summaries[conversation] = remembering.summarize(summaries[conversation], messages)
+        assert summaries[conversation] == expected
+    scorer_calls: list[str] = []
+
+    def scorer(text: str) -> float:
+        scorer_calls.append(text)
+        return len(text) / 100
+
+    given_scorer = ExtractiveSummarizer(max_chars=max_chars, scorer=scorer)
+    text = given_scorer.summarize("", updates[0][1])
+    scorer_calls.clear()
+    given_scorer.summarize(text, [])
+    lines = {line.strip() for line in text.splitlines() if line.strip()}
+    assert len(scorer_calls) == len(lines)  # a given scorer is asked every time
