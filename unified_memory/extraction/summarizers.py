@@ -75,6 +75,14 @@ class ExtractiveSummarizer:
     def _score(self, unit: str) -> Any:
         return self.scorer(unit.split(": ", 1)[-1])  # the speaker prefix does not count
 
+    def clear(self) -> None:
+        """Forget the summaries remembered (``forget`` calls it: they may quote deleted turns).
+
+        >>> summarizer = ExtractiveSummarizer(); summarizer.clear(); summarizer._known
+        {}
+        """
+        self._known.clear()
+
     def summarize(self, previous: str, messages: Sequence[Message]) -> str:
         """The new running summary: one line per kept sentence, oldest first."""
         previous = check_text("previous", previous, allow_empty=True)
@@ -127,6 +135,11 @@ class LLMSummarizer:
         self.max_chars = max_chars
         self.fallback = fallback or ExtractiveSummarizer(max_chars=max_chars)
         self.fallbacks = 0
+
+    def clear(self) -> None:
+        """Forget what the fallback summarizer remembers (see :meth:`ExtractiveSummarizer.clear`)."""
+        if isinstance(self.fallback, ExtractiveSummarizer):
+            self.fallback.clear()
 
     def summarize(self, previous: str, messages: Sequence[Message]) -> str:
         """The model's updated summary, or the fallback's."""

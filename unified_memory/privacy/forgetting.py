@@ -33,6 +33,7 @@ from tiers.scope import Scope
 from tiers.user_tables import user_tables
 from unified_memory.coordinator.backend import Backend
 from unified_memory.coordinator.view import MemoryView
+from unified_memory.extraction.summarizers import ExtractiveSummarizer, LLMSummarizer
 from unified_memory.validation import check_ids
 
 __all__ = ["forget"]
@@ -77,6 +78,8 @@ def forget(view: MemoryView, *, user_id: str | None = None, ids: Sequence[str] |
                 backend.dense.cache.clear_queries()  # the user's recent queries, kept in memory
         else:
             counts = _forget_items(backend, target, checked)
+        if isinstance(backend.summarizer, ExtractiveSummarizer | LLMSummarizer):
+            backend.summarizer.clear()  # summaries it remembers in memory may quote what was deleted
         chosen.event("reset", "completed", **counts)
     storage.vacuum()  # rewrite the file: no moved copy of a deleted row survives in a page's unused gap
     busy = storage.checkpoint()[0]

@@ -312,6 +312,7 @@ def test_forget_by_ids_removes_the_items_and_what_derives_from_them(tmp_path, cl
     works = mem.add_triple("Maria", "works_at", "Acme Corp")
     mem.recall("bees")  # vectors built
     assert "zebra-secret-4711" in mem.summary()
+    assert any("zebra" in text for text in mem._backend.summarizer._known)  # remembered by the summarizer
     dense = mem._backend.dense.partitions
     assert any(key.startswith(secret_fact) for key in dense["facts"].index.ids("facts/ada"))
 
@@ -321,6 +322,8 @@ def test_forget_by_ids_removes_the_items_and_what_derives_from_them(tmp_path, cl
     assert counts["messages"] == 1 and counts["facts"] == 2 and counts["triples"] == 2
     assert counts["window"] == 0 and counts["summaries"] == 1 and counts["embeddings"] >= 2
     assert mem.summary() == ""
+    # nor in memory: the default summarizer forgot the summaries it remembered
+    assert not any("zebra" in text for text in mem._backend.summarizer._known)
     assert [f.id for f in mem.facts()] == [kept_fact]
     assert [t.as_text() for t in mem.triples()] == ["Maria lives in Lisbon"]
     maria = next(h for h in mem.recall("Maria", tiers="entity"))
