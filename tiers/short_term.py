@@ -134,13 +134,13 @@ class ShortTermWindow:
             for cut, (_, tokens, role) in enumerate(head):
                 if (role == "user" and count - cut <= max_messages
                         and (max_tokens is None or held - before <= max_tokens)):
-                    return self._drop(head[:cut], held - before)
+                    return self._drop([row[0] for row in head[:cut]], held - before)
                 before += int(tokens)
         return self._trim_planned(scope, max_messages=max_messages, max_tokens=max_tokens)
 
-    def _drop(self, slots: Sequence[Sequence[int | str]], held: int) -> tuple[list[LoggedMessage], int]:
-        """Remove these entries (seq first) from the window: what left, and ``held``."""
-        dropped = [int(slot[0]) for slot in slots]
+    def _drop(self, seqs: Sequence[int], held: int) -> tuple[list[LoggedMessage], int]:
+        """Remove these entries (by message seq) from the window: what left, and ``held``."""
+        dropped = [int(seq) for seq in seqs]
         if not dropped:
             return [], held
         self.storage.executemany("DELETE FROM \"window\" WHERE message_seq = ?", [[seq] for seq in dropped])
@@ -156,7 +156,7 @@ class ShortTermWindow:
             return [], held  # within the limits even counting system messages: nothing can leave
         plan = plan_trim(slots, max_messages=max_messages, max_tokens=max_tokens,
                          token_counts=tokens if max_tokens is not None else None)
-        return self._drop([slots[i] for i in plan.drop], held - sum(tokens[i] for i in plan.drop))
+        return self._drop([slots[i].seq for i in plan.drop], held - sum(tokens[i] for i in plan.drop))
 
     def compact(self, scope: Scope, *, threshold: int, target: int) -> list[LoggedMessage]:
         """When the window holds more than ``threshold`` tokens, drop its oldest whole
