@@ -1,11 +1,11 @@
 """An in-process vector index: one float32 matrix per partition, exact; large partitions
-(``approximate_above`` vectors and more) switch to an approximate inverted file
-(:class:`tiers.ivf_index.IvfPartition`).
+(``approximate_above`` vectors and more) switch to an approximate HNSW graph
+(:class:`tiers.hnsw_index.HnswPartition`, usearch).
 
 Re-exported by :mod:`tiers.vectors`. An exact search is one matrix-vector product (in
 single-threaded slices) and a partial sort; it is bound by memory bandwidth: about
 1.5 ms at 10,000 x 384 and 15 ms at 100,000 x 384 on a 2-core machine. An approximate
-search scores ``nprobe`` of about ``4·sqrt(n)`` lists (``benchmarks/vector_index.py``).
+search walks the graph at breadth ``ef_search`` (``benchmarks/ann_index.py``).
 
     >>> index = NumpyVectorIndex()
     >>> index.upsert("facts/ada", ["a"], np.array([[1.0, 0.0]]))
@@ -15,16 +15,19 @@ search scores ``nprobe`` of about ``4·sqrt(n)`` lists (``benchmarks/vector_inde
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Sequence
 
 import numpy as np
 
 from scoring.checks import check_int, check_str_list
-from tiers.ivf_index import IvfPartition
+from tiers.hnsw_index import INSTALL_HINT, HnswPartition, hnsw_available
 from unified_memory.errors import invalid
 
 __all__ = ["NumpyVectorIndex"]
+
+_log = logging.getLogger(__name__)
 
 # Scores are computed in slices of at most this many matrix elements. OpenBLAS hands a
 # larger matrix-vector product to a second thread, and on a busy 2-core machine that
@@ -56,12 +59,12 @@ class _Partition:
             self.matrix, self.order = matrix, order
 
 
-def _dim(part: _Partition | IvfPartition) -> int:
-    return part.dim if isinstance(part, IvfPartition) else part.matrix.shape[1]
+def _dim(part: _Partition | HnswPartition) -> int:
+    return part.dim if isinstance(part, HnswPartition) else part.matrix.shape[1]
 
 
-def _exact(part: IvfPartition) -> _Partition:
-    """An exact partition holding what an inverted file holds (same tie ranks)."""
+def _exact(part: HnswPartition) -> _Partition:
+    """An exact partition holding what an HNSW partition holds (same tie ranks)."""
     ids, vectors, orders = part.export()
     exact = _Partition(part.dim)
     exact.reserve(len(ids))
@@ -77,9 +80,11 @@ class NumpyVectorIndex:
     are dot products (cosine, for the L2-normalised vectors it is given); ties go to the
     earlier inserted id. Not persistent: rebuilt in every process.
 
-    A partition that reaches ``approximate_above`` vectors (``None``: never) becomes an
-    inverted file searched over its ``nprobe`` best lists, its vectors kept as bfloat16;
-    it turns exact again below half that size. ``similarity`` stays exact for its ids.
+    A partition that reaches ``approximate_above`` vectors (``None``: never) becomes an HNSW
+    graph (usearch; ``connectivity``, ``ef_construction``, ``ef_search``) searched approximately,
+    its results re-scored exactly and tie-ordered as here; it turns exact again below half that
+    size. ``similarity`` stays exact. Without usearch installed, every partition stays exact
+    (correct, slower; logged once).
 
     >>> index = NumpyVectorIndex()
     >>> index.upsert("facts/ada", ["a", "b"], np.array([[1, 0], [0.6, 0.8]], dtype=np.float32))
@@ -91,21 +96,32 @@ class NumpyVectorIndex:
 
     persistent = False
 
-    def __init__(self, *, approximate_above: int | None = 200_000, nprobe: int = 16,
-                 lists_per_sqrt: float = 4.0) -> None:
+    def __init__(self, *, approximate_above: int | None = 100_000, ef_search: int = 128,
+                 connectivity: int = 32, ef_construction: int = 200) -> None:
         if approximate_above is not None:
             check_int("approximate_above", approximate_above, minimum=2)
-        if isinstance(lists_per_sqrt, bool) or not isinstance(lists_per_sqrt, int | float) or not (
-                0 < lists_per_sqrt <= 64):
-            raise invalid("lists_per_sqrt", f"expected a number in (0, 64], got {lists_per_sqrt!r}")
         self.approximate_above = approximate_above
-        self.nprobe = check_int("nprobe", nprobe, minimum=1)
-        self.lists_per_sqrt = float(lists_per_sqrt)
-        self._parts: dict[str, _Partition | IvfPartition] = {}
+        self.ef_search = check_int("ef_search", ef_search, minimum=1)
+        self.connectivity = check_int("connectivity", connectivity, minimum=2)
+        self.ef_construction = check_int("ef_construction", ef_construction, minimum=1)
+        self._parts: dict[str, _Partition | HnswPartition] = {}
         self._lock = threading.RLock()
+        self._warned = False
 
-    def _approximate(self, ids: list[str], vectors: np.ndarray, orders: np.ndarray) -> IvfPartition:
-        return IvfPartition.build(ids, vectors, orders, nprobe=self.nprobe, lists_per_sqrt=self.lists_per_sqrt)
+    def _wants_approximate(self, size: int) -> bool:
+        if self.approximate_above is None or size < self.approximate_above:
+            return False
+        if hnsw_available():
+            return True
+        if not self._warned:
+            self._warned = True
+            _log.warning("a vector partition holds %d vectors, past approximate_above=%d: it stays exact "
+                         "(slower searches) because %s", size, self.approximate_above, INSTALL_HINT)
+        return False
+
+    def _approximate(self, ids: list[str], vectors: np.ndarray, orders: np.ndarray) -> HnswPartition:
+        return HnswPartition.build(ids, vectors, orders, connectivity=self.connectivity,
+                                   ef_construction=self.ef_construction, ef_search=self.ef_search)
 
     def upsert(self, partition: str, ids: Sequence[str], vectors: object) -> None:
         """Add vectors, replacing those of ids already present (they keep their rank in ties)."""
@@ -120,13 +136,12 @@ class NumpyVectorIndex:
             if part is not None and vectors.shape[1] != _dim(part):
                 raise invalid("vectors", f"partition {partition!r} holds {_dim(part)}-dimensional "
                                          f"vectors, got {vectors.shape[1]}")
-            if isinstance(part, IvfPartition) or (
-                    self.approximate_above is not None and (part is None or not part.ids)
-                    and len(ids) >= self.approximate_above):  # straight to an inverted file: no float32 copy
+            if isinstance(part, HnswPartition) or (
+                    (part is None or not part.ids) and self._wants_approximate(len(ids))):  # straight to HNSW
                 last = {key: i for i, key in enumerate(ids)}  # a repeated id: its last vector, first rank
                 if len(last) < len(ids):
                     ids, vectors = list(last), vectors[list(last.values())]
-                if isinstance(part, IvfPartition):
+                if isinstance(part, HnswPartition):
                     part.upsert(ids, vectors)
                 else:
                     first = part.next_order if part is not None else 0
@@ -143,11 +158,11 @@ class NumpyVectorIndex:
                     part.order[row] = part.next_order
                     part.next_order += 1
                 part.matrix[row] = vectors[i]
-            if self.approximate_above is not None and len(part.ids) >= self.approximate_above:
+            if self._wants_approximate(len(part.ids)):
                 size = len(part.ids)
-                ivf = self._approximate(part.ids, part.matrix[:size], part.order[:size])
-                ivf.next_order = max(ivf.next_order, part.next_order)
-                self._parts[partition] = ivf
+                hnsw = self._approximate(part.ids, part.matrix[:size], part.order[:size])
+                hnsw.next_order = max(hnsw.next_order, part.next_order)
+                self._parts[partition] = hnsw
 
     def delete(self, partition: str, ids: Sequence[str]) -> None:
         """Remove ids (unknown ids are ignored)."""
@@ -156,7 +171,7 @@ class NumpyVectorIndex:
             part = self._parts.get(partition)
             if part is None:
                 return
-            if isinstance(part, IvfPartition):
+            if isinstance(part, HnswPartition):
                 part.delete(ids)
                 if self.approximate_above is not None and len(part) < self.approximate_above // 2:  # small again: exact
                     self._parts[partition] = _exact(part)
@@ -182,8 +197,9 @@ class NumpyVectorIndex:
                 return []
             if vector.shape[0] != _dim(part):
                 raise invalid("vector", f"expected {_dim(part)} dimensions, got {vector.shape[0]}")
-            if isinstance(part, IvfPartition):
-                return part.search(vector, limit, nprobe=self.nprobe)
+            if isinstance(part, HnswPartition):
+                part.ef_search = self.ef_search
+                return part.search(vector, limit)
             size = len(part.ids)
             if vector.shape[0] != part.matrix.shape[1]:
                 raise invalid("vector", f"expected {part.matrix.shape[1]} dimensions, got {vector.shape[0]}")
@@ -213,8 +229,8 @@ class NumpyVectorIndex:
             part = self._parts.get(partition)
             if part is None:
                 return {}
-            if isinstance(part, IvfPartition):
-                if vector.shape[0] != part.dim and any(key in part.rows for key in ids):
+            if isinstance(part, HnswPartition):
+                if vector.shape[0] != part.dim and any(key in part.keys for key in ids):
                     raise invalid("vector", f"expected {part.dim} dimensions, got {vector.shape[0]}")
                 return part.similarity(vector, ids)
             rows = [(key, part.rows[key]) for key in ids if key in part.rows]
@@ -231,7 +247,7 @@ class NumpyVectorIndex:
             part = self._parts.get(partition)
             if part is None:
                 return set()
-            return part.ids() if isinstance(part, IvfPartition) else set(part.ids)
+            return part.ids() if isinstance(part, HnswPartition) else set(part.ids)
 
     def drop(self, partition: str) -> None:
         """Forget a partition."""

@@ -87,7 +87,7 @@ CHECK_TIMEOUT, FINAL_TIMEOUT = 120.0, 900.0
 RECALL_NEW, RECALL_OLD = 6, 4  # markers of the trial, and earlier ones, recalled in each check (all at the end)
 # Imported once by the fork server: a forked child then opens a memory in ~0.05 s instead of ~1 s.
 PRELOAD = ["unified_memory.memory", "unified_memory.testing", "unified_memory.io.jsonl", "unified_memory.retrieval.federation",
-           "unified_memory.extraction.summarizers", "tiers.row_export", "tiers.deletion", "tiers.user_tables", "tiers.vectors", "tiers.ivf_index", "scoring.embeddings",
+           "unified_memory.extraction.summarizers", "tiers.row_export", "tiers.deletion", "tiers.user_tables", "tiers.vectors", "tiers.hnsw_index", "scoring.embeddings",
            "scoring.onnx_query", "tiers.chroma_index", "chromadb", "chromadb.api.rust",
            "chromadb.telemetry.product.posthog", "dateutil.parser", "tiktoken", "psycopg", "tiers.postgres_backend",
            "tiers.pg_listener", "tiers.pg_schema", "tests.reliability.test_crash_safety"]

@@ -103,7 +103,7 @@ def _vector_index(config: MemoryConfig, path: str | os.PathLike[str] | None) -> 
     if settings.backend == "numpy":
         from tiers.vectors import NumpyVectorIndex
 
-        return NumpyVectorIndex(approximate_above=settings.approximate_above, nprobe=settings.nprobe)
+        return NumpyVectorIndex(approximate_above=settings.approximate_above, ef_search=settings.ef_search)
     from tiers.chroma_index import ChromaVectorIndex
 
     hnsw = {"ef_search": settings.chroma_ef_search}
