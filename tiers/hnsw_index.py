@@ -85,6 +85,17 @@ class HnswPartition:
         part._add(list(ids), np.ascontiguousarray(vectors, dtype=np.float32), np.asarray(orders, dtype=np.int64))
         return part
 
+    @classmethod
+    def restore(cls, graph: Any, names: list[str | None], order: np.ndarray, *, next_order: int, removed: int,
+                params: dict[str, int]) -> HnswPartition:
+        """A partition around a loaded usearch ``graph`` whose key ``k`` holds ``names[k]`` (``None``:
+        removed) at rank ``order[k]`` (see :mod:`tiers.hnsw_store`)."""
+        part = cls.__new__(cls)
+        part.dim, part.params, part.graph, part.ef_search = int(graph.ndim), dict(params), graph, params["ef_search"]
+        part.names, part.order, part.next_order, part.removed = names, order, next_order, removed
+        part.keys = {name: key for key, name in enumerate(names) if name is not None}
+        return part
+
     def __len__(self) -> int:
         return len(self.keys)
 

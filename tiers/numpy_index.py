@@ -22,6 +22,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from scoring.checks import check_int, check_str_list
+from tiers import hnsw_store
 from tiers.hnsw_index import INSTALL_HINT, HnswPartition, hnsw_available
 from unified_memory.errors import invalid
 
@@ -84,7 +85,8 @@ class NumpyVectorIndex:
     graph (usearch; ``connectivity``, ``ef_construction``, ``ef_search``) searched approximately,
     its results re-scored exactly and tie-ordered as here; it turns exact again below half that
     size. ``similarity`` stays exact. Without usearch installed, every partition stays exact
-    (correct, slower; logged once).
+    (correct, slower; logged once). Given a ``directory``, HNSW partitions built or changed
+    here are saved there at :meth:`close` and loaded on first use (:mod:`tiers.hnsw_store`).
 
     >>> index = NumpyVectorIndex()
     >>> index.upsert("facts/ada", ["a", "b"], np.array([[1, 0], [0.6, 0.8]], dtype=np.float32))
@@ -97,7 +99,8 @@ class NumpyVectorIndex:
     persistent = False
 
     def __init__(self, *, approximate_above: int | None = 100_000, ef_search: int = 128,
-                 connectivity: int = 32, ef_construction: int = 200) -> None:
+                 connectivity: int = 32, ef_construction: int = 200,
+                 directory: str | None = None) -> None:
         if approximate_above is not None:
             check_int("approximate_above", approximate_above, minimum=2)
         self.approximate_above = approximate_above
@@ -107,6 +110,19 @@ class NumpyVectorIndex:
         self._parts: dict[str, _Partition | HnswPartition] = {}
         self._lock = threading.RLock()
         self._warned = False
+        self.directory = directory
+        self._looked: set[str] = set()  # partitions whose saved copy was looked for
+        self._changed: set[str] = set()  # HNSW partitions built or changed here: saved at close
+
+    def _get(self, partition: str) -> _Partition | HnswPartition | None:
+        part = self._parts.get(partition)
+        if part is None and self.directory is not None and partition not in self._looked:
+            self._looked.add(partition)
+            if hnsw_available():
+                part = hnsw_store.load(self.directory, partition)
+                if part is not None:
+                    self._parts[partition] = part
+        return part
 
     def _wants_approximate(self, size: int) -> bool:
         if self.approximate_above is None or size < self.approximate_above:
@@ -132,7 +148,10 @@ class NumpyVectorIndex:
         if not ids:
             return
         with self._lock:
-            part = self._parts.get(partition)
+            part = self._get(partition)
+            if part is not None and not len(part):  # empty: starts afresh (another model may have other dims)
+                del self._parts[partition]
+                part = None
             if part is not None and vectors.shape[1] != _dim(part):
                 raise invalid("vectors", f"partition {partition!r} holds {_dim(part)}-dimensional "
                                          f"vectors, got {vectors.shape[1]}")
@@ -141,6 +160,7 @@ class NumpyVectorIndex:
                 last = {key: i for i, key in enumerate(ids)}  # a repeated id: its last vector, first rank
                 if len(last) < len(ids):
                     ids, vectors = list(last), vectors[list(last.values())]
+                self._changed.add(partition)
                 if isinstance(part, HnswPartition):
                     part.upsert(ids, vectors)
                 else:
@@ -163,15 +183,17 @@ class NumpyVectorIndex:
                 hnsw = self._approximate(part.ids, part.matrix[:size], part.order[:size])
                 hnsw.next_order = max(hnsw.next_order, part.next_order)
                 self._parts[partition] = hnsw
+                self._changed.add(partition)
 
     def delete(self, partition: str, ids: Sequence[str]) -> None:
         """Remove ids (unknown ids are ignored)."""
         ids = check_str_list("ids", ids)
         with self._lock:
-            part = self._parts.get(partition)
+            part = self._get(partition)
             if part is None:
                 return
             if isinstance(part, HnswPartition):
+                self._changed.add(partition)
                 part.delete(ids)
                 if self.approximate_above is not None and len(part) < self.approximate_above // 2:  # small again: exact
                     self._parts[partition] = _exact(part)
@@ -192,7 +214,7 @@ class NumpyVectorIndex:
         """The ``limit`` ids most similar to ``vector``, best first, as ``(id, score)``."""
         vector = np.asarray(vector, dtype=np.float32).reshape(-1)
         with self._lock:
-            part = self._parts.get(partition)
+            part = self._get(partition)
             if part is None or limit <= 0 or not len(part):
                 return []
             if vector.shape[0] != _dim(part):
@@ -226,7 +248,7 @@ class NumpyVectorIndex:
         ids = check_str_list("ids", ids)
         vector = np.asarray(vector, dtype=np.float32).reshape(-1)
         with self._lock:
-            part = self._parts.get(partition)
+            part = self._get(partition)
             if part is None:
                 return {}
             if isinstance(part, HnswPartition):
@@ -244,17 +266,36 @@ class NumpyVectorIndex:
     def ids(self, partition: str) -> set[str]:
         """The ids held in a partition."""
         with self._lock:
-            part = self._parts.get(partition)
+            part = self._get(partition)
             if part is None:
                 return set()
             return part.ids() if isinstance(part, HnswPartition) else set(part.ids)
 
     def drop(self, partition: str) -> None:
-        """Forget a partition."""
+        """Forget a partition (and delete its saved copy)."""
         with self._lock:
             self._parts.pop(partition, None)
+            self._changed.discard(partition)
+            self._looked.add(partition)
+            if self.directory is not None:
+                hnsw_store.delete(self.directory, partition)
 
     def close(self) -> None:
-        """Forget every partition."""
+        """Save the HNSW partitions built or changed here (given a ``directory``), then forget
+        every partition. A save that fails is logged: the next process rebuilds instead."""
         with self._lock:
+            directory = self.directory
+            for partition in sorted(self._changed):
+                part = self._parts.get(partition)
+                if directory is None:
+                    break
+                try:
+                    if isinstance(part, HnswPartition):
+                        hnsw_store.save(directory, partition, part)
+                    else:  # exact again (or dropped): a saved graph would only be stale
+                        hnsw_store.delete(directory, partition)
+                except OSError as exc:
+                    _log.warning("could not save the vector index of %s in %s: %s", partition, self.directory, exc)
+            self._changed.clear()
+            self._looked.clear()
             self._parts.clear()

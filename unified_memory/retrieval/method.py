@@ -103,7 +103,9 @@ def _vector_index(config: MemoryConfig, path: str | os.PathLike[str] | None) -> 
     if settings.backend == "numpy":
         from tiers.vectors import NumpyVectorIndex
 
-        return NumpyVectorIndex(approximate_above=settings.approximate_above, ef_search=settings.ef_search)
+        directory = f"{Path(path)}.vectors" if path is not None and not is_url(path) and str(path) != ":memory:" else None
+        return NumpyVectorIndex(approximate_above=settings.approximate_above, ef_search=settings.ef_search,
+                                directory=directory)
     from tiers.chroma_index import ChromaVectorIndex
 
     hnsw = {"ef_search": settings.chroma_ef_search}
