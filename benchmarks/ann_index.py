@@ -13,8 +13,8 @@ Configs, each in a fresh subprocess (peak RSS, ``ru_maxrss``, never mixes):
 
 - ``exact``: brute force (one float32 matrix-vector product per query, the numpy backend below
   ``approximate_above``);
-- ``ivf``: the inverted file the numpy backend used before HNSW (``tiers.ivf_index`` at the
-  commit measured; absent later), ``nprobe`` 16 (its default);
+- ``ivf``: the inverted file the numpy backend used before HNSW, ``nprobe`` 16 (its default): removed
+  since, so run this config from a checkout of commit fec0012 with this script copied into it;
 - ``usearch:M:efC:efS1,efS2``: ``usearch.index.Index(metric="ip", connectivity=M, expansion_add=efC,
   expansion_search=efS)``, built with one ``add`` of all N (``--threads``, 2), searched at each efS;
 - ``faiss:M:efC:efS1,efS2``: ``faiss.IndexHNSWFlat(d, M, METRIC_INNER_PRODUCT)``, ``efConstruction``,
@@ -103,6 +103,7 @@ def build(config: str, data: np.ndarray, threads: int):
 
         index = Index(ndim=data.shape[1], metric="ip", dtype="f32", connectivity=m, expansion_add=ef_c)
         index.add(np.arange(len(data), dtype=np.uint64), data, threads=threads)
+        build.graph = (index, m, ef_c)  # type: ignore[attr-defined]  # for reopen(), after the searches
 
         def set_ef(ef: int) -> None:
             index.expansion_search = ef
@@ -121,6 +122,26 @@ def build(config: str, data: np.ndarray, threads: int):
     def search(q: np.ndarray, k: int) -> list[int]:
         return index.search(q[None, :], k)[1][0].tolist()
     return search, set_ef_faiss
+
+
+def reopen(data: np.ndarray, graph, m: int, ef_c: int) -> tuple[float, float]:
+    """Seconds to save the graph as ``tiers.hnsw_store`` does at close, and to load it back."""
+    import tempfile
+
+    from tiers import hnsw_store
+    from tiers.hnsw_index import HnswPartition
+
+    part = HnswPartition.restore(graph, [f"f{i}|0123456789abcdef" for i in range(len(data))],
+                                 np.arange(len(data), dtype=np.int64), next_order=len(data), removed=0,
+                                 params={"connectivity": m, "ef_construction": ef_c, "ef_search": 128})
+    with tempfile.TemporaryDirectory() as folder:
+        start = time.perf_counter()
+        hnsw_store.save(folder, "facts/bench", part)
+        saved = time.perf_counter() - start
+        start = time.perf_counter()
+        loaded = hnsw_store.load(folder, "facts/bench")
+        assert loaded is not None and len(loaded) == len(data)
+        return saved, time.perf_counter() - start
 
 
 def child(args: argparse.Namespace) -> dict:
@@ -152,16 +173,24 @@ def child(args: argparse.Namespace) -> dict:
         rows.append({"ef": ef, "p50": float(np.percentile(times, 50)), "p95": float(np.percentile(times, 95)),
                      "recall": float(np.mean(recall)), "r1_stored": float(np.mean(hits))})
     result["rows"] = rows
+    graph = getattr(build, "graph", None)
+    result["save_s"], result["load_s"] = reopen(data, *graph) if graph is not None else (None, None)
     return result
 
 
+def fmt(seconds: float | None) -> str:
+    return "–" if seconds is None else f"{seconds:.2f}"
+
+
 def table(results: list[dict]) -> str:
-    head = "| data | index (M:efC) | efS | build s | p50 ms | p95 ms | recall@10 | R@1 stored | peak RSS MB |"
+    head = ("| data | index (M:efC) | efS | build s | p50 ms | p95 ms | recall@10 | R@1 stored | peak RSS MB "
+            "| save s | load s |")
     lines = [head, "|" + "---|" * (head.count("|") - 1)]
     for r in results:
         for row in r["rows"]:
             lines.append(f"| {r['data']} | {r['config']} | {row['ef'] or '–'} | {r['build_s']:.1f} | {row['p50']:.2f} "
-                         f"| {row['p95']:.2f} | {row['recall']:.3f} | {row['r1_stored']:.3f} | {r['peak_rss']:.0f} |")
+                         f"| {row['p95']:.2f} | {row['recall']:.3f} | {row['r1_stored']:.3f} | {r['peak_rss']:.0f} "
+                         f"| {fmt(r.get('save_s'))} | {fmt(r.get('load_s'))} |")
     return "\n".join(lines)
 
 
@@ -198,7 +227,9 @@ def main() -> None:
         f"- 1-minute load average before / after: {load_before:.2f} / {os.getloadavg()[0]:.2f} (shared machine).\n"
         "- build s: one bulk add of all N (2 threads); p50/p95: one text query at a time, k=10, one thread.\n"
         "- recall@10 vs exact top 10 on text queries; R@1 stored: a stored vector searched for itself comes "
-        "back first.\n- peak RSS: whole child process, including the N float32 input vectors.",
+        "back first.\n- peak RSS: whole child process, including the N float32 input vectors.\n"
+        "- save s / load s (usearch): `tiers.hnsw_store.save` / `load` of the graph with N ids (the reopen cost "
+        "of a saved partition, files in the page cache; after the peak RSS above).",
     ]) + "\n"
     publish(text, args.out)
 
