@@ -203,9 +203,9 @@ class VectorConfig(_Config):
     approximate_above: int | None = Field(
         default=100_000, ge=2,
         description="numpy backend: a partition of at least this many vectors is searched approximately "
-                    "(HNSW graph, usearch: ~1 ms at 300k x 384 instead of ~45 ms; recall@10 >= 0.95 on "
-                    "text vectors, benchmarks/ann_index.py); below half of it, exactly again. None = "
-                    "always exact.")
+                    "(HNSW graph, usearch: ~1 ms instead of 27 ms at 50k MiniLM vectors, recall@10 0.995: "
+                    "benchmarks/results/ann_index.md; building it takes minutes at this size); below half of "
+                    "it, exactly again. None = always exact.")
     ef_search: int = Field(default=128, ge=1, description="numpy backend, approximate partitions: HNSW "
                            "search breadth; higher finds more true neighbours, slower.")
     nprobe: int = Field(default=16, ge=1, description="no longer used (the inverted file it tuned was "
