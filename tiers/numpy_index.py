@@ -1,6 +1,7 @@
 """An in-process vector index: one float32 matrix per partition, exact; large partitions
 (``approximate_above`` vectors and more) switch to an approximate HNSW graph
-(:class:`tiers.hnsw_index.HnswPartition`, usearch).
+(:class:`tiers.hnsw_index.HnswPartition`, faiss), built in the background (:mod:`tiers.hnsw_build`)
+and, given a directory, saved there (:mod:`tiers.hnsw_store`).
 
 Re-exported by :mod:`tiers.vectors`. An exact search is one matrix-vector product (in
 single-threaded slices) and a partial sort; it is bound by memory bandwidth: about
@@ -17,12 +18,14 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Sequence
 
 import numpy as np
 
 from scoring.checks import check_int, check_str_list
 from tiers import hnsw_store
+from tiers.hnsw_build import Build
 from tiers.hnsw_index import INSTALL_HINT, HnswPartition, hnsw_available
 from unified_memory.errors import invalid
 
@@ -52,12 +55,24 @@ class _Partition:
 
     def reserve(self, size: int) -> None:
         if size > len(self.matrix):
-            capacity = max(size, 2 * len(self.matrix))
+            # doubling while small; by a quarter once large (a 300k x 384 matrix is 460 MB)
+            capacity = max(size, 2 * len(self.matrix) if len(self.matrix) < 65_536 else len(self.matrix) * 5 // 4)
             matrix = np.empty((capacity, self.matrix.shape[1]), dtype=np.float32)
             matrix[:len(self.ids)] = self.matrix[:len(self.ids)]
             order = np.empty(capacity, dtype=np.int64)
             order[:len(self.ids)] = self.order[:len(self.ids)]
             self.matrix, self.order = matrix, order
+
+    def snapshot(self) -> list[str]:
+        """The ids held, in rank order."""
+        size = len(self.ids)
+        return [self.ids[row] for row in np.argsort(self.order[:size], kind="stable")]
+
+    def take(self, ids: list[str]) -> tuple[list[str], np.ndarray, np.ndarray]:
+        """Of ``ids``, those held, with a copy of their vectors and their ranks."""
+        present = [key for key in ids if key in self.rows]
+        rows = np.array([self.rows[key] for key in present], dtype=np.int64)
+        return present, self.matrix[rows], self.order[rows]
 
 
 def _dim(part: _Partition | HnswPartition) -> int:
@@ -79,14 +94,17 @@ class NumpyVectorIndex:
     """An in-process :class:`~unified_memory.protocols.VectorIndex`: one growable float32
     matrix per partition; a search is one matrix-vector product and a partial sort. Scores
     are dot products (cosine, for the L2-normalised vectors it is given); ties go to the
-    earlier inserted id. Not persistent: rebuilt in every process.
+    earlier inserted id. Not persistent: rebuilt in every process, or loaded from saved copies.
 
     A partition that reaches ``approximate_above`` vectors (``None``: never) becomes an HNSW
-    graph (usearch; ``connectivity``, ``ef_construction``, ``ef_search``) searched approximately,
+    graph (faiss; ``connectivity``, ``ef_construction``, ``ef_search``) searched approximately,
     its results re-scored exactly and tie-ordered as here; it turns exact again below half that
-    size. ``similarity`` stays exact. Without usearch installed, every partition stays exact
-    (correct, slower; logged once). Given a ``directory``, HNSW partitions built or changed
-    here are saved there at :meth:`close` and loaded on first use (:mod:`tiers.hnsw_store`).
+    size. The graph is built by a background thread (:mod:`tiers.hnsw_build`) while the partition
+    stays exact; :meth:`wait_builds` waits for it. ``similarity`` stays exact. Without faiss
+    installed, every partition stays exact (correct, slower; logged once). Given a ``directory``,
+    HNSW partitions can be saved there (:meth:`save_partition`, called by
+    :class:`tiers.vectors.PartitionedVectors` under the database's write lock) and loaded
+    (:meth:`load_saved`); see :mod:`tiers.hnsw_store`.
 
     >>> index = NumpyVectorIndex()
     >>> index.upsert("facts/ada", ["a", "b"], np.array([[1, 0], [0.6, 0.8]], dtype=np.float32))
@@ -111,18 +129,12 @@ class NumpyVectorIndex:
         self._lock = threading.RLock()
         self._warned = False
         self.directory = directory
+        self._builds: dict[str, Build] = {}
         self._looked: set[str] = set()  # partitions whose saved copy was looked for
-        self._changed: set[str] = set()  # HNSW partitions built or changed here: saved at close
+        self._changed: set[str] = set()  # HNSW partitions built or changed since loaded or saved
 
     def _get(self, partition: str) -> _Partition | HnswPartition | None:
-        part = self._parts.get(partition)
-        if part is None and self.directory is not None and partition not in self._looked:
-            self._looked.add(partition)
-            if hnsw_available():
-                part = hnsw_store.load(self.directory, partition)
-                if part is not None:
-                    self._parts[partition] = part
-        return part
+        return self._parts.get(partition)
 
     def _wants_approximate(self, size: int) -> bool:
         if self.approximate_above is None or size < self.approximate_above:
@@ -135,9 +147,30 @@ class NumpyVectorIndex:
                          "(slower searches) because %s", size, self.approximate_above, INSTALL_HINT)
         return False
 
-    def _approximate(self, ids: list[str], vectors: np.ndarray, orders: np.ndarray) -> HnswPartition:
-        return HnswPartition.build(ids, vectors, orders, connectivity=self.connectivity,
-                                   ef_construction=self.ef_construction, ef_search=self.ef_search)
+    def _new_hnsw(self, dim: int) -> HnswPartition:
+        return HnswPartition(dim, connectivity=self.connectivity, ef_construction=self.ef_construction,
+                             ef_search=self.ef_search)
+
+    def _building(self, partition: str) -> Build | None:
+        build = self._builds.get(partition)
+        return build if build is not None and build.thread.is_alive() else None
+
+    def _start_build(self, partition: str, source: _Partition | HnswPartition) -> None:
+        if self._building(partition) is None:
+            self._builds[partition] = Build(partition, source, _dim(source), parts=self._parts, lock=self._lock,
+                                            make=self._new_hnsw, done=self._built).start()
+
+    def _built(self, build: Build, part: HnswPartition | None) -> None:
+        """A build ended (under the lock, in its thread): ``part`` swapped in, or ``None``."""
+        if self._builds.get(build.name) is build:
+            del self._builds[build.name]
+        if part is not None:
+            self._changed.add(build.name)
+
+    def _touch(self, partition: str, ids: list[str]) -> None:
+        build = self._builds.get(partition)
+        if build is not None:
+            build.touch(ids)
 
     def upsert(self, partition: str, ids: Sequence[str], vectors: object) -> None:
         """Add vectors, replacing those of ids already present (they keep their rank in ties)."""
@@ -149,23 +182,21 @@ class NumpyVectorIndex:
             return
         with self._lock:
             part = self._get(partition)
-            if part is not None and not len(part):  # empty: starts afresh (another model may have other dims)
-                del self._parts[partition]
+            if part is not None and not len(part) and self._building(partition) is None:
+                del self._parts[partition]  # empty: starts afresh (another model may have other dims)
                 part = None
             if part is not None and vectors.shape[1] != _dim(part):
                 raise invalid("vectors", f"partition {partition!r} holds {_dim(part)}-dimensional "
                                          f"vectors, got {vectors.shape[1]}")
-            if isinstance(part, HnswPartition) or (
-                    (part is None or not part.ids) and self._wants_approximate(len(ids))):  # straight to HNSW
+            self._touch(partition, ids)
+            if isinstance(part, HnswPartition):
                 last = {key: i for i, key in enumerate(ids)}  # a repeated id: its last vector, first rank
                 if len(last) < len(ids):
                     ids, vectors = list(last), vectors[list(last.values())]
                 self._changed.add(partition)
-                if isinstance(part, HnswPartition):
-                    part.upsert(ids, vectors)
-                else:
-                    first = part.next_order if part is not None else 0
-                    self._parts[partition] = self._approximate(ids, vectors, np.arange(first, first + len(ids)))
+                part.upsert(ids, vectors)
+                if part.needs_rebuild():
+                    self._start_build(partition, part)
                 return
             if part is None:
                 part = self._parts[partition] = _Partition(vectors.shape[1])
@@ -179,11 +210,7 @@ class NumpyVectorIndex:
                     part.next_order += 1
                 part.matrix[row] = vectors[i]
             if self._wants_approximate(len(part.ids)):
-                size = len(part.ids)
-                hnsw = self._approximate(part.ids, part.matrix[:size], part.order[:size])
-                hnsw.next_order = max(hnsw.next_order, part.next_order)
-                self._parts[partition] = hnsw
-                self._changed.add(partition)
+                self._start_build(partition, part)
 
     def delete(self, partition: str, ids: Sequence[str]) -> None:
         """Remove ids (unknown ids are ignored)."""
@@ -192,11 +219,14 @@ class NumpyVectorIndex:
             part = self._get(partition)
             if part is None:
                 return
+            self._touch(partition, ids)
             if isinstance(part, HnswPartition):
                 self._changed.add(partition)
                 part.delete(ids)
                 if self.approximate_above is not None and len(part) < self.approximate_above // 2:  # small again: exact
                     self._parts[partition] = _exact(part)
+                elif part.needs_rebuild():
+                    self._start_build(partition, part)
                 return
             for key in ids:
                 row = part.rows.pop(key, None)
@@ -223,8 +253,6 @@ class NumpyVectorIndex:
                 part.ef_search = self.ef_search
                 return part.search(vector, limit)
             size = len(part.ids)
-            if vector.shape[0] != part.matrix.shape[1]:
-                raise invalid("vector", f"expected {part.matrix.shape[1]} dimensions, got {vector.shape[0]}")
             scores = np.empty(size, dtype=np.float32)
             step = max(1, _CHUNK_ELEMENTS // len(vector))
             for start in range(0, size, step):
@@ -271,9 +299,73 @@ class NumpyVectorIndex:
                 return set()
             return part.ids() if isinstance(part, HnswPartition) else set(part.ids)
 
+    def wait_builds(self, timeout: float | None = None) -> bool:
+        """Wait until no HNSW graph is being built (``timeout`` seconds at most); whether none is."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            with self._lock:
+                builds = [build for build in self._builds.values() if build.thread.is_alive()]
+            if not builds:
+                return True
+            left = None if deadline is None else deadline - time.monotonic()
+            if left is not None and left <= 0:
+                return False
+            builds[0].join(left)
+
+    # -- saved partitions (tiers.hnsw_store) -------------------------------------------------
+
+    def load_saved(self, partition: str, tag: str) -> int | None:
+        """Load the partition's saved copy, if it is not held here yet and one was saved with
+        this ``tag`` (model and kind); returns the journal position it reflects, or ``None``."""
+        with self._lock:
+            if self.directory is None or partition in self._parts or partition in self._looked \
+                    or not hnsw_available():
+                return None
+            self._looked.add(partition)
+            loaded = hnsw_store.load(self.directory, partition, tag)
+            if loaded is None:
+                return None
+            part, head = loaded
+            part.ef_search = self.ef_search
+            self._parts[partition] = part
+            if part.needs_rebuild():
+                self._start_build(partition, part)
+            return head
+
+    def save_partition(self, partition: str, head: int, tag: str) -> None:
+        """Save the partition as of journal position ``head`` when it is an HNSW graph changed
+        since it was loaded or saved (unchanged: the saved copy's position moves to ``head``);
+        an exact one deletes a stale saved copy. Call with the database's write lock held, the
+        partition in step with the store (so a forget, which deletes saved copies inside its
+        write, is never undone by a save)."""
+        with self._lock:
+            if self.directory is None:
+                return
+            part = self._parts.get(partition)
+            if not isinstance(part, HnswPartition):
+                if partition in self._changed:
+                    hnsw_store.delete(self.directory, partition)
+                    self._changed.discard(partition)
+                return
+            if partition in self._changed or not hnsw_store.move(self.directory, partition, head, tag):
+                hnsw_store.save(self.directory, partition, part, head=head, tag=tag)
+            self._changed.discard(partition)
+
+    def delete_saved(self, partition: str) -> None:
+        """Delete the partition's saved copy (a forget, inside its write); one held here is
+        saved again later, when in step with the store."""
+        with self._lock:
+            if self.directory is not None:
+                hnsw_store.delete(self.directory, partition)
+                if partition in self._parts:
+                    self._changed.add(partition)
+
     def drop(self, partition: str) -> None:
         """Forget a partition (and delete its saved copy)."""
         with self._lock:
+            build = self._builds.pop(partition, None)
+            if build is not None:
+                build.cancel()
             self._parts.pop(partition, None)
             self._changed.discard(partition)
             self._looked.add(partition)
@@ -281,21 +373,17 @@ class NumpyVectorIndex:
                 hnsw_store.delete(self.directory, partition)
 
     def close(self) -> None:
-        """Save the HNSW partitions built or changed here (given a ``directory``), then forget
-        every partition. A save that fails is logged: the next process rebuilds instead."""
+        """Stop the builds in progress (each stops after its current chunk: seconds at most)
+        and forget every partition. Saving is done before, under the database's write lock
+        (:meth:`tiers.vectors.PartitionedVectors.save`)."""
         with self._lock:
-            directory = self.directory
-            for partition in sorted(self._changed):
-                part = self._parts.get(partition)
-                if directory is None:
-                    break
-                try:
-                    if isinstance(part, HnswPartition):
-                        hnsw_store.save(directory, partition, part)
-                    else:  # exact again (or dropped): a saved graph would only be stale
-                        hnsw_store.delete(directory, partition)
-                except OSError as exc:
-                    _log.warning("could not save the vector index of %s in %s: %s", partition, self.directory, exc)
+            builds = list(self._builds.values())
+            for build in builds:
+                build.cancel()
+        for build in builds:
+            build.join()
+        with self._lock:
+            self._builds.clear()
             self._changed.clear()
             self._looked.clear()
             self._parts.clear()

@@ -285,6 +285,7 @@ class PartitionedVectors:
             # A persistent index is shared with other processes, which update it just before
             # they commit: the write lock makes the store and the index one consistent moment.
             with self.storage.atomic() if self.index.persistent else contextlib.nullcontext():
+                self._load_saved(user_id)
                 docs = dict(self._loader(user_id))
                 want = {item_id: self._key(item_id, text) for item_id, text in docs.items()}
                 name = self.partition(user_id)
@@ -295,6 +296,46 @@ class PartitionedVectors:
                 keys = {item_id: key for item_id, key in want.items() if key in have}
                 self._put(user_id, keys, docs)
                 self._keys[user_id] = keys
+
+    @property
+    def tag(self) -> str:
+        """What a saved partition must have been made with to be used: kind, model, dimensions."""
+        return f"{self.kind}|{self.cache.model}|{self.cache.embedder.dim}"
+
+    def _load_saved(self, user_id: str) -> None:
+        """Load the user's saved partition (:mod:`tiers.hnsw_store`), if the index keeps them and
+        holds none yet. Usable when the journal since its position can be replayed; a reset since
+        (a forget, a bulk write), a pruned journal or a saved copy of another model: deleted, and
+        built from the store. :meth:`ensure` then brings it in step with the store (the journalled
+        puts and deletes since are among what it repairs; a partition it changes is saved again)."""
+        load = getattr(self.index, "load_saved", None)
+        if load is None:
+            return
+        name = self.partition(user_id)
+        head = load(name, self.tag)
+        if head is not None and self._journal.since(user_id, head) is None:
+            self.index.drop(name)
+
+    def save(self) -> None:
+        """Save the in-step partitions the index keeps on disk (a numpy index with a
+        directory, :meth:`~tiers.numpy_index.NumpyVectorIndex.save_partition`). Inside one
+        write: the database's write lock serialises saving with forgets, and the journal is
+        replayed first, so no partition that still holds a forgotten vector is saved."""
+        save = getattr(self.index, "save_partition", None)
+        if save is None or getattr(self.index, "directory", None) is None:
+            return
+        with self.storage.lock, self.storage.atomic():
+            self._sync()
+            head = self._journal.head()
+            for user_id in list(self._keys):
+                if user_id not in self._pending:
+                    save(self.partition(user_id), head, self.tag)
+
+    def forget_saved(self, user_id: str) -> None:
+        """Delete the user's saved partition (inside the forget's write, before it commits)."""
+        delete = getattr(self.index, "delete_saved", None)
+        if delete is not None:
+            delete(self.partition(user_id))
 
     def _loaded(self, user_id: str) -> dict[str, str] | None:
         self._sync()

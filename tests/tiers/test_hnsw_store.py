@@ -1,3 +1,5 @@
+import json
+
 import numpy as np
 import pytest
 
@@ -18,79 +20,185 @@ def files(folder):
     return sorted(path.name for path in folder.iterdir()) if folder.exists() else []
 
 
-def test_a_changed_partition_is_saved_at_close_and_loaded_at_first_use(tmp_path):
-    folder, data = tmp_path / "db.vectors", unit(400)
+def built(folder, n=400, name="facts/ada", seed=0):
     index = NumpyVectorIndex(approximate_above=100, directory=str(folder))
-    index.upsert("facts/ada", [f"v{i}" for i in range(400)], data)
+    data = unit(n, seed=seed)
+    index.upsert(name, [f"v{i}" for i in range(n)], data)
+    assert index.wait_builds(60)
+    return index, data
+
+
+def test_a_partition_is_saved_with_its_journal_position_and_loaded_as_it_was(tmp_path):
+    folder = tmp_path / "db.vectors"
+    index, data = built(folder)
     index.delete("facts/ada", ["v3", "v4"])
     index.upsert("facts/small", ["s"], data[:1])  # exact: never saved
     before = [index.search("facts/ada", query, 10) for query in data[:20]]
+    index.save_partition("facts/ada", 42, "tag")
+    index.save_partition("facts/small", 42, "tag")
     index.close()
     assert len(files(folder)) == 3  # manifest, graph, ids
     again = NumpyVectorIndex(approximate_above=100, directory=str(folder))
-    assert isinstance(again._get("facts/ada"), HnswPartition)
+    assert again.load_saved("facts/ada", "tag") == 42 and again.load_saved("facts/ada", "tag") is None  # once
+    assert again.load_saved("facts/small", "tag") is None
+    assert isinstance(again._parts["facts/ada"], HnswPartition)
     assert [again.search("facts/ada", query, 10) for query in data[:20]] == before
-    assert again.ids("facts/ada") == {f"v{i}" for i in range(400)} - {"v3", "v4"} and again.ids("facts/small") == set()
+    assert again.ids("facts/ada") == {f"v{i}" for i in range(400)} - {"v3", "v4"}
     again.upsert("facts/ada", ["v3", "new"], data[:2])  # a loaded graph takes writes; ranks continue
     assert again.search("facts/ada", data[0], 2) == [("v0", pytest.approx(1.0)), ("v3", pytest.approx(1.0))]
+    again.save_partition("facts/ada", 50, "tag")
     again.close()
     third = NumpyVectorIndex(approximate_above=100, directory=str(folder))
+    assert third.load_saved("facts/ada", "tag") == 50
     assert {"v3", "new"} <= third.ids("facts/ada") and len(files(folder)) == 3  # old generation removed
+    third.save_partition("facts/ada", 60, "tag")  # unchanged: only the manifest's position moves
+    assert [p.name for p in folder.iterdir() if p.suffix == ".faiss"] == [p.name for p in folder.iterdir()
+                                                                          if p.suffix == ".faiss"]
+    assert hnsw_store.load(folder, "facts/ada", "tag")[1] == 60
 
 
-def test_damaged_or_partial_files_are_deleted_and_the_partition_is_empty(tmp_path):
-    folder, data = tmp_path / "db.vectors", unit(200)
-    index = NumpyVectorIndex(approximate_above=100, directory=str(folder))
-    index.upsert("p", [str(i) for i in range(200)], data)
-    index.close()
-    graph = next(folder.glob("*.usearch"))
-    graph.write_bytes(graph.read_bytes()[:1000])  # truncated
-    assert hnsw_store.load(folder, "p") is None and files(folder) == []
-    index = NumpyVectorIndex(approximate_above=100, directory=str(folder))
-    index.upsert("p", [str(i) for i in range(200)], data)
-    index.close()
+def test_a_saved_file_holds_no_removed_vector(tmp_path):
+    folder = tmp_path / "db.vectors"
+    index, data = built(folder, n=300)
+    index.delete("facts/ada", ["v7"])
+    index.upsert("facts/ada", ["v8"], data[:1])  # replaced: the old vector goes too
+    index.save_partition("facts/ada", 1, "tag")
+    raw = b"".join(path.read_bytes() for path in folder.iterdir())
+    assert data[7].tobytes() not in raw and data[8].tobytes() not in raw and data[9].tobytes() in raw
+
+
+@pytest.mark.parametrize("damage", ["truncate", "garbage", "ids", "manifest", "tag", "format", "count"])
+def test_damaged_foreign_or_partial_files_are_deleted_and_never_raise(tmp_path, damage):
+    folder = tmp_path / "db.vectors"
+    index, _ = built(folder, n=200)
+    index.save_partition("facts/ada", 3, "tag")
+    graph, ids = next(folder.glob("*.faiss")), next(folder.glob("*.ids.json"))
+    manifest = next(path for path in folder.glob("*.json") if not path.name.endswith(".ids.json"))
     (folder / "stray.tmp").write_text("x")
-    next(folder.glob("*.ids.json")).write_text("{not json")
-    assert NumpyVectorIndex(approximate_above=100, directory=str(folder)).ids("p") == set()
+    if damage == "truncate":
+        graph.write_bytes(graph.read_bytes()[:1000])
+    elif damage == "garbage":
+        graph.write_bytes(b"\x00" * graph.stat().st_size)
+    elif damage == "ids":
+        ids.write_text("{not json")
+    elif damage == "manifest":
+        manifest.write_text("[" * 100_000)
+    elif damage == "format":
+        manifest.write_text(json.dumps({**json.loads(manifest.read_text()), "format": 99}))
+    elif damage == "count":
+        state = json.loads(ids.read_text())
+        state["names"][0] = None
+        ids.write_text(json.dumps(state))
+    tag = "another model" if damage == "tag" else "tag"
+    again = NumpyVectorIndex(approximate_above=100, directory=str(folder))
+    assert again.load_saved("facts/ada", tag) is None and again.ids("facts/ada") == set()
     assert files(folder) == ["stray.tmp"]
 
 
 def test_a_crash_before_the_manifest_keeps_the_previous_save(tmp_path):
-    folder, data = tmp_path / "db.vectors", unit(200)
-    index = NumpyVectorIndex(approximate_above=100, directory=str(folder))
-    index.upsert("p", [str(i) for i in range(200)], data)
-    index.close()
-    stem = next(folder.glob("*.usearch")).name.split(".")[0]
-    (folder / f"{stem}.feedbeef0000.usearch").write_bytes(b"half written")  # a newer save, cut short
-    assert len(hnsw_store.load(folder, "p")) == 200
-
-
-def test_drop_and_a_return_to_exact_delete_the_saved_graph(tmp_path):
-    folder, data = tmp_path / "db.vectors", unit(200)
-    index = NumpyVectorIndex(approximate_above=100, directory=str(folder))
-    index.upsert("p", [str(i) for i in range(200)], data)
-    index.upsert("q", [str(i) for i in range(200)], data)
-    index.close()
-    index = NumpyVectorIndex(approximate_above=100, directory=str(folder))
-    index.drop("p")
-    index.delete("q", [str(i) for i in range(160)])  # 40 left: exact again
-    index.close()
+    folder = tmp_path / "db.vectors"
+    index, _ = built(folder, n=200)
+    index.save_partition("facts/ada", 3, "tag")
+    stem = next(folder.glob("*.faiss")).name.split(".")[0]
+    (folder / f"{stem}.feedbeef0000.faiss").write_bytes(b"half written")  # a newer save, cut short
+    (folder / f"{stem}.feedbeef0000.faiss.0a0b0c0d.tmp").write_bytes(b"half written")
+    assert len(hnsw_store.load(folder, "facts/ada", "tag")[0]) == 200
+    hnsw_store.delete(folder, "facts/ada")  # a forget deletes the leftovers too
     assert files(folder) == []
 
 
+def test_drop_a_return_to_exact_and_delete_saved_remove_the_files(tmp_path):
+    folder = tmp_path / "db.vectors"
+    index, data = built(folder, n=200)
+    index.upsert("facts/bo", [str(i) for i in range(200)], data)
+    assert index.wait_builds(60)
+    for name in ("facts/ada", "facts/bo"):
+        index.save_partition(name, 1, "tag")
+    assert len(files(folder)) == 6
+    index.drop("facts/ada")
+    index.delete("facts/bo", [str(i) for i in range(160)])  # 40 left: exact again
+    index.save_partition("facts/bo", 2, "tag")
+    assert files(folder) == []
+    index.upsert("facts/cy", [str(i) for i in range(200)], data)
+    assert index.wait_builds(60)
+    index.save_partition("facts/cy", 1, "tag")
+    index.delete_saved("facts/cy")
+    assert files(folder) == []
+    index.save_partition("facts/cy", 2, "tag")  # held here, in step: saved again
+    assert len(files(folder)) == 3
+
+
+def settings():
+    return {"retrieval": "embedding", "embedder": HashingEmbedder(384), "vectors": VectorConfig(approximate_above=50)}
+
+
+def wait(mem):
+    assert mem._view.backend.dense.index.wait_builds(60)
+
+
 @pytest.mark.sqlite_only
-def test_reopening_uses_the_saved_graph_and_the_store_corrects_it(tmp_path):
+def test_reopening_uses_the_saved_graph_and_replays_the_journal(tmp_path):
     path = tmp_path / "mem.db"
-    settings = {"retrieval": "embedding", "embedder": HashingEmbedder(64),
-                "vectors": VectorConfig(approximate_above=50)}
     facts = [f"my friend number {i} collects rare stamps from city {i}" for i in range(80)]
-    with UnifiedMemory(path, **settings) as mem:
+    with UnifiedMemory(path, **settings()) as mem:
         ids = [mem.remember(text) for text in facts]
-        assert ids[7] in [hit.id for hit in mem.recall(facts[7], limit=5)]
+        assert ids[7] in [hit.id for hit in mem.recall(facts[7], limit=5)]  # built from the store here
+        wait(mem)
     assert len(files(tmp_path / "mem.db.vectors")) == 3
-    with UnifiedMemory(path, retrieval="lexical") as mem:  # a change the saved graph does not know
-        mem.forget(ids=[ids[7]])
-    with UnifiedMemory(path, **settings) as mem:
-        found = [hit.id for hit in mem.recall(facts[7], limit=80)]
-        assert ids[7] not in found and ids[8] in found
+    with UnifiedMemory(path, retrieval="lexical") as mem:  # changes the saved graph does not hold
+        extra = mem.remember("my neighbour repairs old bicycles on sundays")
+        mem.remember("my friend number 9 moved to Porto")
+    with UnifiedMemory(path, **settings()) as mem:
+        dense = mem._view.backend.dense
+        assert mem.recall("neighbour repairs old bicycles", limit=1)[0].id == extra
+        assert isinstance(dense.index._parts["facts/default"], HnswPartition)  # loaded, not rebuilt
         assert ids[9] in [hit.id for hit in mem.recall(facts[9], limit=5)]
+
+
+@pytest.mark.sqlite_only
+def test_a_reset_since_the_saved_position_discards_it(tmp_path, monkeypatch):
+    path = tmp_path / "mem.db"
+    facts = [f"my friend number {i} collects rare stamps from city {i}" for i in range(80)]
+    with UnifiedMemory(path, **settings()) as mem:
+        mem.remember_many(facts[:60])
+        mem.recall(facts[0])
+        wait(mem)
+    monkeypatch.setattr("tiers.journal.BULK_RESET", 5)  # a bulk write journals one reset
+    with UnifiedMemory(path, retrieval="lexical") as mem:
+        mem.remember_many(facts[60:])
+    loads = []
+    real = hnsw_store.load
+    monkeypatch.setattr(hnsw_store, "load", lambda *args: loads.append(real(*args)) or loads[-1])
+    with UnifiedMemory(path, **settings()) as mem:
+        assert mem.recall(facts[70], limit=3)[0].text == facts[70]
+        assert loads and loads[0] is not None  # read, then dropped: a reset was journalled since
+        assert files(tmp_path / "mem.db.vectors") == []
+        wait(mem)
+    assert len(files(tmp_path / "mem.db.vectors")) == 3  # the rebuilt one, saved at close
+
+
+@pytest.mark.sqlite_only
+@pytest.mark.parametrize("whole_user", [False, True])
+def test_forget_deletes_the_saved_vectors_before_it_returns(tmp_path, whole_user):
+    path, folder = tmp_path / "mem.db", tmp_path / "mem.db.vectors"
+    facts = [f"my friend number {i} collects rare stamps from city {i}" for i in range(80)]
+    facts[7] = "my grandmother grew purple tomatoes in her greenhouse"
+    with UnifiedMemory(path, **settings()) as mem:
+        ids = [mem.remember(text) for text in facts]
+        mem.recall(facts[0])
+        wait(mem)
+    vectors = HashingEmbedder(384).embed(facts).astype(np.float32)
+    vector = vectors[7].tobytes()
+    assert sum(row.tobytes() == vector for row in vectors) == 1, "the test needs a vector of its own"
+    assert any(vector in p.read_bytes() for p in folder.iterdir())
+    with UnifiedMemory(path, **settings()) as mem:
+        mem.recall(facts[7])  # loaded in this process too
+        mem.forget() if whole_user else mem.forget(ids=[ids[7]])
+        assert files(folder) == []  # before the memory closes
+        assert ids[7] not in [hit.id for hit in mem.recall(facts[7], limit=80)]
+    assert not any(vector in p.read_bytes() for p in folder.iterdir()) if folder.exists() else True
+    if not whole_user:
+        assert len(files(folder)) == 3  # saved again at close, without it
+        with UnifiedMemory(path, **settings()) as mem:
+            assert ids[7] not in [hit.id for hit in mem.recall(facts[7], limit=80)]
+            assert ids[8] in [hit.id for hit in mem.recall(facts[8], limit=5)]
