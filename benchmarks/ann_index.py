@@ -1,7 +1,7 @@
-"""Approximate vector search: HNSW (usearch, faiss) against the exact numpy search and the old IVF.
+"""Approximate vector search: faiss HNSW against the exact numpy search (and the old IVF).
 
     python benchmarks/ann_index.py [--data hashing:300000 minilm:50000] [--queries 300]
-        [--configs exact ivf usearch:16:128:64 faiss:32:128:64 ...] [--cache /tmp/ann_vectors]
+        [--configs exact ivf faiss:16:100:64,128 ...] [--cache /tmp/ann_vectors]
         [--out benchmarks/results/ann_index.md]
 
 Data sets (vectors cached as raw float32 files under ``--cache``, computed once):
@@ -15,10 +15,10 @@ Configs, each in a fresh subprocess (peak RSS, ``ru_maxrss``, never mixes):
   ``approximate_above``);
 - ``ivf``: the inverted file the numpy backend used before HNSW, ``nprobe`` 16 (its default): removed
   since, so run this config from a checkout of commit fec0012 with this script copied into it;
-- ``usearch:M:efC:efS1,efS2``: ``usearch.index.Index(metric="ip", connectivity=M, expansion_add=efC,
-  expansion_search=efS)``, built with one ``add`` of all N (``--threads``, 2), searched at each efS;
 - ``faiss:M:efC:efS1,efS2``: ``faiss.IndexHNSWFlat(d, M, METRIC_INNER_PRODUCT)``, ``efConstruction``,
-  ``efSearch``, built with one ``add`` (2 threads).
+  ``efSearch``, built with one ``add`` (``--threads``, 2), searched at each efS; then saved and
+  loaded as ``tiers.hnsw_store`` does (save s / load s). usearch was measured by the script of
+  commit cad04f1 (``benchmarks/results/ann_index.md``) and is no longer a dependency.
 
 Queries run one at a time on one thread. recall@10 = overlap with the exact top 10 over text
 queries; R@1 stored = share of stored vectors (a seeded sample) that come back first when
@@ -98,16 +98,6 @@ def build(config: str, data: np.ndarray, threads: int):
         part = IvfPartition.build([str(i) for i in range(len(data))], data, np.arange(len(data)), nprobe=16)
         return (lambda q, k: [int(key) for key, _ in part.search(q, k, nprobe=16)]), (lambda ef: None)
     m, ef_c = int(params[0]), int(params[1])
-    if name == "usearch":
-        from usearch.index import Index
-
-        index = Index(ndim=data.shape[1], metric="ip", dtype="f32", connectivity=m, expansion_add=ef_c)
-        index.add(np.arange(len(data), dtype=np.uint64), data, threads=threads)
-        build.graph = (index, m, ef_c)  # type: ignore[attr-defined]  # for reopen(), after the searches
-
-        def set_ef(ef: int) -> None:
-            index.expansion_search = ef
-        return (lambda q, k: index.search(q, k, threads=1).keys.tolist()), set_ef
     import faiss
 
     faiss.omp_set_num_threads(threads)
@@ -115,6 +105,7 @@ def build(config: str, data: np.ndarray, threads: int):
     index.hnsw.efConstruction = ef_c
     index.add(data)
     faiss.omp_set_num_threads(1)
+    build.graph = (index, m, ef_c)  # type: ignore[attr-defined]  # for reopen(), after the searches
 
     def set_ef_faiss(ef: int) -> None:
         index.hnsw.efSearch = ef
@@ -125,22 +116,23 @@ def build(config: str, data: np.ndarray, threads: int):
 
 
 def reopen(data: np.ndarray, graph, m: int, ef_c: int) -> tuple[float, float]:
-    """Seconds to save the graph as ``tiers.hnsw_store`` does at close, and to load it back."""
+    """Seconds to save the graph as ``tiers.hnsw_store`` does (under the write lock, at close), and
+    to load it back (files in the page cache)."""
     import tempfile
 
     from tiers import hnsw_store
     from tiers.hnsw_index import HnswPartition
 
     part = HnswPartition.restore(graph, [f"f{i}|0123456789abcdef" for i in range(len(data))],
-                                 np.arange(len(data), dtype=np.int64), next_order=len(data), removed=0,
+                                 np.arange(len(data), dtype=np.int64), next_order=len(data),
                                  params={"connectivity": m, "ef_construction": ef_c, "ef_search": 128})
     with tempfile.TemporaryDirectory() as folder:
         start = time.perf_counter()
-        hnsw_store.save(folder, "facts/bench", part)
+        hnsw_store.save(folder, "facts/bench", part, head=1, tag="bench")
         saved = time.perf_counter() - start
         start = time.perf_counter()
-        loaded = hnsw_store.load(folder, "facts/bench")
-        assert loaded is not None and len(loaded) == len(data)
+        loaded = hnsw_store.load(folder, "facts/bench", "bench")
+        assert loaded is not None and len(loaded[0]) == len(data)
         return saved, time.perf_counter() - start
 
 
@@ -197,7 +189,7 @@ def table(results: list[dict]) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data", nargs="+", default=["hashing:300000", "minilm:50000"])
-    parser.add_argument("--configs", nargs="+", default=["exact", "usearch:16:128:64,128", "faiss:32:128:64,128"])
+    parser.add_argument("--configs", nargs="+", default=["exact", "faiss:16:100:64,128,256"])
     parser.add_argument("--queries", type=int, default=300)
     parser.add_argument("--threads", type=int, default=2, help="threads for the HNSW build")
     parser.add_argument("--cache", type=Path, default=Path("/tmp/ann_vectors"))
@@ -228,7 +220,7 @@ def main() -> None:
         "- build s: one bulk add of all N (2 threads); p50/p95: one text query at a time, k=10, one thread.\n"
         "- recall@10 vs exact top 10 on text queries; R@1 stored: a stored vector searched for itself comes "
         "back first.\n- peak RSS: whole child process, including the N float32 input vectors.\n"
-        "- save s / load s (usearch): `tiers.hnsw_store.save` / `load` of the graph with N ids (the reopen cost "
+        "- save s / load s: `tiers.hnsw_store.save` / `load` of the graph with N ids (the reopen cost "
         "of a saved partition, files in the page cache; after the peak RSS above).",
     ]) + "\n"
     publish(text, args.out)

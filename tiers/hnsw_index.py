@@ -71,7 +71,7 @@ class HnswPartition:
     ``efConstruction`` and ``efSearch``.
     """
 
-    def __init__(self, dim: int, *, connectivity: int = 32, ef_construction: int = 200,
+    def __init__(self, dim: int, *, connectivity: int = 16, ef_construction: int = 100,
                  ef_search: int = 128, graph: Any = None) -> None:
         faiss = faiss_module()
         self.dim = dim

@@ -117,7 +117,7 @@ class NumpyVectorIndex:
     persistent = False
 
     def __init__(self, *, approximate_above: int | None = 100_000, ef_search: int = 128,
-                 connectivity: int = 32, ef_construction: int = 200,
+                 connectivity: int = 16, ef_construction: int = 100,
                  directory: str | None = None) -> None:
         if approximate_above is not None:
             check_int("approximate_above", approximate_above, minimum=2)

@@ -306,9 +306,13 @@ def test_bad_parameters_name_the_field(kwargs, field, error):
 def test_vector_config_fields_reach_the_index():
     from unified_memory.retrieval.method import _vector_index
 
-    config = MemoryConfig(vectors=VectorConfig(approximate_above=1234, ef_search=77, nprobe=7))  # nprobe: still loads
+    config = MemoryConfig(vectors=VectorConfig(approximate_above=1234, ef_search=77, hnsw_m=8, ef_construction=40,
+                                               nprobe=7))  # nprobe: still loads
     index = _vector_index(config, None)
-    assert (index.approximate_above, index.ef_search) == (1234, 77)
+    assert (index.approximate_above, index.ef_search, index.connectivity, index.ef_construction) == (1234, 77, 8, 40)
+    assert index.directory is None  # in memory: nothing saved
+    assert _vector_index(config, "/tmp/x/mem.db").directory == "/tmp/x/mem.db.vectors"
+    assert _vector_index(config, "postgresql://u@h/db").directory is None  # PostgreSQL: in memory only
     assert _vector_index(MemoryConfig(vectors=VectorConfig(approximate_above=None)), None).approximate_above is None
     with pytest.raises(ConfigError) as caught:
         MemoryConfig.build(None, {"vectors": {"ef_search": 0}})
