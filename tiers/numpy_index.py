@@ -332,6 +332,12 @@ class NumpyVectorIndex:
                 self._start_build(partition, part)
             return head
 
+    def saveable(self, partition: str) -> bool:
+        """Whether :meth:`save_partition` has anything to do for this partition."""
+        with self._lock:
+            return self.directory is not None and (
+                partition in self._changed or isinstance(self._parts.get(partition), HnswPartition))
+
     def save_partition(self, partition: str, head: int, tag: str) -> None:
         """Save the partition as of journal position ``head`` when it is an HNSW graph changed
         since it was loaded or saved (unchanged: the saved copy's position moves to ``head``);

@@ -321,9 +321,9 @@ class PartitionedVectors:
         directory, :meth:`~tiers.numpy_index.NumpyVectorIndex.save_partition`). Inside one
         write: the database's write lock serialises saving with forgets, and the journal is
         replayed first, so no partition that still holds a forgotten vector is saved."""
-        save = getattr(self.index, "save_partition", None)
-        if save is None or getattr(self.index, "directory", None) is None:
-            return
+        save, saveable = getattr(self.index, "save_partition", None), getattr(self.index, "saveable", None)
+        if save is None or saveable is None or not any(saveable(self.partition(user)) for user in list(self._keys)):
+            return  # nothing to save: no write lock taken
         with self.storage.lock, self.storage.atomic():
             self._sync()
             head = self._journal.head()

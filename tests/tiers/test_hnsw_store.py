@@ -202,3 +202,31 @@ def test_forget_deletes_the_saved_vectors_before_it_returns(tmp_path, whole_user
         with UnifiedMemory(path, **settings()) as mem:
             assert ids[7] not in [hit.id for hit in mem.recall(facts[7], limit=80)]
             assert ids[8] in [hit.id for hit in mem.recall(facts[8], limit=5)]
+
+
+@pytest.mark.sqlite_only
+@pytest.mark.parametrize("damage", ["graph", "pruned journal", "other model"])
+def test_a_damaged_stale_or_foreign_saved_partition_is_rebuilt_without_an_error(tmp_path, damage):
+    import sqlite3
+
+    path, folder = tmp_path / "mem.db", tmp_path / "mem.db.vectors"
+    facts = [f"my friend number {i} collects rare stamps from city {i}" for i in range(80)]
+    with UnifiedMemory(path, **settings()) as mem:
+        ids = mem.remember_many(facts)
+        mem.recall(facts[0])
+        wait(mem)
+    assert len(files(folder)) == 3
+    options = settings()
+    if damage == "graph":
+        graph = next(folder.glob("*.faiss"))
+        graph.write_bytes(graph.read_bytes()[: graph.stat().st_size // 2])
+    elif damage == "pruned journal":  # the journal no longer reaches back to the saved position
+        with sqlite3.connect(path) as db:
+            db.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('index_journal_pruned_through', '999999')")
+    else:
+        options["embedder"] = HashingEmbedder(384, name="another-model")  # same dimensions, another model
+    with UnifiedMemory(path, **options) as mem:
+        assert ids[9] in [hit.id for hit in mem.recall(facts[9], limit=5)]
+        assert files(folder) == []  # not used: deleted, the partition built from the store
+        wait(mem)
+    assert len(files(folder)) == 3  # saved again at close
