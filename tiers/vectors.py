@@ -225,6 +225,16 @@ class PartitionedVectors:
                                  digest_size=8).hexdigest()
         return f"{item_id}|{digest}"
 
+    def _keys_of(self, docs: dict[str, str]) -> dict[str, str]:
+        """:meth:`_key` of many documents (``id -> text``), the model's prefix hashed once."""
+        seed = hashlib.blake2b(f"{self.cache.model}\x00".encode("utf-8", "surrogatepass"), digest_size=8)
+        keys = {}
+        for item_id, text in docs.items():
+            digest = seed.copy()
+            digest.update(text.encode("utf-8", "surrogatepass"))
+            keys[item_id] = f"{item_id}|{digest.hexdigest()}"
+        return keys
+
     def _sync(self) -> None:
         """Replay what other processes changed since the last look (see :mod:`tiers.journal`);
         their vectors are in the embedding cache already, so replaying embeds nothing, and a
@@ -247,9 +257,11 @@ class PartitionedVectors:
         else:
             self._put(user_id, keys, {key: text})
 
-    def _put(self, user_id: str, keys: dict[str, str], items: dict[str, str]) -> None:
-        """Upsert ``items`` (id -> text) not already held under the same key."""
-        fresh = {item_id: self._key(item_id, text) for item_id, text in items.items()}
+    def _put(self, user_id: str, keys: dict[str, str], items: dict[str, str],
+             computed: dict[str, str] | None = None) -> None:
+        """Upsert ``items`` (id -> text) not already held under the same key (``computed``: their
+        keys, when the caller has them)."""
+        fresh = computed if computed is not None else self._keys_of(items)
         fresh = {item_id: key for item_id, key in fresh.items() if keys.get(item_id) != key}
         if not fresh:
             return
@@ -285,16 +297,17 @@ class PartitionedVectors:
             # A persistent index is shared with other processes, which update it just before
             # they commit: the write lock makes the store and the index one consistent moment.
             with self.storage.atomic() if self.index.persistent else contextlib.nullcontext():
-                self._load_saved(user_id)
+                if self._load_saved(user_id):
+                    return
                 docs = dict(self._loader(user_id))
-                want = {item_id: self._key(item_id, text) for item_id, text in docs.items()}
+                want = self._keys_of(docs)
                 name = self.partition(user_id)
                 have = self.index.ids(name)
                 stale = have - set(want.values())
                 if stale:
                     self.index.delete(name, sorted(stale))
                 keys = {item_id: key for item_id, key in want.items() if key in have}
-                self._put(user_id, keys, docs)
+                self._put(user_id, keys, docs, want)
                 self._keys[user_id] = keys
 
     @property
@@ -302,19 +315,30 @@ class PartitionedVectors:
         """What a saved partition must have been made with to be used: kind, model, dimensions."""
         return f"{self.kind}|{self.cache.model}|{self.cache.embedder.dim}"
 
-    def _load_saved(self, user_id: str) -> None:
+    def _load_saved(self, user_id: str) -> bool:
         """Load the user's saved partition (:mod:`tiers.hnsw_store`), if the index keeps them and
-        holds none yet. Usable when the journal since its position can be replayed; a reset since
-        (a forget, a bulk write), a pruned journal or a saved copy of another model: deleted, and
-        built from the store. :meth:`ensure` then brings it in step with the store (the journalled
-        puts and deletes since are among what it repairs; a partition it changes is saved again)."""
+        holds none yet, and replay the journal since the position it reflects (puts embedded
+        through the cache, deletes applied; a partition so changed is saved again later); whether
+        it was. It held exactly the store's documents at that position (saved in step, under the
+        write lock), so with the journal since it is in step now, as the lexical snapshots are
+        (:mod:`tiers.snapshots`). Not usable — deleted, and built from the store instead: a reset of
+        the user since (a forget, a bulk write), a pruned journal, too many entries to replay."""
         load = getattr(self.index, "load_saved", None)
         if load is None:
-            return
+            return False
         name = self.partition(user_id)
         head = load(name, self.tag)
-        if head is not None and self._journal.since(user_id, head) is None:
+        if head is None:
+            return False
+        changes = self._journal.since(user_id, head)
+        if changes is None:
             self.index.drop(name)
+            return False
+        keys = {key.rpartition("|")[0]: key for key in self.index.ids(name)}
+        for change in changes:
+            self._replayed(user_id, keys, change)
+        self._keys[user_id] = keys
+        return True
 
     def save(self) -> None:
         """Save the in-step partitions the index keeps on disk (a numpy index with a

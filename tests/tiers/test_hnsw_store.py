@@ -152,6 +152,10 @@ def test_reopening_uses_the_saved_graph_and_replays_the_journal(tmp_path):
         dense = mem._view.backend.dense
         assert mem.recall("neighbour repairs old bicycles", limit=1)[0].id == extra
         assert isinstance(dense.index._parts["facts/default"], HnswPartition)  # loaded, not rebuilt
+        facts_vectors = dense.partitions["facts"]
+        in_store = {item_id: facts_vectors._key(item_id, text) for item_id, text in facts_vectors._loader("default")}
+        assert dense.index.ids("facts/default") == set(in_store.values())  # the journal replayed: in step
+        assert facts_vectors._keys["default"] == in_store
         assert ids[9] in [hit.id for hit in mem.recall(facts[9], limit=5)]
 
 
