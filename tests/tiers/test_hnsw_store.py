@@ -234,3 +234,33 @@ def test_a_damaged_stale_or_foreign_saved_partition_is_rebuilt_without_an_error(
         assert files(folder) == []  # not used: deleted, the partition built from the store
         wait(mem)
     assert len(files(folder)) == 3  # saved again at close
+
+
+@pytest.mark.sqlite_only
+def test_saved_files_are_written_and_deleted_only_inside_a_write_transaction(tmp_path, monkeypatch):
+    """Saving holds the database's write lock (so it is serialised with forgets), and a forget
+    deletes the saved files before its transaction commits."""
+    path = tmp_path / "mem.db"
+    facts = [f"my friend number {i} collects rare stamps from city {i}" for i in range(80)]
+    seen = []
+    mem = UnifiedMemory(path, **settings())
+    conn = mem._backend.storage.backend.db.conn
+
+    def spy(real, what):
+        def call(*args, **kwargs):
+            seen.append((what, conn.in_transaction))
+            return real(*args, **kwargs)
+        return call
+
+    monkeypatch.setattr(hnsw_store, "save", spy(hnsw_store.save, "save"))
+    monkeypatch.setattr(hnsw_store, "delete", spy(hnsw_store.delete, "delete"))
+    try:
+        ids = mem.remember_many(facts)
+        mem.recall(facts[0])
+        wait(mem)
+        mem._backend.dense.partitions["facts"].save()  # as at close
+        mem.forget(ids=[ids[3]])
+    finally:
+        mem.close()
+    assert ("save", True) in seen and ("delete", True) in seen
+    assert all(inside for _, inside in seen), seen
