@@ -125,4 +125,5 @@ class Build:
         except Exception:  # e.g. out of memory: the source stays in place, correct and slower
             _log.exception("building the HNSW graph of %s failed; it stays as it was", self.name)
             with self._lock:
+                self.cancelled = True  # not retried by the index: it stays as it was
                 self._done(self, None)

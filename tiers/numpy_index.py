@@ -166,6 +166,12 @@ class NumpyVectorIndex:
             del self._builds[build.name]
         if part is not None:
             self._changed.add(build.name)
+        if build.cancelled:
+            return
+        current = self._parts.get(build.name)  # replaced meanwhile, or many tombstones since: again
+        if isinstance(current, HnswPartition) and current.needs_rebuild() or (
+                isinstance(current, _Partition) and self._wants_approximate(len(current.ids))):
+            self._start_build(build.name, current)
 
     def _touch(self, partition: str, ids: list[str]) -> None:
         build = self._builds.get(partition)

@@ -163,8 +163,8 @@ def test_close_during_a_build_abandons_it_promptly(monkeypatch):
     monkeypatch.setattr(HnswPartition, "put", put)
     index.upsert("p", [str(i) for i in range(400)], unit(400))
     build = index._builds["p"]
-    gate.set()
-    index.close()  # waits for one chunk at most, then the graph is discarded
+    threading.Timer(0.2, gate.set).start()  # the build is inside its first chunk when close cancels it
+    index.close()  # waits for that chunk, then the graph is discarded
     assert not build.thread.is_alive() and not build.swapped and index.ids("p") == set()
 
 
@@ -317,3 +317,18 @@ def test_vector_config_fields_reach_the_index():
     with pytest.raises(ConfigError) as caught:
         MemoryConfig.build(None, {"vectors": {"ef_search": 0}})
     assert "ef_search" in str(caught.value)
+
+
+def test_a_failed_build_leaves_the_partition_exact_and_is_not_retried(monkeypatch, caplog):
+    def fail(self, ids, vectors, orders):
+        raise MemoryError("no room for the graph")
+
+    monkeypatch.setattr(HnswPartition, "put", fail)
+    index = NumpyVectorIndex(approximate_above=100)
+    data = unit(150, seed=3)
+    with caplog.at_level(logging.ERROR, logger="tiers.hnsw_build"):
+        index.upsert("p", [str(i) for i in range(150)], data)
+        assert index.wait_builds(30)
+    assert not isinstance(index._parts["p"], HnswPartition) and not index._builds
+    assert index.search("p", data[7], 1)[0][0] == "7"  # still answered, exactly
+    assert sum("failed" in record.getMessage() for record in caplog.records) == 1
