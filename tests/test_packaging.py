@@ -16,7 +16,8 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("scoring", "tiers", "unified_memory")
 HEAVY = ("torch", "sentence_transformers", "chromadb", "redis", "openai", "sklearn", "fastapi", "uvicorn", "starlette",
-         "httpx", "mcp", "llama_index", "agents", "langgraph", "langchain_core", "psycopg", "psycopg_pool")
+         "httpx", "mcp", "llama_index", "agents", "langgraph", "langchain_core", "psycopg", "psycopg_pool",
+         "usearch", "faiss")
 
 
 def run_python(code: str) -> subprocess.CompletedProcess:

@@ -183,8 +183,10 @@ class VectorConfig(_Config):
 
     ``numpy``: an in-process index rebuilt from the SQLite embedding cache in each
     process: exact, until a user's partition reaches ``approximate_above`` vectors, from
-    where it is an inverted file (about ``4·sqrt(n)`` lists, ``nprobe`` of them searched,
-    vectors kept as bfloat16). ``chroma``: a chromadb index — embedded in ``chroma_path`` (default:
+    where it is an HNSW graph (faiss, in the ``embeddings`` extra; ``hnsw_m`` and
+    ``ef_construction`` shape it, ``ef_search`` is its search breadth; without faiss it stays
+    exact), built in the background while searches stay exact, and on a SQLite file saved in
+    ``<memory file>.vectors/`` at close and loaded at the next open. ``chroma``: a chromadb index — embedded in ``chroma_path`` (default:
     ``<memory file>.chroma`` beside the SQLite file), or a Chroma server when
     ``chroma_host`` is set. SQLite stays the source of truth either way.
     """
@@ -201,13 +203,20 @@ class VectorConfig(_Config):
         description="Collection name prefix. Memory files that share one Chroma server and hold the same "
                     "user ids need different prefixes, or each repairs the other's vectors away.")
     approximate_above: int | None = Field(
-        default=200_000, ge=2,
+        default=100_000, ge=2,
         description="numpy backend: a partition of at least this many vectors is searched approximately "
-                    "(inverted file, bfloat16 vectors: ~2 ms at 1M x 384 instead of ~170 ms, half the "
-                    "memory; recall@10 0.97 on clustered vectors, much less on unstructured ones); below "
-                    "half of it, exactly again (~30 ms at 200k). None = always exact.")
-    nprobe: int = Field(default=16, ge=1, description="numpy backend, approximate partitions: lists searched "
-                        "per query (of about 4·sqrt(n)); higher finds more true neighbours, slower.")
+                    "(faiss HNSW graph: ~0.5 ms instead of ~100 ms at 300k text-like vectors, recall@10 0.96; "
+                    "0.3 ms, 0.99 at 50k MiniLM vectors: benchmarks/results/ann_index.md). The graph is built "
+                    "in a background thread (minutes at 300k) while searches stay exact; below half of it, "
+                    "exact again. None = always exact.")
+    ef_search: int = Field(default=128, ge=1, description="numpy backend, approximate partitions: HNSW "
+                           "search breadth (faiss efSearch); higher finds more true neighbours, slower.")
+    hnsw_m: int = Field(default=16, ge=2, le=256, description="numpy backend, approximate partitions: HNSW "
+                        "links per node (faiss M); higher: better recall, slower build, more memory.")
+    ef_construction: int = Field(default=100, ge=1, description="numpy backend, approximate partitions: HNSW "
+                                 "build breadth (faiss efConstruction); higher: better graph, slower build.")
+    nprobe: int = Field(default=16, ge=1, description="no longer used (the inverted file it tuned was "
+                        "replaced by HNSW: see ef_search); accepted so older configurations still load.")
 
 
 class MemoryConfig(_Config):

@@ -127,6 +127,9 @@ def _forget_items(backend: Backend, user_id: str, ids: list[str]) -> dict[str, i
     endpoints = {row[side] for row in deleted.get("triples", []) for side in ("subject_id", "object_id")} - gone
     if endpoints:
         backend.graph.refresh(user_id, endpoints)
+    if backend.dense is not None:  # saved vector files hold the removed vectors: deleted before the commit
+        for partitions in backend.dense.partitions.values():
+            partitions.forget_saved(user_id)
     for facts_index in backend.facts.indexes:  # a fact is in one of them: current or archived
         facts_index.remove(user_id, [row["id"] for row in deleted.get("facts", [])])
     backend.graph.index.remove(user_id, sorted(gone))

@@ -13,6 +13,7 @@ default, or chromadb (embedded beside the SQLite file, or a server).
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -23,12 +24,14 @@ from typing import Any
 from scoring.embeddings import default_embedder, embeddings_available
 from tiers.documents import DocumentIndex
 from tiers.postgres_backend import is_url
-from tiers.storage import Storage
+from tiers.storage import DriverError, Storage
 from unified_memory.config import MemoryConfig
-from unified_memory.errors import ConfigError, DependencyError
+from unified_memory.errors import ConfigError, DependencyError, UnifiedMemoryError
 from unified_memory.protocols import Embedder, VectorIndex
 
 __all__ = ["Dense", "resolve_mode", "setup_dense", "shared_default_embedder"]
+
+_LOG = logging.getLogger(__name__)
 
 _SHARED_LOCK = Lock()
 _SHARED: dict[str, Embedder] = {}
@@ -95,6 +98,14 @@ class Dense:
             yield
 
     def close(self) -> None:
+        """Save what the vector index keeps on disk (inside a write: see
+        :meth:`tiers.vectors.PartitionedVectors.save`), then close it. A save that fails is
+        logged: the next process rebuilds instead."""
+        try:
+            for partitions in self.partitions.values():
+                partitions.save()
+        except (OSError, RuntimeError, MemoryError, UnifiedMemoryError, DriverError) as exc:
+            _LOG.warning("close: vector index not saved: %s", exc)
         self.index.close()
 
 
@@ -103,7 +114,10 @@ def _vector_index(config: MemoryConfig, path: str | os.PathLike[str] | None) -> 
     if settings.backend == "numpy":
         from tiers.vectors import NumpyVectorIndex
 
-        return NumpyVectorIndex(approximate_above=settings.approximate_above, nprobe=settings.nprobe)
+        directory = f"{Path(path)}.vectors" if path is not None and not is_url(path) and str(path) != ":memory:" else None
+        return NumpyVectorIndex(approximate_above=settings.approximate_above, ef_search=settings.ef_search,
+                                connectivity=settings.hnsw_m, ef_construction=settings.ef_construction,
+                                directory=directory)
     from tiers.chroma_index import ChromaVectorIndex
 
     hnsw = {"ef_search": settings.chroma_ef_search}
