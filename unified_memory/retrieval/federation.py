@@ -396,14 +396,31 @@ def _recall_hit(hit: _Hit) -> RecallHit:
                                      created_at=utc_from_timestamp(hit.created_at))
 
 
+class _Terms(Sequence[frozenset[str]]):
+    """The term sets of the hits' texts, each analysed when diversify first reads it (most
+    of a deep pool never reaches the top, so its texts need no analysis)."""
+
+    __slots__ = ("_hits",)
+
+    def __init__(self, hits: list[_Hit]) -> None:
+        self._hits = hits
+
+    def __len__(self) -> int:
+        return len(self._hits)
+
+    def __getitem__(self, index: Any) -> Any:
+        if isinstance(index, slice):
+            return [term_set(h.text) for h in self._hits[index]]
+        return term_set(self._hits[index].text)
+
+
 def _diverse(hits: list[_Hit], limit: int, diversity: float) -> list[_Hit]:
     """The top ``limit`` after maximal marginal relevance over the best ``3 × limit``:
     near-duplicate texts do not crowd the top (see :func:`scoring.fusion.diversify`)."""
     if diversity <= 0 or len(hits) <= 1:
         return hits[:limit]
     pool = hits[:3 * limit]
-    picked = diversify([h.score for h in pool], [term_set(h.text) for h in pool], limit=limit,
-                       diversity=diversity)
+    picked = diversify([h.score for h in pool], _Terms(pool), limit=limit, diversity=diversity)
     out = []
     for index, adjusted in picked:
         hit = pool[index]
