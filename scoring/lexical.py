@@ -348,8 +348,10 @@ class LexicalIndex:
         for r, t in zip(rank[hit].tolist(), term_of[hit].tolist(), strict=True):
             matched[r].append(names[t])
         slot_key = self._slot_key
-        return [LexicalMatch(slot_key[slot], s, min(1.0, s / bound), tuple(m))  # a live slot: its key is a str
-                for slot, s, m in zip(cand[chosen].tolist(), scores[chosen].tolist(), matched, strict=True)]
+        best = scores[chosen]  # relevance: min(1, score / bound), elementwise as Python would divide
+        return list(map(LexicalMatch._make, zip(map(slot_key.__getitem__, cand[chosen].tolist()), best.tolist(),
+                                                np.minimum(best / bound, 1.0).tolist(), map(tuple, matched),
+                                                strict=True)))  # a live slot: its key is a str
 
     # -- snapshots -------------------------------------------------------------------------
 
