@@ -182,8 +182,7 @@ class EntityGraph:
         ...                                                         object="Berlin")], now=1.0)
         >>> [e.name for e in graph.entities(Scope("u1")) if e.id in graph.ended_only([x.id for x in
         ...  graph.entities(Scope("u1"))])]
-        ['Lisbon']
-        """
+        ['Lisbon']"""
         if not entity_ids:
             return set()
         values = ",".join([f"({self.storage.dialect.key_param})"] * len(entity_ids))
@@ -457,11 +456,12 @@ class EntityGraph:
             return []
         sql, params = recall_filter(scope, where=where, since=since, time_column="last_seen", until=as_of,
                                     until_column="first_seen", dialect=self.storage.dialect)
-        marks = ",".join("?" * len(via))
-        found = self.storage.query(
-            f"SELECT {_ENTITY_COLUMNS} FROM entities {self.storage.dialect.hint('entities_id')} WHERE id IN ({marks}) AND {sql} "
-            "AND doc IS NOT NULL", [*via, *params])  # doc is NULL for the user and speakers
-        by_id = {row["id"]: row for row in found}
+        ids, by_id = list(via), dict[str, dict[str, Any]]()
+        for chunk in (ids[:limit], ids[limit:]):  # the others' rows only if some of the first fail the filter
+            if chunk and len(by_id) < limit:
+                by_id.update((row["id"], row) for row in self.storage.query(
+                    f"SELECT {_ENTITY_COLUMNS} FROM entities {self.storage.dialect.hint('entities_id')} WHERE id IN "
+                    f"({','.join('?' * len(chunk))}) AND {sql} AND doc IS NOT NULL", [*chunk, *params]))  # not the user's
         out = []
         for other, (origin, predicate) in via.items():
             row = by_id.get(other)
