@@ -36,7 +36,7 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Callable, Iterable
-from itertools import chain
+from itertools import chain, starmap
 from numbers import Integral, Real
 from typing import NamedTuple
 
@@ -358,9 +358,9 @@ class LexicalIndex:
             matched[r].append(names[t])
         slot_key = self._slot_key
         best = scores[chosen]  # relevance: min(1, score / bound), elementwise as Python would divide
-        return list(map(LexicalMatch._make, zip(map(slot_key.__getitem__, cand[chosen].tolist()), best.tolist(),
-                                                np.minimum(best / bound, 1.0).tolist(), map(tuple, matched),
-                                                strict=True)))  # a live slot: its key is a str
+        return list(starmap(LexicalMatch, zip(map(slot_key.__getitem__, cand[chosen].tolist()), best.tolist(),
+                                              np.minimum(best / bound, 1.0).tolist(), map(tuple, matched),
+                                              strict=True)))  # a live slot: its key is a str
 
     # -- snapshots -------------------------------------------------------------------------
 
