@@ -1,10 +1,11 @@
 """Read path at scale: ``recall(q, limit=10)`` and ``context(q, max_tokens=2000)`` on one file.
 
     python benchmarks/read_path.py [--facts 100000] [--queries 100] [--file /tmp/read_path_100000.db]
-        [--profile recall|context] [--top 30] [--dump results.json]
+        [--mode lexical|hashing] [--profile recall|context] [--top 30] [--dump results.json]
 
 Builds the file once (seeded ``_synthetic.py`` facts through ``remember_many`` in batches of 5,000,
-``retrieval="lexical"``, then 500 turns, as ``scale.py``'s lexical mode) and reuses it on later runs (delete it to
+``retrieval="lexical"``, then 500 turns, as ``scale.py``'s lexical mode; ``--mode hashing``: hybrid retrieval
+with ``HashingEmbedder(384)`` as ``scale.py``'s hashing mode, default file ``/tmp/read_path_hashing_<n>.db``) and reuses it on later runs (delete it to
 rebuild). Then opens it, runs one unmeasured warm-up recall (it builds the in-memory indexes) and
 times ``--queries`` distinct queries for each call: p50 / p95 wall milliseconds, plus the CPU
 seconds of the whole loop (steadier on a shared machine). ``--profile`` runs cProfile over the same
@@ -35,9 +36,17 @@ from _synthetic import NOUNS, PLACES, distinct_queries, facts_with_needles, labe
 BATCH = 5000
 
 
+MODE = "lexical"  # or "hashing" (--mode)
+
+
 def _open(path: Path, clock: Any = None) -> Any:
     from unified_memory import UnifiedMemory
 
+    if MODE == "hashing":
+        from scoring.embeddings import HashingEmbedder
+
+        return UnifiedMemory(path, long_term_limit=None, user_id="bench", retrieval="hybrid",
+                             embedder=HashingEmbedder(384), clock=clock)
     return UnifiedMemory(path, long_term_limit=None, user_id="bench", retrieval="lexical", clock=clock)
 
 
@@ -79,11 +88,14 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--facts", type=int, default=100_000)
     parser.add_argument("--queries", type=int, default=100)
     parser.add_argument("--file", type=Path, default=None)
+    parser.add_argument("--mode", choices=["lexical", "hashing"], default="lexical")
     parser.add_argument("--profile", choices=["recall", "context"], default=None)
     parser.add_argument("--top", type=int, default=30)
     parser.add_argument("--dump", type=Path, default=None)
     args = parser.parse_args(argv)
-    path = args.file or Path(f"/tmp/read_path_{args.facts}.db")
+    global MODE
+    MODE = args.mode
+    path = args.file or Path(f"/tmp/read_path_{'hashing_' if MODE == 'hashing' else ''}{args.facts}.db")
     build(path, args.facts)
     qs = distinct_queries(args.queries + 1)
     warm, qs = qs[0], qs[1:]

@@ -178,24 +178,26 @@ def diversify(scores: Sequence[float], terms: Sequence[frozenset[str]], *, limit
     # top (against the picks made since they were scored). Same picks as the eager loop.
     # Each item's terms are a bit set (one bit per distinct term): shared terms are an AND
     # and a bit count, about twice as fast as intersecting frozensets.
-    # Built on first use: the items that never reach the top (most of a large pool) need none.
+    # Built on first use: the items that never reach the top (most of a large pool) need none,
+    # so ``terms[i]`` is read only then (``terms`` may compute them on demand).
     bits: dict[str, int] = {}
-    masks: list[int | None] = [None] * len(terms)
+    masks: list[int | None] = [None] * len(scores)
+    sizes = [0] * len(scores)
 
     def mask_of(i: int) -> int:
         mask = masks[i]
         if mask is None:
             mask = 0
-            for term in terms[i]:
+            mine = terms[i]
+            for term in mine:
                 bit = bits.get(term)
                 if bit is None:
                     bit = bits[term] = 1 << len(bits)
                 mask |= bit
-            masks[i] = mask
+            masks[i], sizes[i] = mask, len(mine)
         return mask
 
     redundancy = [0.0] * len(scores)
-    sizes = [len(t) for t in terms]
     seen = [0] * len(scores)  # how many picks each item's redundancy accounts for
     heap = [(-score, i) for i, score in enumerate(scores)]
     heapq.heapify(heap)

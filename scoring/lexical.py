@@ -36,7 +36,7 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Callable, Iterable
-from itertools import chain
+from itertools import chain, starmap
 from numbers import Integral, Real
 from typing import NamedTuple
 
@@ -298,6 +298,7 @@ class LexicalIndex:
         if not n_live:
             return []
         k1, b, avgdl = self._k1, self._b, self._total_len / n_live
+        some_dead = n_live != len(self._slot_key)  # a removed document's slot holds None (see _drop)
         names: list[str] = []
         slot_parts: list[np.ndarray] = []
         weight_parts: list[np.ndarray] = []
@@ -311,19 +312,27 @@ class LexicalIndex:
                 bound += absent_bound
                 continue
             slots, tfs = self._postings.of(tid)
-            alive = self._alive[slots]
-            if not alive.all():
-                slots, tfs = slots[alive], tfs[alive]
+            if some_dead:  # else every slot a posting names is live
+                alive = self._alive[slots]
+                if not alive.all():
+                    slots, tfs = slots[alive], tfs[alive]
             df = len(slots)
             if not df:
                 bound += absent_bound
                 continue
             idf = math.log(1.0 + (n_live - df + 0.5) / (df + 0.5))
             tf = tfs.astype(np.float64)
-            norm = k1 * (1.0 - b + b * self._doc_len[slots] / avgdl)
+            # idf (k1 + 1) tf / (tf + k1 (1 - b + b len / avgdl)), in place: the same operations, in the same order
+            norm = self._doc_len[slots] * b
+            norm /= avgdl
+            norm += 1.0 - b
+            norm *= k1
+            norm += tf
+            weight = tf * (idf * (k1 + 1.0))
+            weight /= norm
             names.append(term)
             slot_parts.append(slots)
-            weight_parts.append(idf * (k1 + 1.0) * tf / (tf + norm))
+            weight_parts.append(weight)
             bound += idf * (k1 + 1.0)
         if not names:
             return []
@@ -348,8 +357,10 @@ class LexicalIndex:
         for r, t in zip(rank[hit].tolist(), term_of[hit].tolist(), strict=True):
             matched[r].append(names[t])
         slot_key = self._slot_key
-        return [LexicalMatch(slot_key[slot], s, min(1.0, s / bound), tuple(m))  # a live slot: its key is a str
-                for slot, s, m in zip(cand[chosen].tolist(), scores[chosen].tolist(), matched, strict=True)]
+        best = scores[chosen]  # relevance: min(1, score / bound), elementwise as Python would divide
+        return list(starmap(LexicalMatch, zip(map(slot_key.__getitem__, cand[chosen].tolist()), best.tolist(),
+                                              np.minimum(best / bound, 1.0).tolist(), map(tuple, matched),
+                                              strict=True)))  # a live slot: its key is a str
 
     # -- snapshots -------------------------------------------------------------------------
 

@@ -25,6 +25,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Iterable, Sequence
+from functools import lru_cache
 from typing import Any
 
 from scoring.text import term_set
@@ -44,8 +45,7 @@ _MAX_RELATIONS_IN_DOC = 40
 #: not with verbosity, so length counts for less than in facts and messages.
 ENTITY_LENGTH_NORMALISATION = 0.3
 #: Relations that hold one object at a time: a new object ends the previous relation.
-FUNCTIONAL_PREDICATES = frozenset({"lives_in", "works_at", "works_as", "name", "age", "birthday",
-                                   "relationship_status"})
+FUNCTIONAL_PREDICATES = frozenset({"lives_in", "works_at", "works_as", "name", "age", "birthday", "relationship_status"})
 
 
 def single_valued(predicate: str) -> bool:
@@ -58,8 +58,7 @@ def norm_name(name: str) -> str:
     """The key an entity is stored under: case-folded, inner whitespace collapsed.
 
     >>> norm_name("  New   York ")
-    'new york'
-    """
+    'new york'"""
     return re.sub(r"\s+", " ", name.strip()).casefold()
 
 
@@ -183,8 +182,7 @@ class EntityGraph:
         ...                                                         object="Berlin")], now=1.0)
         >>> [e.name for e in graph.entities(Scope("u1")) if e.id in graph.ended_only([x.id for x in
         ...  graph.entities(Scope("u1"))])]
-        ['Lisbon']
-        """
+        ['Lisbon']"""
         if not entity_ids:
             return set()
         values = ",".join([f"({self.storage.dialect.key_param})"] * len(entity_ids))
@@ -458,11 +456,12 @@ class EntityGraph:
             return []
         sql, params = recall_filter(scope, where=where, since=since, time_column="last_seen", until=as_of,
                                     until_column="first_seen", dialect=self.storage.dialect)
-        marks = ",".join("?" * len(via))
-        found = self.storage.query(
-            f"SELECT {_ENTITY_COLUMNS} FROM entities {self.storage.dialect.hint('entities_id')} WHERE id IN ({marks}) AND {sql} "
-            "AND doc IS NOT NULL", [*via, *params])  # doc is NULL for the user and speakers
-        by_id = {row["id"]: row for row in found}
+        ids, by_id = list(via), dict[str, dict[str, Any]]()
+        for chunk in (ids[:limit], ids[limit:]):  # the others' rows only if some of the first fail the filter
+            if chunk and len(by_id) < limit:
+                by_id.update((row["id"], row) for row in self.storage.query(
+                    f"SELECT {_ENTITY_COLUMNS} FROM entities {self.storage.dialect.hint('entities_id')} WHERE id IN "
+                    f"({','.join('?' * len(chunk))}) AND {sql} AND doc IS NOT NULL", [*chunk, *params]))  # not the user's
         out = []
         for other, (origin, predicate) in via.items():
             row = by_id.get(other)
@@ -491,6 +490,7 @@ def _entity_candidate(row: dict[str, Any], description: str, found: Candidate | 
         detail=EntityDetail(name=row["name"], type=row["type"], mentions=mentions))
 
 
+@lru_cache(maxsize=1 << 12)  # recall asks for every entity candidate (1.6 us computed, 0.1 us cached)
 def entity_importance(mention_count: int) -> float:
     """How important an entity is, from how often it was mentioned (0.3 at one mention, → 1).
 

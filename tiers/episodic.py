@@ -105,6 +105,7 @@ def _logged_time(message: Message) -> float:
 
 
 _TURN_COLUMNS = "id, agent_id, session_id, created_at, name, content"
+_RECALL_COLUMNS = "seq, id, session_id, role, content, name, metadata, created_at, importance"  # a candidate's
 
 
 def _turn(row: Sequence[Any]) -> ConversationTurn:
@@ -196,7 +197,7 @@ class EpisodicLog:
         only messages logged by then."""
         sql, params = recall_filter(query.scope, where=query.where, since=query.since, time_column="created_at",
                                     until=query.as_of, dialect=self.storage.dialect)
-        found = self.index.search(query.scope.user_id, query.text, query.want, table="messages", columns=_COLUMNS,
+        found = self.index.search(query.scope.user_id, query.text, query.want, table="messages", columns=_RECALL_COLUMNS,
                                   filter_sql=sql, filter_params=params, vector=query.vector, mode=query.mode)
         in_window = window(query.scope, [c.row["seq"] for c in found])
         return [_message_candidate(c, in_window) for c in found]

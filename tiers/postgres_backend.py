@@ -325,6 +325,10 @@ class PostgresBackend:
         """The open transaction wrote to the index journal: the followers are told at its commit."""
         self._journalled = True
 
+    def change_mark(self) -> None:
+        """``None``: another host's writes are not all heard of here, so nothing is remembered between reads."""
+        return None
+
     def data_version(self) -> int:
         """How many times this process heard that a change of the index journal was committed,
         by any host (:mod:`tiers.pg_listener`): no round trip to the server."""

@@ -277,6 +277,12 @@ class SQLiteBackend:
         """SQLite's ``PRAGMA data_version``: changes when another connection commits."""
         return int(self.execute("PRAGMA data_version").fetchone()[0])
 
+    def change_mark(self) -> tuple[int, int]:
+        """Changes whenever anything is written to the file: another connection commits
+        (``PRAGMA data_version``) or this one changes a row (``total_changes``, rolled back or not)."""
+        with self.lock:
+            return self.data_version(), self.db.conn.total_changes
+
     def journal_head(self) -> int:
         """The ``seq`` of the newest index journal entry ever written (0 before the first):
         ``index_journal`` is an ``AUTOINCREMENT`` table, whose counter never goes back."""

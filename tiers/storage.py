@@ -90,6 +90,8 @@ class Backend(Protocol):
 
     def data_version(self) -> int: ...
 
+    def change_mark(self) -> Any: ...
+
     def journal_written(self) -> None: ...
 
     def rows_added(self, table: str, count: int) -> None: ...
@@ -177,6 +179,11 @@ class Storage:
     def data_version(self) -> int:
         """A number that changes when another connection commits (what the journal follows)."""
         return self.backend.data_version()
+
+    def change_mark(self) -> Any:
+        """A value that changes whenever anything is written (by this connection or another), to keep
+        what was read until then; ``None`` when the backend cannot tell (then keep nothing)."""
+        return self.backend.change_mark()
 
     def rows_added(self, table: str, count: int) -> None:
         """Say that the open transaction added ``count`` rows to ``table`` (a bulk write):

@@ -1,5 +1,7 @@
 """Each tier turns its own rows into typed recall candidates (tiers.candidates)."""
 
+import itertools
+
 from tiers.candidates import (
     CandidateQuery,
     EntityDetail,
@@ -114,3 +116,24 @@ def test_graph_hops_follow_the_newest_relations_of_a_busy_entity():
         names = [f"Town{i}" if i % 3 == 0 else f"Person{i}" for i in range(29, -1, -1)]
         assert [entry.candidate.detail.name for entry in linked] == names[:limit]
         assert {entry.origin for entry in linked} == {ids["Lisbon"]}
+
+
+def test_graph_hops_skip_the_entities_the_filter_drops_and_reach_further():
+    """A hop reads the rows of the first ``limit`` linked entities, and of the others only when some
+    of those fail the query's filter: either way the newest ``limit`` that pass."""
+    graph = EntityGraph(Storage(None))
+    for i in range(30):  # Friend0 first seen first ...
+        with graph.storage.atomic():
+            graph.add_triples(ADA, [ExtractedTriple(subject=f"Friend{i}", predicate="likes", object="Tea")], now=DAY + i)
+    for i in range(29, -1, -1):  # ... and linked to Lisbon last: the newest relations are of those seen first
+        with graph.storage.atomic():
+            graph.add_triples(ADA, [ExtractedTriple(subject=f"Friend{i}", predicate="lives_in", object="Lisbon")],
+                              now=2 * DAY + 30 - i)
+    [lisbon] = [c.id for c in graph.recall_candidates(CandidateQuery(scope=ADA, text="Lisbon", want=50, now=20 * DAY))
+                if c.detail.name == "Lisbon"]
+    for limit, seen in itertools.product((1, 3, 4, 5, 8, 14, 15, 40), (2, 15)):  # Friend2 on, Friend15 on
+        linked = graph.linked_candidates(ask("Lisbon", since=DAY + seen), [lisbon], limit=limit)
+        assert [entry.candidate.detail.name for entry in linked] == [  # of the newest 4 x limit relations
+            f"Friend{i}" for i in range(seen, min(30, 4 * limit))][:limit]
+        everyone = graph.linked_candidates(ask("Lisbon"), [lisbon], limit=limit)
+        assert [entry.candidate.detail.name for entry in everyone] == [f"Friend{i}" for i in range(30)][:limit]

@@ -16,7 +16,8 @@ import logging
 import os
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 from scoring.importance import HeuristicImportanceScorer
 from tiers.documents import DocumentIndex
@@ -45,6 +46,7 @@ from unified_memory.protocols import (
 )
 from unified_memory.retrieval.method import Dense, setup_dense
 from unified_memory.retrieval.tokens import make_token_counter
+from unified_memory.types import Message
 
 __all__ = ["Backend", "Plugins", "open_backend"]
 
@@ -106,6 +108,8 @@ class Backend:
     summarizer: Summarizer
     scrub: Scrubber
     items: KeyedItems
+    #: The last window context read: ((scope, Storage.change_mark()), messages), reused until a write.
+    window_read: tuple[Any, list[Message]] | None = field(default=None)
 
     @property
     def indexes(self) -> tuple[DocumentIndex, ...]:

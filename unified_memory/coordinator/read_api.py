@@ -218,7 +218,7 @@ class ReadingAPI:
                 RecallHit(id=e.id, tier="entity", text=EntityGraph.describe(e, []), score=float(e.mention_count), components={"mentions": e.mention_count},
                           metadata=e.metadata, created_at=e.last_seen)
                 for e in entities if e.name != USER_ENTITY]
-        conversation = self.window() if include_conversation else []
+        conversation = self._window_until_written() if include_conversation else []
         if moment is not None:
             conversation = [m for m in conversation if m.created_at is None or m.created_at.timestamp() <= moment]
         summary = self.summary() if include_conversation and moment is None else ""
@@ -227,6 +227,19 @@ class ReadingAPI:
                                     content=" / ".join(summary.splitlines())), *conversation]
         return assemble(query=query, max_tokens=budget, sections=sections, conversation=conversation,
                         count_tokens=backend.count_tokens, config=self.config.context)
+
+    def _window_until_written(self) -> list[Message]:
+        """:meth:`window`, read again only once something was written since (``Storage.change_mark``):
+        context reads the whole window on every call. Shared between calls: context only reads it."""
+        backend, scope = self._view.backend, self._view.scope
+        mark = backend.storage.change_mark()
+        last = backend.window_read
+        if mark is not None and last is not None and last[0] == (scope, mark):
+            return last[1]
+        messages = self.window()
+        if mark is not None:
+            backend.window_read = ((scope, mark), messages)
+        return messages
 
     def assemble_context(self, max_tokens: int = 4000, *, query: str | None = None,
                          include_conversation: bool = True) -> str:

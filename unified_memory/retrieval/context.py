@@ -90,7 +90,7 @@ def clean_item(text: str) -> str:
     return _BREAKS.sub(" ⏎ ", text).replace("\t", " ").strip()
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)  # not frozen: one per hit and per window message of every context (3x faster)
 class _Item:
     plain: str  # cleaned, not yet escaped
     prefix: int  # length of the "[date] speaker: " part of plain

@@ -34,7 +34,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from scoring.fusion import FusedScore, Fuser, dense_relevance, diversify, hybrid_relevance, lexical_scale
 from scoring.temporal import TimeWindow, temporal_cue, time_affinity
@@ -302,11 +302,11 @@ def federated_recall(request: RecallRequest, sources: Sequence[RecallSource], *,
         found = source.recall_candidates(query)
         scale = _scale(found, ranking)
         hits.extend(fusion.hit(candidate, scale) for candidate in found if candidate.tier in wanted)
-        if links is None and isinstance(source, LinkedSource):
-            links = source
+        if links is None and _is(source, LinkedSource):
+            links = cast(LinkedSource, source)
     if links is not None and ranking.hop_decay > 0:
         hits.extend(_hops(hits, links, query, decay=ranking.hop_decay))
-    history = next((s for s in sources if isinstance(s, HistorySource)), None)
+    history = cast(HistorySource | None, next((s for s in sources if _is(s, HistorySource)), None))
     if history is not None:
         hits.extend(_forward(hits, history, query, ranking, wanted))
     else:  # no history to ask: a turn whose superseded fact is among the hits ranks like it
@@ -322,6 +322,19 @@ def federated_recall(request: RecallRequest, sources: Sequence[RecallSource], *,
     hits = [hit for hit in hits if _relevance_of(hit) > 0 or "successor_of" in hit.notes]
     hits.sort(key=lambda h: (-h.score, TIER_ORDER[h.tier], h.id))
     return [_recall_hit(hit) for hit in _diverse(_one_per_source(hits), limit, ranking.diversity)]
+
+
+_KINDS: dict[tuple[type, type], bool] = {}
+
+
+def _is(source: object, protocol: type) -> bool:
+    """``isinstance(source, protocol)`` for a runtime-checkable protocol, remembered per class
+    (the check looks up every method of the protocol: some 10 us, five times a recall)."""
+    key = (type(source), protocol)
+    found = _KINDS.get(key)
+    if found is None:
+        found = _KINDS[key] = isinstance(source, protocol)
+    return found
 
 
 def _forward(hits: list[_Hit], history: HistorySource, query: CandidateQuery, ranking: RankingConfig,
@@ -396,14 +409,30 @@ def _recall_hit(hit: _Hit) -> RecallHit:
                                      created_at=utc_from_timestamp(hit.created_at))
 
 
+class _Terms(Sequence[frozenset[str]]):
+    """The term sets of the hits' texts, each analysed when diversify first reads it."""
+
+    __slots__ = ("_hits",)
+
+    def __init__(self, hits: list[_Hit]) -> None:
+        self._hits = hits
+
+    def __len__(self) -> int:
+        return len(self._hits)
+
+    def __getitem__(self, index: Any) -> Any:
+        if isinstance(index, slice):
+            return [term_set(h.text) for h in self._hits[index]]
+        return term_set(self._hits[index].text)
+
+
 def _diverse(hits: list[_Hit], limit: int, diversity: float) -> list[_Hit]:
     """The top ``limit`` after maximal marginal relevance over the best ``3 × limit``:
     near-duplicate texts do not crowd the top (see :func:`scoring.fusion.diversify`)."""
     if diversity <= 0 or len(hits) <= 1:
         return hits[:limit]
     pool = hits[:3 * limit]
-    picked = diversify([h.score for h in pool], [term_set(h.text) for h in pool], limit=limit,
-                       diversity=diversity)
+    picked = diversify([h.score for h in pool], _Terms(pool), limit=limit, diversity=diversity)
     out = []
     for index, adjusted in picked:
         hit = pool[index]
