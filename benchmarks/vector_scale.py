@@ -17,8 +17,9 @@ is its own:
 2. *reopen*: in an interpreter that has imported the library (as ``scale.py``'s reopen), open the
    file and recall once (the saved graph is loaded and brought in step with the store):
    ``reopen + first recall``; then R@1 and p50 as above, from the loaded graph; then R@1 again
-   with ``ranking.dense_ceiling=1.0`` (by default the ranking counts every cosine from 0.7 up as a
-   full match, so near-duplicate templates tie with the exact text and other signals decide).
+   with ``ranking.dense_ceiling=0.7``, hybrid retrieval's cap (every cosine from 0.7 up a full match,
+   so near-duplicate templates tie with the exact text and other signals decide; embedding-only
+   retrieval's default ceiling is 1.0).
 
 R@1 is measured two ways: through ``recall()`` (the issue's measure, the ranking included), and of
 the vector index alone (``PartitionedVectors.search``: is the fact its nearest neighbour?).
@@ -150,8 +151,8 @@ def reopen(spec: dict[str, Any]) -> dict[str, Any]:
         res["partition"] = _partition(mem)
         res["building"] = not mem._backend.dense.index.wait_builds(0)
         res.update(_measure(mem, facts, ids, rows))
-    with _open(spec, dense_ceiling=1.0) as mem:  # the same, cosine not capped at 0.7 by the ranking
-        res["r1_ceiling_1"] = _measure(mem, facts, ids, rows)["r1"]
+    with _open(spec, dense_ceiling=0.7) as mem:  # the same, cosine capped at hybrid retrieval's 0.7
+        res["r1_ceiling_07"] = _measure(mem, facts, ids, rows)["r1"]
     res["rss_mb"] = _rss_mb()
     return res
 
@@ -193,8 +194,8 @@ def report(argv: list[str], args: argparse.Namespace, written: dict, reopened: d
         f"| R@1 on stored texts, recall(), reopened | {reopened['r1']:.3f} | >= 0.95 | "
         f"{verdict(reopened['r1'], 0.95, higher=True)} |",
         f"| R@1 on stored texts, the vector index alone, reopened | {reopened['r1_index']:.3f} | – | – |",
-        f"| R@1 on stored texts, recall() with `ranking.dense_ceiling=1.0`, reopened | "
-        f"{reopened['r1_ceiling_1']:.3f} | – | – |",
+        f"| R@1 on stored texts, recall() with `ranking.dense_ceiling=0.7` (hybrid's), reopened | "
+        f"{reopened['r1_ceiling_07']:.3f} | – | – |",
         f"| recall p50 / p95, reopened | {reopened['p50']:.2f} / {reopened['p95']:.2f} ms | p50 <= 10 ms | "
         f"{verdict(reopened['p50'], 10)} |",
         f"| peak RSS, reopen process | {reopened['rss_mb']:,.0f} MB | <= 1,500 MB | {verdict(reopened['rss_mb'], 1500)} |",

@@ -24,6 +24,9 @@ from unified_memory.errors import ConfigError, wrong_type
 __all__ = ["MemoryConfig", "RankingConfig", "EvictionConfig", "ContextConfig", "VectorConfig", "config_error",
            "coerce_config"]
 
+#: The dense ceiling of hybrid retrieval when ``RankingConfig.dense_ceiling`` is None.
+HYBRID_DENSE_CEILING = 0.7
+
 
 class _Config(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_assignment=True, frozen=False)
@@ -70,8 +73,11 @@ class RankingConfig(_Config):
                                   description="Hybrid retrieval: relevance = w·lexical + (1-w)·dense.")
     dense_floor: float = Field(default=0.1, ge=-1.0, lt=1.0,
                                description="Cosine similarity at or below which dense relevance is 0.")
-    dense_ceiling: float = Field(default=0.7, gt=-1.0, le=1.0,
-                                 description="Cosine similarity at or above which dense relevance is 1.")
+    dense_ceiling: float | None = Field(
+        default=None, gt=-1.0, le=1.0,
+        description="Cosine similarity at or above which dense relevance is 1. None: 0.7 with hybrid retrieval "
+                    "(a paraphrase is a full match beside BM25's), 1.0 with embedding-only retrieval (where "
+                    "nothing else separates the closest text from its paraphrases).")
     entity_name_boost: float = Field(default=1.5, ge=1.0,
                                      description="Multiplies a hit on a typed entity (not a bare thing) whose whole name is in the query.")
     tier_weights: dict[str, float] = Field(
@@ -119,6 +125,16 @@ class RankingConfig(_Config):
         description="Lexical relevance = BM25 / max(best BM25 of the tier for this query, "
                     "lexical_norm_floor × the query's upper bound).")
 
+    def ceiling(self, mode: str) -> float:
+        """The dense ceiling in effect for a retrieval ``mode`` (see ``dense_ceiling``).
+
+        >>> RankingConfig().ceiling("hybrid"), RankingConfig().ceiling("embedding")
+        (0.7, 1.0)
+        """
+        if self.dense_ceiling is not None:
+            return self.dense_ceiling
+        return 1.0 if mode == "embedding" else HYBRID_DENSE_CEILING
+
     @model_validator(mode="after")
     def _known_tiers(self) -> RankingConfig:
         unknown = set(self.tier_weights) - {"long_term", "entity", "episodic", "short_term"}
@@ -126,8 +142,9 @@ class RankingConfig(_Config):
             raise ValueError(f"tier_weights has unknown tiers: {sorted(unknown)}")
         if self.base + self.importance_weight + self.recency_weight <= 0:
             raise ValueError("base + importance_weight + recency_weight must be positive")
-        if self.dense_ceiling <= self.dense_floor:
-            raise ValueError("dense_ceiling must be above dense_floor")
+        if self.ceiling("hybrid") <= self.dense_floor:
+            raise ValueError("dense_ceiling must be above dense_floor" if self.dense_ceiling is not None else
+                             f"dense_floor must be below dense_ceiling ({HYBRID_DENSE_CEILING} unless set)")
         return self
 
 

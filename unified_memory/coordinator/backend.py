@@ -153,7 +153,7 @@ def _item_ranking(config: MemoryConfig) -> Ranking:
     ranking = config.ranking
     return Ranking(k1=ranking.bm25_k1, b=ranking.bm25_b, base=ranking.base, recency_weight=ranking.recency_weight,
                    half_life_days=ranking.recency_half_life_days, lexical_weight=ranking.lexical_weight,
-                   dense_floor=ranking.dense_floor, dense_ceiling=ranking.dense_ceiling)
+                   dense_floor=ranking.dense_floor, dense_ceiling=ranking.ceiling("hybrid"))
 
 
 def open_backend(path: str | os.PathLike[str] | None, config: MemoryConfig,

@@ -146,7 +146,7 @@ def _relevance(candidate: RecallCandidate, scale: float, mode: str, ranking: Ran
     if mode == "lexical":
         return lexical
     similarity = candidate.dense
-    dense = (dense_relevance(similarity, floor=ranking.dense_floor, ceiling=ranking.dense_ceiling)
+    dense = (dense_relevance(similarity, floor=ranking.dense_floor, ceiling=ranking.ceiling(mode))
              if similarity is not None else 0.0)
     if parts is not None:
         parts.update(lexical=round(lexical, 6), dense=round(dense, 6),

@@ -6,7 +6,7 @@ import pytest
 
 from unified_memory import DependencyError, MemoryValueError, UnifiedMemory
 from unified_memory.config import VectorConfig
-from unified_memory.testing import FakeEmbedder
+from unified_memory.testing import FakeEmbedder, HashingEmbedder
 
 
 @pytest.mark.embeddings
@@ -136,3 +136,28 @@ def test_a_failed_write_leaves_no_vectors_behind():
                 if "tomatoes" in h.text] == []
         mem.remember("I grow tomatoes")
         assert mem.recall("tomatoes", tiers="long_term")[0].text == "I grow tomatoes"
+
+
+def _template_facts(n: int) -> list[str]:
+    """Facts from one template, so that many are paraphrase-close under feature hashing."""
+    people = ["dentist", "coach", "neighbour", "boss", "teacher", "cousin"]
+    verbs = ["collects", "teaches", "restores", "imports", "hates", "likes", "studies"]
+    kinds = ["digital", "ceramic", "electric", "Japanese", "organic", "vintage", "tiny", "wooden"]
+    things = ["chess sets", "cheeses", "lamps", "sculptures", "orchids", "teapots", "telescopes"]
+    cities = ["Porto", "Quito", "Kyoto", "Austin", "Turin", "Hanoi", "Oslo", "Perth", "Leeds", "Cusco"]
+    times = ["every summer", "after work", "for charity", "when travelling", "on Sunday mornings"]
+    return [f"My {people[i % 6]} {verbs[i * 3 % 7]} {kinds[i * 3 % 8]} {things[i * 5 % 7]} "
+            f"in {cities[i * 11 % 10]} {times[i * 13 % 5]} (note {i})" for i in range(n)]
+
+
+@pytest.mark.parametrize(("ceiling", "all_first"), [(None, True), (0.7, False)])
+def test_embedding_only_recall_puts_a_restated_text_first(ceiling, all_first):
+    # Embedding-only retrieval has nothing but the cosine to tell a stored text from its paraphrases:
+    # by default its ceiling is 1.0, so the closer text always ranks higher. Capped at hybrid's 0.7,
+    # every close paraphrase counts as a full match and importance or recency decide instead.
+    facts = _template_facts(3000)
+    with UnifiedMemory(retrieval="embedding", embedder=HashingEmbedder(384), long_term_limit=None,
+                       ranking={"dense_ceiling": ceiling}) as mem:
+        ids = mem.remember_many(facts)
+        first = [mem.recall(facts[i], limit=1, tiers="long_term")[0].id == ids[i] for i in range(0, 3000, 10)]
+    assert all(first) is all_first
