@@ -126,8 +126,13 @@ def _message_item(message: Message, count: Callable[[str], int], cap: int) -> _I
     content = message.content
     key = ((message.id, message.role, message.name, content, count, cap)
            if not message.tool_calls and (content is None or len(content) <= _MESSAGE_ITEM_TEXT) else None)
-    if key is not None and (known := _MESSAGE_ITEMS.get(key)) is not None:
-        return known
+    if key is not None:
+        try:
+            known = _MESSAGE_ITEMS.get(key)
+        except TypeError:  # a counter that cannot be a key (an object with __eq__ and no __hash__)
+            key = known = None
+        if known is not None:
+            return known
     prefix, text = _message_parts(message)
     item = _item(prefix, text, None, count, cap, key=message.id) if text else None
     if key is not None and item is not None:

@@ -425,3 +425,19 @@ def test_a_remembered_window_item_is_not_shown_for_another_message(count):
         got = build({}, window, 200, now[0], max_item_chars=now[1]).model_dump()
         context._MESSAGE_ITEMS.clear()
         assert got == build({}, window, 200, now[0], max_item_chars=now[1]).model_dump()
+
+
+def test_an_unhashable_counter_is_not_remembered():
+    class Counter:
+        __hash__ = None  # type: ignore[assignment]
+
+        def __eq__(self, other):
+            return isinstance(other, Counter)
+
+        def __call__(self, text):
+            return len(text)
+
+    context._MESSAGE_ITEMS.clear()
+    window = [Message(role="user", content="hello", id="m0")]
+    assert build({}, window, 200, Counter()).text == "<memory>\n## Conversation\n- user: hello\n</memory>"
+    assert context._MESSAGE_ITEMS == {}
