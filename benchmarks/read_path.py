@@ -1,7 +1,7 @@
 """Read path at scale: ``recall(q, limit=10)`` and ``context(q, max_tokens=2000)`` on one file.
 
     python benchmarks/read_path.py [--facts 100000] [--queries 100] [--file /tmp/read_path_100000.db]
-        [--mode lexical|hashing] [--profile recall|context] [--top 30] [--dump results.json]
+        [--mode lexical|hashing] [--profile recall|context] [--top 30] [--dump results.json] [--breakdown]
 
 Builds the file once (seeded ``_synthetic.py`` facts through ``remember_many`` in batches of 5,000,
 ``retrieval="lexical"``, then 500 turns, as ``scale.py``'s lexical mode; ``--mode hashing``: hybrid retrieval
@@ -10,7 +10,9 @@ rebuild). Then opens it, runs one unmeasured warm-up recall (it builds the in-me
 times ``--queries`` distinct queries for each call: p50 / p95 wall milliseconds, plus the CPU
 seconds of the whole loop (steadier on a shared machine). ``--profile`` runs cProfile over the same
 loop of one call instead and prints the ``--top`` functions by cumulative and by own time.
-``--dump`` writes every hit (id, text, score) and every context text instead (on a copy of the file, with a
+``--breakdown`` splits the CPU time of ``context`` into its stages instead (each tier's search with its
+lexical index and row reads, scoring, diversity, hit records, assembly; wrapped calls, so the total runs a
+little slower than unwrapped). ``--dump`` writes every hit (id, text, score) and every context text instead (on a copy of the file, with a
 fixed clock and no reinforcement recorded), to compare two versions of the code on one file.
 """
 
@@ -63,6 +65,46 @@ def dump(path: Path, qs: list[str], out: Path) -> None:
     out.write_text(json.dumps(result, indent=0))
 
 
+def breakdown(mem: Any, qs: list[str]) -> None:
+    """CPU milliseconds per ``context`` call spent in each stage (nested stages are also in their parent's)."""
+    from tiers import documents, entities, long_term, partitions, short_term
+    from unified_memory.coordinator import read_api
+    from unified_memory.retrieval import federation
+
+    spent: dict[str, float] = {}
+
+    def wrap(owner: Any, name: str, label: str) -> None:
+        inner = getattr(owner, name)
+
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            start = time.process_time()
+            try:
+                return inner(*args, **kwargs)
+            finally:
+                spent[label] = spent.get(label, 0.0) + time.process_time() - start
+        setattr(owner, name, timed)
+
+    stages = [(read_api.ReadingAPI, "recall", "recall (all of it)"),
+              (long_term.LongTermFacts, "recall_candidates", "  facts: search + candidates"),
+              (entities.EntityGraph, "recall_candidates", "  entities: search + candidates"),
+              (short_term.ShortTermWindow, "recall_candidates", "  messages: search + candidates"),
+              (partitions.PartitionedIndex, "search", "    lexical index searches"),
+              (documents.DocumentIndex, "_rows", "    row reads"),
+              (federation, "_diverse", "  diversity"), (federation, "_recall_hit", "  hit records"),
+              (read_api, "assemble", "assembly")]
+    for owner, name, label in stages:
+        wrap(owner, name, label)
+    start = time.process_time()
+    for q in qs:
+        mem.context(q, max_tokens=2000)
+    total = time.process_time() - start
+    print(f"context cpu {total / len(qs) * 1000:6.2f} ms/query ({len(qs)} queries)")
+    for _, _, label in stages:
+        print(f"{label:34s} {spent.get(label, 0.0) / len(qs) * 1000:6.2f}")
+    covered = sum(spent.get(label, 0.0) for _, _, label in stages[1:4] + stages[6:8])
+    print(f"{'  scoring and the rest of recall':34s} {(spent['recall (all of it)'] - covered) / len(qs) * 1000:6.2f}")
+
+
 def build(path: Path, n: int) -> None:
     """Write ``n`` facts into ``path`` unless the file is already there."""
     if path.exists():
@@ -92,6 +134,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--profile", choices=["recall", "context"], default=None)
     parser.add_argument("--top", type=int, default=30)
     parser.add_argument("--dump", type=Path, default=None)
+    parser.add_argument("--breakdown", action="store_true")
     args = parser.parse_args(argv)
     global MODE
     MODE = args.mode
@@ -111,6 +154,9 @@ def main(argv: list[str] | None = None) -> None:
         for _ in range(2):  # warm the caches of both calls once
             for q in qs[:10]:
                 calls["recall"](q), calls["context"](q)
+        if args.breakdown:
+            breakdown(mem, qs)
+            return
         if args.profile:
             prof = cProfile.Profile()
             prof.enable()

@@ -110,8 +110,36 @@ def _item(prefix: str, text: str, hit: RecallHit | None, count: Callable[[str], 
     plain = prefix + text
     if len(plain) > cap:
         plain = plain[: max(cap - 1, 1)].rstrip() + "…"
-    line = "- " + plain.translate(_ESCAPES)
+    line = "- " + (plain.translate(_ESCAPES) if "&" in plain or "<" in plain or ">" in plain else plain)
     return _Item(plain, len(prefix), line, count(line + "\n"), hit, key if key is not None else (hit.id if hit else None))
+
+
+_MESSAGE_ITEMS: dict[tuple[object, ...], _Item] = {}  # a window message's item, for the next context
+_MESSAGE_ITEMS_MAX = 4096
+_MESSAGE_ITEM_TEXT = 8192  # a longer message is not remembered (the memory held stays small)
+
+
+def _message_item(message: Message, count: Callable[[str], int], cap: int) -> _Item | None:
+    """The conversation item of ``message`` (``None`` when it shows nothing). Context renders the
+    whole window on every call: an item is remembered by everything it is made of (never a
+    message with tool calls or a long one), so only new messages are cleaned and counted again."""
+    content = message.content
+    key = ((message.id, message.role, message.name, content, count, cap)
+           if not message.tool_calls and (content is None or len(content) <= _MESSAGE_ITEM_TEXT) else None)
+    if key is not None:
+        try:
+            known = _MESSAGE_ITEMS.get(key)
+        except TypeError:  # a counter that cannot be a key (an object with __eq__ and no __hash__)
+            key = known = None
+        if known is not None:
+            return known
+    prefix, text = _message_parts(message)
+    item = _item(prefix, text, None, count, cap, key=message.id) if text else None
+    if key is not None and item is not None:
+        if len(_MESSAGE_ITEMS) >= _MESSAGE_ITEMS_MAX:
+            _MESSAGE_ITEMS.clear()
+        _MESSAGE_ITEMS[key] = item
+    return item
 
 
 def _not_shown(items: list[_Item], shown: set[str]) -> list[_Item]:
@@ -326,9 +354,8 @@ def assemble(*, query: str | None, max_tokens: int, sections: Mapping[str, Seque
         items: list[_Item] = []
         if name == "conversation":
             for message in reversed(conversation):  # newest first: recency is the rank
-                prefix, text = _message_parts(message)
-                if text:
-                    items.append(_item(prefix, text, None, count_tokens, max_item_chars, key=message.id))
+                if (found := _message_item(message, count_tokens, max_item_chars)) is not None:
+                    items.append(found)
         else:
             for hit in sections.get(name, ()):
                 prefix, text = _hit_parts(name, hit)

@@ -361,3 +361,83 @@ def test_a_turn_deep_in_the_window_is_shown_as_an_episode():
     recent = RecallHit(id="m29", tier="short_term", text=conversation[29].content, score=0.9)
     block = build({"episodes": [recent]}, conversation, 120)  # the conversation shows it: not repeated
     assert block.text.count("message 29 ") == 1 and block.sections["episodes"].items == 0
+
+
+ROLES = ["user", "assistant", "tool", "system"]
+
+
+def _variants(conversation):
+    """The window with message ids, and windows of the same ids with another role, name or text."""
+    ided = [m.model_copy(update={"id": f"m{j}"}) for j, m in enumerate(conversation)]
+    return [ided,
+            [m.model_copy(update={"role": ROLES[(ROLES.index(m.role) + 1) % 4]}) for m in ided],
+            [m.model_copy(update={"name": "system" if m.name is None else None}) for m in ided],
+            [m.model_copy(update={"content": (m.content or "") + " & more"}) for m in ided]]
+
+
+@settings(max_examples=100, deadline=None)
+@given(inputs(), st.lists(st.tuples(st.integers(0, 3), st.sampled_from(COUNTERS), st.sampled_from([MAX_ITEM_CHARS, 9])),
+                          min_size=1, max_size=6))
+def test_remembered_window_items_change_nothing(data, calls):
+    """Context remembers each window message's rendered item between calls: whatever windows of
+    the same message ids (other roles, names, texts), counters and item caps went before, each
+    block is the one made with nothing remembered."""
+    sections, conversation, max_tokens = data
+    windows = _variants(conversation)
+    context._MESSAGE_ITEMS.clear()
+    for which, count, cap in calls:
+        got = build(sections, windows[which], max_tokens, count, max_item_chars=cap)
+        kept = dict(context._MESSAGE_ITEMS)
+        context._MESSAGE_ITEMS.clear()
+        assert got.model_dump() == build(sections, windows[which], max_tokens, count,
+                                         max_item_chars=cap).model_dump()
+        context._MESSAGE_ITEMS.update(kept)
+
+
+def test_remembered_window_items_are_bounded(monkeypatch):
+    monkeypatch.setattr(context, "_MESSAGE_ITEMS_MAX", 5)
+    context._MESSAGE_ITEMS.clear()
+    window = [Message(role="user", content=f"turn {j}", id=f"m{j}") for j in range(12)]
+    block = build({}, window, 400)
+    assert len(context._MESSAGE_ITEMS) <= 5 and block.sections["conversation"].items == 12
+    long = Message(role="user", content="x" * (context._MESSAGE_ITEM_TEXT + 1), id="long")
+    context._MESSAGE_ITEMS.clear()
+    build({}, [long], 4000)
+    assert context._MESSAGE_ITEMS == {}  # a long message is not kept in memory
+
+
+@pytest.mark.parametrize("count", [chars_per_token_counter, words])
+def test_a_remembered_window_item_is_not_shown_for_another_message(count):
+    window = [Message(role="user", content="hello there", id="m0"),
+              Message(role="assistant", content="hi", name="Ada", id="m1")]
+    windows = _variants(window)
+    for first in windows:
+        for then in windows:
+            context._MESSAGE_ITEMS.clear()
+            build({}, first, 200, count)
+            got = build({}, then, 200, count).text
+            context._MESSAGE_ITEMS.clear()
+            assert got == build({}, then, 200, count).text
+    other = words if count is not words else chars_per_token_counter
+    for before, now in (((count, 9), (count, MAX_ITEM_CHARS)), ((other, MAX_ITEM_CHARS), (count, MAX_ITEM_CHARS))):
+        context._MESSAGE_ITEMS.clear()
+        build({}, window, 200, before[0], max_item_chars=before[1])
+        got = build({}, window, 200, now[0], max_item_chars=now[1]).model_dump()
+        context._MESSAGE_ITEMS.clear()
+        assert got == build({}, window, 200, now[0], max_item_chars=now[1]).model_dump()
+
+
+def test_an_unhashable_counter_is_not_remembered():
+    class Counter:
+        __hash__ = None  # type: ignore[assignment]
+
+        def __eq__(self, other):
+            return isinstance(other, Counter)
+
+        def __call__(self, text):
+            return len(text)
+
+    context._MESSAGE_ITEMS.clear()
+    window = [Message(role="user", content="hello", id="m0")]
+    assert build({}, window, 200, Counter()).text == "<memory>\n## Conversation\n- user: hello\n</memory>"
+    assert context._MESSAGE_ITEMS == {}
