@@ -34,6 +34,7 @@ from tiers.user_tables import user_tables
 from unified_memory.coordinator.backend import Backend
 from unified_memory.coordinator.view import MemoryView
 from unified_memory.extraction.summarizers import ExtractiveSummarizer, LLMSummarizer
+from unified_memory.retrieval.context import forget_rendered
 from unified_memory.validation import check_ids
 
 __all__ = ["forget"]
@@ -80,6 +81,7 @@ def forget(view: MemoryView, *, user_id: str | None = None, ids: Sequence[str] |
             counts = _forget_items(backend, target, checked)
         if isinstance(backend.summarizer, ExtractiveSummarizer | LLMSummarizer):
             backend.summarizer.clear()  # summaries it remembers in memory may quote what was deleted
+        forget_rendered()  # nor may the conversation lines context() remembers
         chosen.event("reset", "completed", **counts)
     storage.vacuum()  # rewrite the file: no moved copy of a deleted row survives in a page's unused gap
     busy = storage.checkpoint()[0]

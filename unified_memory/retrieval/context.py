@@ -142,6 +142,11 @@ def _message_item(message: Message, count: Callable[[str], int], cap: int) -> _I
     return item
 
 
+def forget_rendered() -> None:
+    """Drop every remembered conversation line (``forget`` calls it: a line quotes a message's text)."""
+    _MESSAGE_ITEMS.clear()
+
+
 def _not_shown(items: list[_Item], shown: set[str]) -> list[_Item]:
     """``items`` without those the conversation section already shows (a recalled turn of the window)."""
     return [i for i in items if i.key not in shown] if shown else items

@@ -441,3 +441,15 @@ def test_an_unhashable_counter_is_not_remembered():
     window = [Message(role="user", content="hello", id="m0")]
     assert build({}, window, 200, Counter()).text == "<memory>\n## Conversation\n- user: hello\n</memory>"
     assert context._MESSAGE_ITEMS == {}
+
+
+def test_forget_drops_the_remembered_window_lines(tmp_path):
+    from unified_memory import UnifiedMemory
+
+    with UnifiedMemory(tmp_path / "m.db", user_id="ada") as mem:
+        secret, _ = mem.add_turn("my locker code is zebra-secret-4711", "noted")
+        assert "zebra-secret-4711" in mem.context("locker", max_tokens=500).text
+        assert any("zebra" in item.line for item in context._MESSAGE_ITEMS.values())  # remembered
+        mem.forget(ids=[secret])
+        assert not any("zebra" in item.line for item in context._MESSAGE_ITEMS.values())
+        assert "zebra" not in mem.context("locker", max_tokens=500).text
