@@ -80,6 +80,7 @@ _ASK_CUT = re.compile(r"[,;:]|\b(?:but|and)\b")  # where the asking part of "I'm
 _DIGIT_OR_NAME = re.compile(r"\d|\s[A-Z]")
 _STARTS = frozenset({head for head, _ in TRIGGERS} | {"i", "we", "im"})  # the words a cue rule can start at
 _DIGITS = frozenset("0123456789")  # ... and numbers ("#")
+_WHOLE = re.Match.group  # called with no group: the whole match
 _MEM_GATE = re.compile("|".join(map(re.escape, MEM_KEYS)))  # one of MEM_KEYS in the text: MEMREQ may match
 
 
@@ -249,7 +250,7 @@ class HeuristicImportanceScorer:
             s = "".join(c if len(c.lower()) == 1 else " " for c in s)
             low = s.lower()
         toks = list(TOKEN.finditer(low))
-        texts = [t.group(0) for t in toks]
+        texts = list(map(_WHOLE, toks))  # each match's text
         words = [w for w in texts if w not in PUNCT]
         if len(s) < 4 or not words:
             return 0.02 if s else 0.0, None, ("too short",)
