@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -45,6 +46,13 @@ def _rows(graph: EntityGraph) -> dict[str, Any]:
 
 def _run(before: list[Any], calls: list[Any], batched: bool) -> tuple[dict[str, Any], list[Any]]:
     graph = EntityGraph(Storage(None))
+    try:
+        return _write(graph, before, calls, batched)
+    finally:
+        graph.storage.close()
+
+
+def _write(graph: EntityGraph, before: list[Any], calls: list[Any], batched: bool) -> tuple[dict[str, Any], list[Any]]:
     said: list[Any] = []
     with graph.storage.atomic():
         for entities, triples, now, metadata, source in before:  # what the graph already holds
@@ -72,9 +80,16 @@ def _run(before: list[Any], calls: list[Any], batched: bool) -> tuple[dict[str, 
     return _rows(graph), readable
 
 
+@pytest.mark.sqlite_only  # many examples; a database each (below, fewer on both backends)
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(before=st.lists(call, max_size=4), calls=st.lists(call, min_size=1, max_size=8))
 def test_a_batch_writes_what_the_calls_one_by_one_write(before, calls):
+    assert _run(before, calls, batched=True) == _run(before, calls, batched=False)
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(before=st.lists(call, max_size=4), calls=st.lists(call, min_size=1, max_size=8))
+def test_a_batch_writes_what_the_calls_one_by_one_write_on_each_backend(before, calls):
     assert _run(before, calls, batched=True) == _run(before, calls, batched=False)
 
 
@@ -91,13 +106,16 @@ def test_a_relation_ended_then_stated_again_in_one_batch_is_current_and_counted(
 
 def test_nothing_is_written_before_the_flush():
     graph = EntityGraph(Storage(None))
-    with graph.storage.atomic():
-        batch = GraphBatch(graph, ADA)
-        batch.add_triples([ExtractedTriple(subject="user", predicate="likes", object="jazz")], now=1.0, metadata=None,
-                          source_message_id=None, touched=set())
-        assert graph.storage.execute("SELECT COUNT(*) FROM triples").fetchone()[0] == 0
-        batch.flush()
-        assert graph.storage.execute("SELECT COUNT(*) FROM triples").fetchone()[0] == 1
+    try:
+        with graph.storage.atomic():
+            batch = GraphBatch(graph, ADA)
+            batch.add_triples([ExtractedTriple(subject="user", predicate="likes", object="jazz")], now=1.0,
+                              metadata=None, source_message_id=None, touched=set())
+            assert graph.storage.execute("SELECT COUNT(*) FROM triples").fetchone()[0] == 0
+            batch.flush()
+            assert graph.storage.execute("SELECT COUNT(*) FROM triples").fetchone()[0] == 1
+    finally:
+        graph.storage.close()
 
 
 def test_only_current_relations_are_ended_and_the_last_mention_dates_a_relation():
