@@ -80,6 +80,8 @@ _ASK_CUT = re.compile(r"[,;:]|\b(?:but|and)\b")  # where the asking part of "I'm
 _DIGIT_OR_NAME = re.compile(r"\d|\s[A-Z]")
 _STARTS = frozenset({head for head, _ in TRIGGERS} | {"i", "we", "im"})  # the words a cue rule can start at
 _DIGITS = frozenset("0123456789")  # ... and numbers ("#")
+_WHOLE = re.Match.group  # called with no group: the whole match
+_MEM_GATE = re.compile("|".join(map(re.escape, MEM_KEYS)))  # one of MEM_KEYS in the text: MEMREQ may match
 
 
 def _negated_before(texts: list[str], idx: list[int], j: int) -> bool:
@@ -185,7 +187,9 @@ class HeuristicImportanceScorer:
     def _assess(self, text: str) -> ImportanceAssessment:
         text = text.replace("\u2019", "'").replace("\u2018", "'")
         one = "\n" not in text and "\r" not in text and SPLIT.search(text) is None
-        sentences = [text.strip()] if one else split_sentences(text)
+        if one:  # one sentence: its own assessment (what the general case below gives for a single part)
+            return ImportanceAssessment(*self._scored(text.strip()))
+        sentences = split_sentences(text)
         parts = [self._scored(s) for s in sentences] or [(0.0, None, ("empty",))]
         best = max(parts, key=lambda p: p[0])
         extra = min(2, sum(1 for p in parts if p[0] >= 0.6) - (best[0] >= 0.6))
@@ -246,7 +250,7 @@ class HeuristicImportanceScorer:
             s = "".join(c if len(c.lower()) == 1 else " " for c in s)
             low = s.lower()
         toks = list(TOKEN.finditer(low))
-        texts = [t.group(0) for t in toks]
+        texts = list(map(_WHOLE, toks))  # each match's text
         words = [w for w in texts if w not in PUNCT]
         if len(s) < 4 or not words:
             return 0.02 if s else 0.0, None, ("too short",)
@@ -255,7 +259,7 @@ class HeuristicImportanceScorer:
         first = not FIRST.isdisjoint(words)
         if REMINDER.match(low):  # "Remember my allergy.": points at something said before, says nothing new
             return 0.2, None, ("reminder without new information",)
-        mem = MEMREQ.search(low) if any(k in low for k in MEM_KEYS) else None
+        mem = MEMREQ.search(low) if _MEM_GATE.search(low) else None
         question_at = len(s) + 1
         if words[0] in QWORDS and (words[0] not in WH or low.rstrip().endswith("?") or (
                 len(words) > 1 and words[1] in AUX)):  # but "When I was ten, I moved..." is a statement

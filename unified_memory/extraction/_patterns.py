@@ -323,7 +323,7 @@ def find_hits(sentence: str) -> list[Hit]:
     for run in letter_runs(sentence):
         found = _RUN_BITS.get(run)  # one lookup: another thread may clear the cache meanwhile
         bits |= _run_bits(run) if found is None else found
-    for pred, attr, kind, cat, mode, rx in [entry for need, entry in _GATED if bits & need == need]:
+    for pred, attr, kind, cat, mode, rx in _chosen(bits):
         for m in rx.finditer(sentence):
             if kind in ("list", "animal"):
                 for item in _ITEMS.split(_CLAUSE_END.sub("", m.group("obj"))):
@@ -333,6 +333,23 @@ def find_hits(sentence: str) -> list[Hit]:
             hits.extend(_one(sentence, m, pred, attr, kind, cat, mode, _CLAUSE_END.sub("", m.group("obj"))))
     hits.sort(key=lambda h: h.start)
     return hits
+
+
+_CHOSEN: dict[int, tuple[tuple[str, str | None, str, str, str, re.Pattern[str]], ...]] = {}
+_CHOSEN_FROM: list[object] = [None]  # the _GATED the choices were made from (tests swap it for an ungated one)
+
+
+def _chosen(bits: int) -> tuple[tuple[str, str | None, str, str, str, re.Pattern[str]], ...]:
+    """The patterns of :data:`_GATED` whose gates ``bits`` open, in order (remembered per ``bits``:
+    a few hundred combinations occur, and a lookup is cheaper than testing 42 gates)."""
+    gated = _GATED
+    if _CHOSEN_FROM[0] is not gated or len(_CHOSEN) >= 4096:
+        _CHOSEN.clear()
+        _CHOSEN_FROM[0] = gated
+    chosen = _CHOSEN.get(bits)
+    if chosen is None:
+        chosen = _CHOSEN[bits] = tuple(entry for need, entry in gated if bits & need == need)
+    return chosen
 
 
 def _run_bits(run: str) -> int:

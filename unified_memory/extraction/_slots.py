@@ -255,9 +255,7 @@ def slot_hits(sentence: str) -> list[Hit]:
         get = _WORD_BITS.get
         for word in letter_runs(sentence):  # each needed word, bounded in its frame, is one of these runs
             bits |= get(word, 0)
-    for need, kind, rx in _GATED_FRAMES:
-        if bits & need != need:
-            continue  # a word the frame cannot match without is missing
+    for kind, rx in _frames(bits):  # those without a missing word they cannot match without
         for m in rx.finditer(sentence):
             hit = _hit(sentence, kind, m)
             before = sentence[:max(hit.start, m.start("obj"))] if hit is not None else ""
@@ -268,6 +266,22 @@ def slot_hits(sentence: str) -> list[Hit]:
     hits = [h for h in hits if h.predicate[3:] in _BRANDS or h.value.casefold() not in known]  # the kind wins
     hits.sort(key=lambda h: h.start)
     return hits
+
+
+_CHOSEN: dict[int, tuple[tuple[str, re.Pattern[str]], ...]] = {}
+_CHOSEN_FROM: list[object] = [None]  # the _GATED_FRAMES the choices were made from (tests swap it)
+
+
+def _frames(bits: int) -> tuple[tuple[str, re.Pattern[str]], ...]:
+    """The frames of :data:`_GATED_FRAMES` whose needs ``bits`` hold, in order (remembered per ``bits``)."""
+    gated = _GATED_FRAMES
+    if _CHOSEN_FROM[0] is not gated or len(_CHOSEN) >= 4096:
+        _CHOSEN.clear()
+        _CHOSEN_FROM[0] = gated
+    chosen = _CHOSEN.get(bits)
+    if chosen is None:
+        chosen = _CHOSEN[bits] = tuple((kind, rx) for need, kind, rx in gated if bits & need == need)
+    return chosen
 
 
 def _make(m: re.Match[str], attribute: str | None, value: str, category: str,

@@ -33,6 +33,7 @@ from typing import Any
 
 from tiers.entities import EntityGraph
 from tiers.episodic import EpisodicLog, LoggedMessage
+from tiers.graph_batch import GraphBatch
 from tiers.history import end_stated, statements
 from tiers.long_term import FactInput, LongTermFacts
 from tiers.storage import Scope
@@ -156,23 +157,30 @@ class Promoter:
         ids: list[list[str]] = []
         position = 0
         touched: set[str] = set()  # entities whose documents are refreshed once, at the end
+        graph = GraphBatch(self.graph, scope)  # the batch's entity and relation writes, set-based
+        graph.preload(name for p in proposals for name in (*(e.name for e in p.extraction.entities), *(
+            n for t in p.extraction.triples for n in (t.subject, t.object))))
         for proposal, batch in zip(proposals, batches, strict=True):
             ids.append([w.id for w in written[position:position + len(batch)]])
             position += len(batch)
             message, extraction = proposal.message, proposal.extraction
+            if not extraction.entities and not extraction.triples:
+                continue
             when = message.created_at.timestamp() if message is not None and message.created_at else now
             metadata = proposal.metadata if proposal.metadata is not None else (
                 dict(message.metadata) if message is not None else {})
             if any(e.attributes.get("relation") == "self" for e in extraction.entities):
+                graph.flush()
                 self._refresh(scope, touched)  # a speaker changes how every later document reads
             if extraction.entities:
-                upserted = self.graph.upsert(scope, extraction.entities, now=when, metadata=metadata, reindex=False)
+                upserted = graph.upsert(extraction.entities, now=when, metadata=metadata)
                 touched.update(upserted.values())
                 report.entities += len(upserted)
             if extraction.triples:
-                report.triples += len(self.graph.add_triples(
-                    scope, extraction.triples, now=when, metadata=metadata,
+                report.triples += len(graph.add_triples(
+                    extraction.triples, now=when, metadata=metadata,
                     source_message_id=message.id if message is not None else None, touched=touched))
+        graph.flush()
         self._refresh(scope, touched)
         return ids
 

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import scoring._importance_rules as importance_rules
+import scoring.importance as importance
 import unified_memory.extraction._changes as changes
 import unified_memory.extraction._patterns as patterns
 import unified_memory.extraction._slots as slots
@@ -25,16 +26,36 @@ from unified_memory.types import Message
 _ALWAYS = re.compile("")
 
 
+def _assess(self: importance.HeuristicImportanceScorer, text: str) -> importance.ImportanceAssessment:
+    """The importance scorer's assessment of a text without its one-sentence shortcut: every text is
+    cut into sentences, each scored, the best one taken, plus the bonus for other informative ones."""
+    text = text.replace("\u2019", "'").replace("\u2018", "'")
+    one = "\n" not in text and "\r" not in text and importance_rules.SPLIT.search(text) is None
+    sentences = [text.strip()] if one else importance.split_sentences(text)
+    parts = [self._scored(s) for s in sentences] or [(0.0, None, ("empty",))]
+    best = max(parts, key=lambda p: p[0])
+    extra = min(2, sum(1 for p in parts if p[0] >= 0.6) - (best[0] >= 0.6))
+    if extra <= 0:
+        return importance.ImportanceAssessment(*best)
+    score = min(1.0, best[0] + self.multi_sentence_bonus * extra)
+    return importance.ImportanceAssessment(round(score, 4), best[1], (*best[2], f"+{extra} informative"))
+
+
 @contextlib.contextmanager
 def ungated() -> Iterator[None]:
-    """Within: every gate of the rule extractor open (the reference behaviour)."""
+    """Within: every gate of the rule extractor and of the importance scorer open, and no shortcut
+    taken (the reference behaviour); scorers made within score afresh (none serves a cached score)."""
     saved = [(patterns, "_GATED", patterns._GATED), (patterns, "_ORG_GATE", patterns._ORG_GATE),
              (patterns, "_TRAVEL_GATE", patterns._TRAVEL_GATE), (importance_rules, "_HEDGE_GATE",
                                                                  importance_rules._HEDGE_GATE),
+             (importance, "_MEM_GATE", importance._MEM_GATE), (importance, "_DEFAULT", importance._DEFAULT),
+             (importance.HeuristicImportanceScorer, "_assess", importance.HeuristicImportanceScorer._assess),
              (slots, "_GATED_FRAMES", slots._GATED_FRAMES), (changes, "_cued", changes._cued),
              (rules, "_may_split", rules._may_split), (rules, "_may_request", rules._may_request)]
     patterns._GATED = tuple((0, entry) for _, entry in patterns._GATED)
-    patterns._ORG_GATE = patterns._TRAVEL_GATE = importance_rules._HEDGE_GATE = _ALWAYS
+    patterns._ORG_GATE = patterns._TRAVEL_GATE = importance_rules._HEDGE_GATE = importance._MEM_GATE = _ALWAYS
+    importance.HeuristicImportanceScorer._assess = _assess  # type: ignore[method-assign]
+    importance._DEFAULT = importance.HeuristicImportanceScorer()  # after the line above: bound to the reference
     slots._GATED_FRAMES = tuple((0, kind, rx) for _, kind, rx in slots._GATED_FRAMES)
     changes._cued = rules._may_split = rules._may_request = lambda sentence: True
     try:
@@ -59,6 +80,12 @@ def outputs(texts: Iterable[str]) -> list[Any]:
     return out
 
 
+def assessments(texts: Iterable[str]) -> list[importance.ImportanceAssessment]:
+    """The importance scorer's assessment of each whole text (a fresh scorer: nothing from a cache)."""
+    scorer = importance.HeuristicImportanceScorer()
+    return [scorer.assess(text) for text in texts]
+
+
 def strings(value: Any) -> Iterator[str]:
     """Every string inside a JSON value."""
     if isinstance(value, str):
@@ -73,11 +100,12 @@ def strings(value: Any) -> Iterator[str]:
 
 def _main(path: str) -> int:
     texts = sorted({s for s in strings(json.loads(Path(path).read_text(encoding="utf-8"))) if s.strip()})
-    fast = outputs(texts)
+    fast, scored = outputs(texts), assessments(texts)
     with ungated():
-        slow = outputs(texts)
+        slow, reference = outputs(texts), assessments(texts)
     differ = sum(a != b for a, b in zip(fast, slow, strict=True))
-    print(f"{len(texts)} texts, {len(fast)} extractions, {differ} differ")
+    differ += sum(a != b for a, b in zip(scored, reference, strict=True))
+    print(f"{len(texts)} texts, {len(fast)} extractions and {len(scored)} assessments, {differ} differ")
     return 1 if differ else 0
 
 

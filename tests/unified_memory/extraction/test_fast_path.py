@@ -20,7 +20,7 @@ import unified_memory.extraction._changes as changes
 import unified_memory.extraction._patterns as patterns
 import unified_memory.extraction._slots as slots
 import unified_memory.extraction.rules as rules
-from tests.unified_memory.extraction._reference import outputs, strings, ungated
+from tests.unified_memory.extraction._reference import assessments, outputs, strings, ungated
 from tests.unified_memory.extraction.test_rules_speed import CORPUS as ODD_CASINGS
 from unified_memory.types import Extraction
 
@@ -73,6 +73,18 @@ def test_fast_path_equals_reference_on_the_corpus() -> None:
         assert a == b, text_out
 
 
+def test_importance_assessments_equal_the_reference_on_the_corpus() -> None:
+    """The importance scorer's shortcuts (its gates, one sentence scored without the many-sentence
+    bookkeeping) change no score, category or reason, of whole texts of one or several sentences."""
+    texts = [*CORPUS, *(" ".join(CORPUS[i:i + 3]) for i in range(0, len(CORPUS), 7)),
+             *("\n".join(CORPUS[i:i + 2]) for i in range(0, len(CORPUS), 11))]
+    fast = assessments(texts)
+    with ungated():
+        slow = assessments(texts)
+    assert sum(a.reasons != b.reasons for a, b in zip(fast, slow, strict=True)) == 0
+    assert fast == slow
+
+
 def test_records_built_without_validation_are_valid() -> None:
     """The extractor builds its records as trusted (no per-field validation): each one is what
     validating its values gives, so a value pydantic would refuse or convert cannot slip through."""
@@ -90,6 +102,9 @@ def test_ungated_really_opens_the_gates() -> None:
         assert changes._cued(sentence) and rules._may_split(sentence) and rules._may_request(sentence)
         assert all(need == 0 for need, *_ in slots._GATED_FRAMES)
         assert all(need == 0 for need, _ in patterns._GATED)
+        # the choices remembered per gate bits are the ungated ones: every pattern and frame, whatever the bits
+        assert len(patterns._chosen(0)) == len(patterns._GATED) and len(slots._frames(0)) == len(slots._FRAMES)
+    assert len(patterns._chosen(0)) < len(patterns._GATED) and len(slots._frames(0)) < len(slots._FRAMES)
 
 
 # The words the gates look for, their neighbours, names, numbers, punctuation and odd letters.
@@ -110,6 +125,6 @@ VOCAB = sorted({*changes.CUE_HEADS, "cancelled", "canceled", "anymore", "any", "
 def test_fast_path_equals_reference_on_random_sentences(words: list[str], case: str) -> None:
     text = " ".join(words)
     text = getattr(text, case)() if case else text
-    fast = outputs([text])
+    fast = outputs([text]), assessments([text])
     with ungated():
-        assert outputs([text]) == fast
+        assert (outputs([text]), assessments([text])) == fast
