@@ -43,6 +43,7 @@ _CHUNK = 500  # hashes per SELECT ... IN (...)
 # documents of that user by key read 27 MB).
 _SCAN_FROM = 50_000
 _STORE_SLICE = 5_000  # new vectors inserted per executemany (their bytes copies made per slice)
+_EMBED_SLICE = 8_192  # texts per embedder call (HashingEmbedder holds ~3 copies of its output meanwhile)
 
 
 def content_hash(text: str) -> str:
@@ -58,7 +59,7 @@ def content_hash(text: str) -> str:
 
 class EmbeddingCache:
     """Embeds texts through the ``embeddings`` table: cached vectors are read back,
-    only the missing distinct texts are embedded (one batched call) and stored.
+    only the missing distinct texts are embedded (batched calls of up to 8,192) and stored.
 
     Counters: ``embedded`` (texts sent to the embedder), ``cache_hits`` (distinct
     texts found in the table), ``embed_calls`` (calls of the embedder).
@@ -135,9 +136,9 @@ class EmbeddingCache:
             self.cache_hits += len(found)
         missing = [key for key in first if key not in found]
         if missing:
-            new = self._embed([texts[first[key]] for key in missing], dim)
-            out[[first[key] for key in missing]] = new  # (the embedder may keep what it returned)
-            del new
+            for start in range(0, len(missing), _EMBED_SLICE):  # an embedder's temporaries stay small
+                keys = missing[start:start + _EMBED_SLICE]
+                out[[first[key] for key in keys]] = self._embed([texts[first[key]] for key in keys], dim)
             self._store(user_id, sorted(missing), out, first)
         if len(first) < len(texts):  # repeated texts: copies of their first row
             repeats = [row for row, key in enumerate(hashes) if first[key] != row]

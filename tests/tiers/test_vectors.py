@@ -78,13 +78,15 @@ def test_cache_reads_back_exactly_what_it_stored(monkeypatch, scan_from):
 
 @settings(max_examples=60, deadline=None)
 @given(st.lists(st.sampled_from([f"text {i}" for i in range(12)]), max_size=30),
-       st.lists(st.sampled_from([f"text {i}" for i in range(12)]), max_size=8), st.sampled_from([1, 10_000]))
-def test_cache_vectors_equal_the_embedders_whatever_was_cached(texts, cached, scan_from):
-    """Found rows, missing rows and repeated texts all land in their place, from one fresh array."""
+       st.lists(st.sampled_from([f"text {i}" for i in range(12)]), max_size=8), st.sampled_from([1, 10_000]),
+       st.sampled_from([2, 8192]))
+def test_cache_vectors_equal_the_embedders_whatever_was_cached(texts, cached, scan_from, embed_slice):
+    """Found rows, missing rows and repeated texts all land in their place, from one fresh array,
+    the missing texts embedded in slices of ``_EMBED_SLICE``."""
     import tiers.vectors
 
-    old_scan = tiers.vectors._SCAN_FROM
-    tiers.vectors._SCAN_FROM = scan_from
+    old_scan, old_slice = tiers.vectors._SCAN_FROM, tiers.vectors._EMBED_SLICE
+    tiers.vectors._SCAN_FROM, tiers.vectors._EMBED_SLICE = scan_from, embed_slice
     try:
         store, emb = Storage(None), FakeEmbedder(16)
         cache = EmbeddingCache(store, emb)
@@ -93,10 +95,12 @@ def test_cache_vectors_equal_the_embedders_whatever_was_cached(texts, cached, sc
         assert got.dtype == np.float32 and got.shape == (len(texts), 16)
         assert np.array_equal(got, emb.embed(texts))
         assert cache.embedded == len(set(cached) | set(texts))
+        new = len(set(texts) - set(cached))
+        assert cache.embed_calls == -(-len(set(cached)) // embed_slice) + -(-new // embed_slice)
         got[:] = 0  # the caller's own array: writing it changes nothing cached
         assert np.array_equal(cache.vectors("ada", texts), emb.embed(texts))
     finally:
-        tiers.vectors._SCAN_FROM = old_scan
+        tiers.vectors._SCAN_FROM, tiers.vectors._EMBED_SLICE = old_scan, old_slice
 
 
 def test_a_first_load_keeps_one_copy_of_the_vectors():
