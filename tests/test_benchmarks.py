@@ -31,7 +31,8 @@ def test_scale_benchmark_tiny_run(tmp_path):
     assert "partial" not in text
     for expected in ("# Speed at scale", "Command: `python benchmarks/scale.py --sizes 500", "Machine:",
                      "Library: `git ", "| 500 | lexical | none (BM25 only) |", "| 500 | hashing | NumpyVectorIndex |",
-                     "## selectools", "## Targets (issue 7)", "bulk writes ≥ 20,000 facts/s (lexical)"):
+                     "## selectools", "## Targets (issue 7)", "bulk writes ≥ 20,000 facts/s (lexical)",
+                     "R@1 of the vector index alone (exact)", "of an exact search over the same stored vectors"):
         assert expected in text, expected
     if importlib.util.find_spec("selectools") is None:  # the peer is optional: the report says so
         assert "selectools is not installed" in text.split("## selectools")[1]

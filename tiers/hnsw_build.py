@@ -105,6 +105,7 @@ class Build:
         try:
             faiss_module().omp_set_num_threads(max(1, min(4, os.cpu_count() or 1)))
             part = self._make(self.dim)
+            part.reserve(len(self.pending))
             while True:
                 with self._lock:
                     if self.cancelled or self._parts.get(self.name) is not self.source:

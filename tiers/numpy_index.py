@@ -63,6 +63,15 @@ class _Partition:
             order[:len(self.ids)] = self.order[:len(self.ids)]
             self.matrix, self.order = matrix, order
 
+    @classmethod
+    def adopt(cls, ids: list[str], vectors: np.ndarray) -> _Partition:
+        """A partition of distinct ``ids`` whose matrix is ``vectors`` itself (no copy), ranked in order."""
+        part = cls(vectors.shape[1])
+        part.matrix, part.order = vectors, np.arange(len(ids), dtype=np.int64)
+        part.ids, part.rows = list(ids), {key: row for row, key in enumerate(ids)}
+        part.next_order = len(ids)
+        return part
+
     def snapshot(self) -> list[str]:
         """The ids held, in rank order."""
         size = len(self.ids)
@@ -178,8 +187,12 @@ class NumpyVectorIndex:
         if build is not None:
             build.touch(ids)
 
-    def upsert(self, partition: str, ids: Sequence[str], vectors: object) -> None:
-        """Add vectors, replacing those of ids already present (they keep their rank in ties)."""
+    def upsert(self, partition: str, ids: Sequence[str], vectors: object, *, owned: bool = False) -> None:
+        """Add vectors, replacing those of ids already present (they keep their rank in ties).
+
+        ``owned``: the caller hands ``vectors`` over (a float32 array nobody else holds): a new
+        partition of distinct ids keeps that array as its matrix instead of copying it (the first
+        load of 300,000 vectors then holds one 460 MB copy, not two)."""
         ids = check_str_list("ids", ids)
         vectors = np.asarray(vectors, dtype=np.float32)
         if vectors.ndim != 2 or len(vectors) != len(ids):
@@ -202,6 +215,12 @@ class NumpyVectorIndex:
                 self._changed.add(partition)
                 part.upsert(ids, vectors)
                 if part.needs_rebuild():
+                    self._start_build(partition, part)
+                return
+            if part is None and owned and vectors.flags.c_contiguous and vectors.flags.writeable \
+                    and len(set(ids)) == len(ids):
+                part = self._parts[partition] = _Partition.adopt(ids, vectors)
+                if self._wants_approximate(len(part.ids)):
                     self._start_build(partition, part)
                 return
             if part is None:

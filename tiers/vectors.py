@@ -42,6 +42,8 @@ _CHUNK = 500  # hashes per SELECT ... IN (...)
 # of the user: at 300,000 facts, 460 MB of pages, mapped into the process; lookups of 6,000 entity
 # documents of that user by key read 27 MB).
 _SCAN_FROM = 50_000
+_STORE_SLICE = 5_000  # new vectors inserted per executemany (their bytes copies made per slice)
+_EMBED_SLICE = 8_192  # texts per embedder call (HashingEmbedder holds ~3 copies of its output meanwhile)
 
 
 def content_hash(text: str) -> str:
@@ -57,7 +59,7 @@ def content_hash(text: str) -> str:
 
 class EmbeddingCache:
     """Embeds texts through the ``embeddings`` table: cached vectors are read back,
-    only the missing distinct texts are embedded (one batched call) and stored.
+    only the missing distinct texts are embedded (batched calls of up to 8,192) and stored.
 
     Counters: ``embedded`` (texts sent to the embedder), ``cache_hits`` (distinct
     texts found in the table), ``embed_calls`` (calls of the embedder).
@@ -95,24 +97,27 @@ class EmbeddingCache:
             self.embedded += len(texts)
         return vectors
 
-    def _read(self, user_id: str, hashes: list[str], dim: int) -> dict[str, bytes]:
-        found: dict[str, bytes] = {}
+    def _read(self, user_id: str, rows: dict[str, int], out: np.ndarray) -> set[str]:
+        """Copy the cached vector of each hash in ``rows`` (hash -> row of ``out``) into its row (no
+        ``bytes`` per text, no joined buffer: two 460 MB copies at 300,000); returns the hashes found."""
+        dim = out.shape[1]
+        found: set[str] = set()
         select = "SELECT content_hash, dim, vector FROM embeddings WHERE user_id = ? AND model = ?"
         with self.storage.lock:
-            if len(hashes) >= _SCAN_FROM:  # one range scan beats many random lookups
-                wanted = set(hashes)
-                batches: Iterable = [(row for row in self.storage.execute(select, [user_id, self.model])
-                                      if row[0] in wanted)]
+            if len(rows) >= _SCAN_FROM:  # one range scan beats many random lookups
+                batches: Iterable = [self.storage.execute(select, [user_id, self.model])]
             else:  # sorted keys: neighbouring lookups share pages
-                ordered = sorted(hashes)
+                ordered = sorted(rows)
                 batches = (self.storage.execute(
                     f"{select} AND content_hash IN ({','.join('?' * len(chunk))})",
                     [user_id, self.model, *chunk]).fetchall()
                     for chunk in (ordered[i:i + _CHUNK] for i in range(0, len(ordered), _CHUNK)))
-            for rows in batches:
-                for key, stored_dim, blob in rows:
-                    if stored_dim == dim and len(blob) == 4 * dim:  # else: stale, re-embed
-                        found[key] = bytes(blob)
+            for batch in batches:
+                for key, stored_dim, blob in batch:
+                    row = rows.get(key)
+                    if row is not None and stored_dim == dim and len(blob) == 4 * dim:  # else: stale, re-embed
+                        out[row] = np.frombuffer(blob, dtype=np.float32)
+                        found.add(key)
         return found
 
     def vectors(self, user_id: str, texts: Sequence[str]) -> np.ndarray:
@@ -122,22 +127,34 @@ class EmbeddingCache:
         texts = list(texts)
         dim = self.embedder.dim
         hashes = [content_hash(text) for text in texts]
-        text_of = dict(zip(hashes, texts, strict=True))
-        found = self._read(user_id, list(text_of), dim)
+        first: dict[str, int] = {}  # hash -> the row of its first text
+        for row, key in enumerate(hashes):
+            first.setdefault(key, row)
+        out = np.empty((len(texts), dim), dtype=np.float32)
+        found = self._read(user_id, first, out)
         with self._lock:
             self.cache_hits += len(found)
-        missing = [key for key in text_of if key not in found]
+        missing = [key for key in first if key not in found]
         if missing:
-            new = self._embed([text_of[key] for key in missing], dim)
-            rows = sorted((user_id, self.model, key, dim, new[i].tobytes()) for i, key in enumerate(missing))
-            with self.storage.atomic():
+            for start in range(0, len(missing), _EMBED_SLICE):  # an embedder's temporaries stay small
+                keys = missing[start:start + _EMBED_SLICE]
+                out[[first[key] for key in keys]] = self._embed([texts[first[key]] for key in keys], dim)
+            self._store(user_id, sorted(missing), out, first)
+        if len(first) < len(texts):  # repeated texts: copies of their first row
+            repeats = [row for row, key in enumerate(hashes) if first[key] != row]
+            out[repeats] = out[[first[hashes[row]] for row in repeats]]
+        return out
+
+    def _store(self, user_id: str, keys: list[str], out: np.ndarray, rows: dict[str, int]) -> None:
+        """Insert the vectors of ``keys`` (``out[rows[key]]``) in one transaction, a slice at a time."""
+        dim = out.shape[1]
+        with self.storage.atomic():
+            for start in range(0, len(keys), _STORE_SLICE):
                 self.storage.executemany(
                     "INSERT INTO embeddings(user_id, model, content_hash, dim, vector) VALUES (?, ?, ?, ?, ?) "
                     "ON CONFLICT (user_id, model, content_hash) DO UPDATE SET dim = excluded.dim, vector = excluded.vector",
-                    rows)
-            found.update((row[2], row[4]) for row in rows)
-        data = bytearray(b"".join([found[key] for key in hashes]))
-        return np.frombuffer(data, dtype=np.float32).reshape(len(texts), dim)
+                    [(user_id, self.model, key, dim, out[rows[key]].tobytes())
+                     for key in keys[start:start + _STORE_SLICE]])
 
     def query_vector(self, text: str) -> np.ndarray:
         """The vector of a query, shape ``(dim,)``: embedded directly (not stored),
@@ -179,7 +196,6 @@ class EmbeddingCache:
             self.storage.executemany(
                 "DELETE FROM embeddings WHERE user_id = ? AND model = ? AND content_hash = ?", dead)
         return len(dead)
-
 
 
 class PartitionedVectors:
@@ -273,7 +289,9 @@ class PartitionedVectors:
         if stale:
             self.index.delete(name, stale)
         vectors = self._vectors(user_id, [items[item_id] for item_id in fresh])
-        self.index.upsert(name, list(fresh.values()), vectors)
+        index = self.index  # a fresh array, ours: a new numpy partition keeps it (its subclasses may not)
+        owned = isinstance(index, NumpyVectorIndex) and type(index).upsert is NumpyVectorIndex.upsert
+        index.upsert(name, list(fresh.values()), vectors, **({"owned": True} if owned else {}))
         keys.update(fresh)
 
     def _vectors(self, user_id: str, documents: list[str]) -> np.ndarray:

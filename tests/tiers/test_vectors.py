@@ -76,6 +76,47 @@ def test_cache_reads_back_exactly_what_it_stored(monkeypatch, scan_from):
     assert np.array_equal(again[:40], first[::-1]) and cache.embedded == 1 and cache.cache_hits == 40
 
 
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.sampled_from([f"text {i}" for i in range(12)]), max_size=30),
+       st.lists(st.sampled_from([f"text {i}" for i in range(12)]), max_size=8), st.sampled_from([1, 10_000]),
+       st.sampled_from([2, 8192]))
+def test_cache_vectors_equal_the_embedders_whatever_was_cached(texts, cached, scan_from, embed_slice):
+    """Found rows, missing rows and repeated texts all land in their place, from one fresh array,
+    the missing texts embedded in slices of ``_EMBED_SLICE``."""
+    import tiers.vectors
+
+    old_scan, old_slice = tiers.vectors._SCAN_FROM, tiers.vectors._EMBED_SLICE
+    tiers.vectors._SCAN_FROM, tiers.vectors._EMBED_SLICE = scan_from, embed_slice
+    try:
+        store, emb = Storage(None), FakeEmbedder(16)
+        cache = EmbeddingCache(store, emb)
+        cache.vectors("ada", cached)
+        got = cache.vectors("ada", texts)
+        assert got.dtype == np.float32 and got.shape == (len(texts), 16)
+        assert np.array_equal(got, emb.embed(texts))
+        assert cache.embedded == len(set(cached) | set(texts))
+        new = len(set(texts) - set(cached))
+        assert cache.embed_calls == -(-len(set(cached)) // embed_slice) + -(-new // embed_slice)
+        got[:] = 0  # the caller's own array: writing it changes nothing cached
+        assert np.array_equal(cache.vectors("ada", texts), emb.embed(texts))
+    finally:
+        tiers.vectors._SCAN_FROM, tiers.vectors._EMBED_SLICE = old_scan, old_slice
+
+
+def test_a_first_load_keeps_one_copy_of_the_vectors():
+    """The vectors read for a new partition become its matrix (at 300,000 x 384 a copy is 460 MB)."""
+    index = NumpyVectorIndex()
+    vectors = np.eye(4, dtype=np.float32)
+    index.upsert("p", ["a", "b", "c", "d"], vectors, owned=True)
+    assert index._parts["p"].matrix is vectors
+    assert index.search("p", vectors[2], 2) == [("c", 1.0), ("a", 0.0)]
+    index.upsert("p", ["e"], np.ones((1, 4), dtype=np.float32), owned=True)  # not new: copied in
+    assert [key for key, _ in index.search("p", np.ones(4, dtype=np.float32), 5)] == ["e", "a", "b", "c", "d"]
+    copied = NumpyVectorIndex()
+    copied.upsert("q", ["a", "b"], vectors[:2])  # not handed over: copied
+    assert copied._parts["q"].matrix is not vectors
+
+
 def test_cache_keys_by_user_and_model():
     store = Storage(None)
     one, other = FakeEmbedder(16, name="m1"), FakeEmbedder(16, name="m2")
@@ -201,9 +242,10 @@ ops = st.lists(st.one_of(
 @given(ops, st.lists(st.integers(-2, 2), min_size=3, max_size=3), st.integers(0, 45))
 def test_numpy_index_search_equals_brute_force(operations, query, limit):
     index, model = NumpyVectorIndex(), {}  # dict keeps insertion order; re-assigning keeps the slot
-    for op, args in operations:
+    for n, (op, args) in enumerate(operations):
         if op == "upsert" and args:
-            index.upsert("p", [f"id{i}" for i, _ in args], np.array([v for _, v in args], dtype=np.float32))
+            index.upsert("p", [f"id{i}" for i, _ in args], np.array([v for _, v in args], dtype=np.float32),
+                         owned=n % 2 == 0)  # handed over or not, the same answers
             for i, v in args:
                 model[f"id{i}"] = v
         elif op == "delete":

@@ -1,0 +1,97 @@
+"""Are the labelled needles lost by the vectors or by the graph? (issue 20, the 1M hashing row)
+
+    python benchmarks/needle_vectors.py [--sizes 10000 200000 1000000] [--graph-sizes 200000]
+        [--graphs 16:100 32:200] [--ef 128 512 2048]
+
+``scale.py``'s hashing rows write ``facts_with_needles(n)`` (seed 7) and ask the 50 labelled needle
+queries (``labelled_needles``, seed 23): each query's answer is the one fact pairing its instrument
+with its far-away place. Here the same facts and queries are embedded with the same
+``HashingEmbedder(384)``, without a memory, and
+
+- exact search (numpy, every fact scored) gives R@1 / R@10 of the needle fact at each ``--sizes``;
+- at ``--graph-sizes``, a :class:`tiers.hnsw_index.HnswPartition` is filled as the background build
+  fills it (chunks of 4,096 in insertion order; no tombstones, no save, no id mapping beyond the
+  partition's own) for each ``--graphs`` ``M:efConstruction``, then searched at each ``--ef``:
+  R@1 / R@10, and "self" = the share of needles found first when searched with their own vector
+  (reachability in the graph).
+
+Printed as a markdown table; nothing is written.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _synthetic import labelled_needles, synthetic_facts  # noqa: E402
+
+DIM = 384
+SLICE = 20_000
+BUILD_CHUNK = 4096  # tiers.hnsw_build.CHUNK
+
+
+def _rank_hits(found: list[list[int]], answers: list[int], k: int) -> float:
+    return sum(answer in hits[:k] for hits, answer in zip(found, answers, strict=True)) / len(answers)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", type=int, nargs="+", default=[10_000, 200_000, 1_000_000])
+    parser.add_argument("--graph-sizes", type=int, nargs="*", default=[200_000])
+    parser.add_argument("--graphs", nargs="*", default=["16:100"], help="M:efConstruction of each graph")
+    parser.add_argument("--ef", type=int, nargs="+", default=[128, 512, 2048])
+    args = parser.parse_args()
+    from scoring.embeddings import HashingEmbedder
+    from tiers.hnsw_index import HnswPartition, faiss_module
+
+    embedder, needles = HashingEmbedder(DIM), labelled_needles(50)
+    queries = embedder.embed([needle.query for needle in needles])
+    largest = max([*args.sizes, *args.graph_sizes])
+    base = synthetic_facts(largest)
+    vectors = np.empty((largest, DIM), dtype=np.float32)
+    for start in range(0, largest, SLICE):
+        vectors[start:start + SLICE] = embedder.embed(base[start:start + SLICE])
+    needle_vectors = embedder.embed([needle.fact for needle in needles])
+    print("| facts | search | R@1 | R@10 | self |\n|---|---|---|---|---|")
+    for n in sorted(set(args.sizes) | set(args.graph_sizes)):
+        step = n // len(needles)
+        answers = [j * step + step // 2 for j in range(len(needles))]  # facts_with_needles' positions
+        kept = vectors[answers].copy()
+        vectors[answers] = needle_vectors
+        matrix = vectors[:n]
+        if n in args.sizes:
+            scores = queries @ matrix.T
+            found = [list(np.argsort(-row, kind="stable")[:10]) for row in scores]
+            print(f"| {n:,} | exact | {_rank_hits(found, answers, 1):.2f} | {_rank_hits(found, answers, 10):.2f} | – |",
+                  flush=True)
+        for spec in args.graphs if n in args.graph_sizes else []:
+            connectivity, construction = (int(x) for x in spec.split(":"))
+            faiss_module().omp_set_num_threads(2)
+            part = HnswPartition(DIM, connectivity=connectivity, ef_construction=construction)
+            part.reserve(n)
+            began = time.perf_counter()
+            for start in range(0, n, BUILD_CHUNK):
+                stop = min(n, start + BUILD_CHUNK)
+                part.put([str(i) for i in range(start, stop)], matrix[start:stop], np.arange(start, stop))
+            built = time.perf_counter() - began
+            for ef in args.ef:
+                part.ef_search = ef
+                found = [[int(key) for key, _ in part.search(query, 10)] for query in queries]
+                self_found = sum(part.search(needle_vectors[j], 1)[0][0] == str(answers[j])
+                                 for j in range(len(needles))) / len(needles)
+                print(f"| {n:,} | HNSW M{connectivity} efC{construction} efS{ef} (built in {built:,.0f} s) | "
+                      f"{_rank_hits(found, answers, 1):.2f} | {_rank_hits(found, answers, 10):.2f} | "
+                      f"{self_found:.2f} |", flush=True)
+        vectors[answers] = kept
+
+
+if __name__ == "__main__":
+    main()
