@@ -32,6 +32,7 @@ _COLUMNS = (
     "images, reasoning_details, metadata, created_at, importance, promoted"
 )
 
+_COLUMN_NAMES = tuple(c.strip() for c in _COLUMNS.split(","))
 _WINDOW_COLUMNS = ", ".join(f"m.{c.strip()}" for c in _COLUMNS.split(","))
 
 
@@ -210,6 +211,21 @@ class EpisodicLog:
         rows = self.storage.query(f"SELECT {_COLUMNS} FROM messages WHERE seq IN ({marks}) ORDER BY seq",
                                   list(seqs))
         return [LoggedMessage(row["seq"], row["id"], _to_message(row)) for row in rows]
+
+    def window_head(self, scope: Scope, limit: int) -> list[tuple[Any, ...]]:
+        """The oldest ``limit`` entries of this conversation's window, oldest first, as rows:
+        ``(tokens, seq, role, *the message's columns)`` (what a window trim reads, once;
+        :meth:`from_head` makes messages of them)."""
+        return self.storage.execute(
+            f"SELECT w.tokens, m.seq, m.role, {_WINDOW_COLUMNS} FROM \"window\" w "
+            "JOIN messages m ON m.seq = w.message_seq WHERE w.user_id = ? AND w.agent_id = ? AND w.session_id = ? "
+            "ORDER BY w.message_seq LIMIT ?", [scope.user_id, scope.agent_id, scope.session_id, limit]).fetchall()
+
+    @staticmethod
+    def from_head(rows: Iterable[Sequence[Any]]) -> list[LoggedMessage]:
+        """The logged messages of rows of :meth:`window_head`."""
+        found = [dict(zip(_COLUMN_NAMES, row[3:], strict=True)) for row in rows]
+        return [LoggedMessage(row["seq"], row["id"], _to_message(row)) for row in found]
 
     def in_window(self, scope: Scope, *, last: int | None = None) -> list[LoggedMessage]:
         """The messages of this conversation's window (table ``window``), oldest first; only
