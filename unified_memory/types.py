@@ -115,6 +115,8 @@ def holds_nul(value: Any) -> bool:
 
 
 def _check_json(value: Any, field: str) -> Any:
+    if type(value) is dict and not value:  # no metadata, the usual case: nothing to check
+        return value
     if json_depth(value) > MAX_JSON_DEPTH:
         raise ValueError(f"{field} nests more than {MAX_JSON_DEPTH} levels deep")
     if holds_nul(value):
