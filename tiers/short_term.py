@@ -115,7 +115,7 @@ class ShortTermWindow:
 
         A window of plain turns (no system message, no tool call or result: what one
         statement says, by the window's count and the conversation's special messages,
-        :data:`messages_special`, from the window's oldest entry on) is cut at its first user
+        the partial index ``messages_special``, from the window's oldest entry on) is cut at its first user
         message from which the rest fits, found among its oldest entries only; any other
         window, or a cut not among them, goes through :func:`plan_trim` with every entry
         (which decides the same for the plain ones: every message counts, no call is ever
