@@ -72,6 +72,18 @@ def _to_message(row: dict[str, Any]) -> Message:
     )
 
 
+def _logged(row: Sequence[Any]) -> LoggedMessage:
+    """A logged message of a row read with :data:`_COLUMNS`, in their order (what
+    :func:`_to_message` makes of the same row as a dict, without building the dict)."""
+    (seq, message_id, user_id, agent_id, session_id, role, content, name, tool_calls, tool_call_id,
+     images, reasoning_details, metadata, created_at) = row[:14]
+    return LoggedMessage(seq, message_id, trusted_record(Message,  # stored rows were validated on the way in
+        role=role, content=content, name=name, tool_calls=loads(tool_calls), tool_call_id=tool_call_id,
+        images=loads(images), reasoning_details=loads(reasoning_details), metadata=loads(metadata, {}),
+        id=message_id, created_at=utc_from_timestamp(created_at), user_id=user_id, agent_id=agent_id or None,
+        session_id=session_id or None))
+
+
 def _to_episode(row: dict[str, Any], in_window: bool) -> Episode:
     message = _to_message(row)
     return trusted_record(Episode,
@@ -211,6 +223,20 @@ class EpisodicLog:
                                   list(seqs))
         return [LoggedMessage(row["seq"], row["id"], _to_message(row)) for row in rows]
 
+    def window_head(self, scope: Scope, limit: int) -> list[tuple[Any, ...]]:
+        """The oldest ``limit`` entries of this conversation's window, oldest first, as rows:
+        ``(tokens, seq, role, *the message's columns)`` (what a window trim reads, once;
+        :meth:`from_head` makes messages of them)."""
+        return self.storage.execute(
+            f"SELECT w.tokens, m.seq, m.role, {_WINDOW_COLUMNS} FROM \"window\" w "
+            "JOIN messages m ON m.seq = w.message_seq WHERE w.user_id = ? AND w.agent_id = ? AND w.session_id = ? "
+            "ORDER BY w.message_seq LIMIT ?", [scope.user_id, scope.agent_id, scope.session_id, limit]).fetchall()
+
+    @staticmethod
+    def from_head(rows: Iterable[Sequence[Any]]) -> list[LoggedMessage]:
+        """The logged messages of rows of :meth:`window_head`."""
+        return [_logged(row[3:]) for row in rows]
+
     def in_window(self, scope: Scope, *, last: int | None = None) -> list[LoggedMessage]:
         """The messages of this conversation's window (table ``window``), oldest first; only
         the newest ``last`` when given. One statement: the window's rows joined to the log."""
@@ -218,10 +244,10 @@ class EpisodicLog:
                "WHERE w.user_id = ? AND w.agent_id = ? AND w.session_id = ? ORDER BY w.message_seq")
         params: list[Any] = [scope.user_id, scope.agent_id, scope.session_id]
         if last is None:
-            rows = self.storage.query(sql, params)
+            rows = self.storage.execute(sql, params).fetchall()
         else:  # the newest ``last`` entries only (the index serves them in reverse)
-            rows = self.storage.query(sql + " DESC LIMIT ?", [*params, last])[::-1]
-        return [LoggedMessage(row["seq"], row["id"], _to_message(row)) for row in rows]
+            rows = self.storage.execute(sql + " DESC LIMIT ?", [*params, last]).fetchall()[::-1]
+        return [_logged(row) for row in rows]
 
     def due_for_promotion(self, scope: Scope) -> list[LoggedMessage]:
         """Messages of this user/agent/session that left the window and were not promoted yet.

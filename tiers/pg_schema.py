@@ -73,6 +73,10 @@ CREATE UNIQUE INDEX IF NOT EXISTS messages_id ON messages(id);
 CREATE INDEX IF NOT EXISTS messages_scope ON messages(user_id, agent_id, session_id, seq);
 CREATE INDEX IF NOT EXISTS messages_time ON messages(user_id, created_at);
 CREATE INDEX IF NOT EXISTS messages_due ON messages(user_id, promoted);
+-- the system messages, tool calls and tool results of each conversation (a window trim asks whether it
+-- holds any: almost never, so this index is nearly empty)
+CREATE INDEX IF NOT EXISTS messages_special ON messages(user_id, agent_id, session_id, seq)
+    WHERE role IN ('system', 'tool') OR tool_calls IS NOT NULL;
 
 CREATE TABLE IF NOT EXISTS "window" (
     message_seq BIGINT PRIMARY KEY REFERENCES messages(seq) ON DELETE CASCADE,

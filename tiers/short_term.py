@@ -95,56 +95,82 @@ class ShortTermWindow:
         return self.extend_counted(scope, logged, token_counts=token_counts)[0]
 
     def extend_counted(
-        self, scope: Scope, logged: Sequence[LoggedMessage], *, token_counts: Sequence[int]
-    ) -> tuple[list[LoggedMessage], int]:
+        self, scope: Scope, logged: Sequence[LoggedMessage], *, token_counts: Sequence[int],
+        held: bool = True,
+    ) -> tuple[list[LoggedMessage], int | None]:
         """:meth:`extend`, and the tokens the window holds after it (what :meth:`tokens`
-        would answer next, without asking the database again)."""
+        would answer next, without asking the database again); ``held=False``: the caller
+        does not need them (``None`` then, unless a token limit counted them anyway)."""
         self.storage.executemany(
             "INSERT INTO \"window\" (message_seq, user_id, agent_id, session_id, tokens) VALUES (?, ?, ?, ?, ?)",
             [[m.seq, scope.user_id, scope.agent_id, scope.session_id, int(t)]
              for m, t in zip(logged, token_counts, strict=True)],
         )
-        return self._trim(scope, max_messages=self.max_messages, max_tokens=self.max_tokens)
+        return self._trim(scope, max_messages=self.max_messages, max_tokens=self.max_tokens, held=held)
 
-    def _trim(self, scope: Scope, *, max_messages: int,
-              max_tokens: int | None) -> tuple[list[LoggedMessage], int]:
-        """Trim by the rules of :func:`plan_trim`; returns what left and the tokens still held.
+    def _trim(self, scope: Scope, *, max_messages: int, max_tokens: int | None,
+              held: bool = True) -> tuple[list[LoggedMessage], int | None]:
+        """Trim by the rules of :func:`plan_trim`; returns what left and the tokens still held
+        (``None`` when neither ``held`` nor ``max_tokens`` asks for them).
 
         A window of plain turns (no system message, no tool call or result: what one
-        aggregate over it says) is cut at its first user message from which the rest fits,
-        found among its oldest entries only; any other window, or a cut not among them,
-        goes through :func:`plan_trim` with every entry (which decides the same for the
-        plain ones: every message counts, no call is ever open, every user message is a cut).
+        statement says, by the window's count and the conversation's special messages,
+        the partial index ``messages_special``, from the window's oldest entry on) is cut at its first user
+        message from which the rest fits, found among its oldest entries only; any other
+        window, or a cut not among them, goes through :func:`plan_trim` with every entry
+        (which decides the same for the plain ones: every message counts, no call is ever
+        open, every user message is a cut).
         """
-        count, held, special = self.storage.execute(
-            "SELECT COUNT(*), CAST(COALESCE(SUM(w.tokens), 0) AS BIGINT), "
-            "COUNT(CASE WHEN m.role IN ('system', 'tool') OR m.tool_calls IS NOT NULL THEN 1 END) "
-            "FROM \"window\" w JOIN messages m ON m.seq = w.message_seq "
-            "WHERE w.user_id = ? AND w.agent_id = ? AND w.session_id = ?",
-            [scope.user_id, scope.agent_id, scope.session_id]).fetchone()
-        count, held = int(count), int(held)
-        if count <= max_messages and (max_tokens is None or held <= max_tokens):
-            return [], held  # within the limits even counting system messages: nothing can leave
+        counted = held or max_tokens is not None
+        where = "user_id = ? AND agent_id = ? AND session_id = ?"
+        ids = [scope.user_id, scope.agent_id, scope.session_id]
+        hint = self.storage.dialect.hint("messages_special")
+        count, tokens, special = self.storage.execute(
+            f"SELECT COUNT(*), {'CAST(COALESCE(SUM(tokens), 0) AS BIGINT)' if counted else '0'}, "
+            f"CASE WHEN EXISTS (SELECT 1 FROM messages {hint} WHERE {where} "
+            "AND (role IN ('system', 'tool') OR tool_calls IS NOT NULL) "
+            f"AND seq >= (SELECT MIN(message_seq) FROM \"window\" WHERE {where}) "
+            "AND seq IN (SELECT message_seq FROM \"window\")) THEN 1 ELSE 0 END "
+            f"FROM \"window\" WHERE {where}", [*ids, *ids, *ids]).fetchone()
+        count, total = int(count), int(tokens) if counted else None
+        if count <= max_messages and (max_tokens is None or int(tokens) <= max_tokens):
+            return [], total  # within the limits even counting system messages: nothing can leave
         if not special:
-            head = self.storage.execute(
+            if max_tokens is None:  # the cut: the first user message from the ``count - max_messages``-th on
+                must = max(count - max_messages, 0)
+                head = self.log.window_head(scope, must + 2)  # what leaves, read at once
+                for cut in range(must, len(head)):
+                    if head[cut][2] == "user":
+                        self._delete([row[1] for row in head[:cut]])
+                        return (self.log.from_head(head[:cut]),
+                                None if total is None else total - sum(row[0] for row in head[:cut]))
+            held_now = int(tokens)
+            rows = self.storage.execute(
                 "SELECT w.message_seq, w.tokens, m.role FROM \"window\" w JOIN messages m ON m.seq = w.message_seq "
                 "WHERE w.user_id = ? AND w.agent_id = ? AND w.session_id = ? ORDER BY w.message_seq LIMIT ?",
-                [scope.user_id, scope.agent_id, scope.session_id, max(count - max_messages, 0) + _HEAD]).fetchall()
+                [*ids, max(count - max_messages, 0) + _HEAD]).fetchall()
             before = 0  # tokens of the entries before the cut
-            for cut, (_, tokens, role) in enumerate(head):
+            for cut, (_, entry_tokens, role) in enumerate(rows):
                 if (role == "user" and count - cut <= max_messages
-                        and (max_tokens is None or held - before <= max_tokens)):
-                    return self._drop([row[0] for row in head[:cut]], held - before)
-                before += int(tokens)
-        return self._trim_planned(scope, max_messages=max_messages, max_tokens=max_tokens)
+                        and (max_tokens is None or held_now - before <= max_tokens)):
+                    left, after = self._drop([row[0] for row in rows[:cut]], held_now - before)
+                    return left, after if counted else None
+                before += int(entry_tokens)
+        left, after = self._trim_planned(scope, max_messages=max_messages, max_tokens=max_tokens)
+        return left, after if counted else None
 
     def _drop(self, seqs: Sequence[int], held: int) -> tuple[list[LoggedMessage], int]:
         """Remove these entries (by message seq) from the window: what left, and ``held``."""
         dropped = [int(seq) for seq in seqs]
         if not dropped:
             return [], held
-        self.storage.executemany("DELETE FROM \"window\" WHERE message_seq = ?", [[seq] for seq in dropped])
+        self._delete(dropped)
         return self.log.messages_by_seq(dropped), held
+
+    def _delete(self, seqs: Sequence[int]) -> None:
+        """Remove these entries (by message seq) from the window."""
+        if seqs:
+            self.storage.executemany("DELETE FROM \"window\" WHERE message_seq = ?", [[seq] for seq in seqs])
 
     def _trim_planned(self, scope: Scope, *, max_messages: int,
                       max_tokens: int | None) -> tuple[list[LoggedMessage], int]:

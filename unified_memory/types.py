@@ -115,14 +115,15 @@ def holds_nul(value: Any) -> bool:
 
 
 def _check_json(value: Any, field: str) -> Any:
-    if json_depth(value) > MAX_JSON_DEPTH:
-        raise ValueError(f"{field} nests more than {MAX_JSON_DEPTH} levels deep")
-    if holds_nul(value):
-        raise ValueError(f"{field} must not contain NUL characters (U+0000)")
-    try:
-        json.dumps(value, allow_nan=False)
-    except (TypeError, ValueError, RecursionError) as exc:
-        raise ValueError(f"{field} must be JSON-serialisable: {exc}") from None
+    if type(value) is not dict or value:  # {} (no metadata, the usual case) needs no check
+        if json_depth(value) > MAX_JSON_DEPTH:
+            raise ValueError(f"{field} nests more than {MAX_JSON_DEPTH} levels deep")
+        if holds_nul(value):
+            raise ValueError(f"{field} must not contain NUL characters (U+0000)")
+        try:
+            json.dumps(value, allow_nan=False)
+        except (TypeError, ValueError, RecursionError) as exc:
+            raise ValueError(f"{field} must be JSON-serialisable: {exc}") from None
     return value
 
 

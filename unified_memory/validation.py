@@ -199,6 +199,8 @@ def check_json(field: str, value: Any) -> None:
     ...
     unified_memory.errors.MemoryValueError: metadata: must be JSON-serialisable: Out of range float values are not JSON compliant
     """
+    if type(value) is dict and not value:  # no metadata, the usual case: nothing to check
+        return
     try:
         text = json.dumps(value, allow_nan=False, ensure_ascii=False)
     except (TypeError, ValueError) as exc:

@@ -105,3 +105,39 @@ def test_the_stored_window_trims_as_the_rules_say(writes, max_messages, max_toke
         assert [m.message.content or m.message.role for m in trimmed] == [m.content or m.role for m in dropped]
         assert [m.content or m.role for m in window.messages(ADA)] == [m.content or m.role for m, _ in mirror]
         assert window.tokens(ADA) == sum(t for _, t in mirror)
+
+
+_SCOPES = [ADA, Scope("ada", session_id="b"), Scope("bob")]
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 2), st.lists(st.tuples(_ROLES, st.integers(0, 9)), min_size=1, max_size=3),
+                          st.booleans()), min_size=1, max_size=18),
+       st.integers(1, 5), st.none() | st.integers(1, 30))
+def test_interleaved_conversations_trim_each_by_the_rules(writes, max_messages, max_tokens):
+    """Writes to three conversations in any order: each window holds and returns what plan_trim
+    decides over its own messages (a system message or tool call in one conversation, or one
+    that left its window already, changes nothing in the others), and ``extend_counted`` answers
+    the tokens held when asked (or when a token limit counted them), else ``None``."""
+    window = ShortTermWindow(EpisodicLog(Storage(None)), max_messages=max_messages, max_tokens=max_tokens)
+    mirrors: dict[int, list[tuple[Message, int]]] = {i: [] for i in range(len(_SCOPES))}
+    n = 0
+    for at, write, held in writes:
+        scope, mirror = _SCOPES[at], mirrors[at]
+        messages = [_message(kind, n + k) for k, (kind, _) in enumerate(write)]
+        counts = [tokens for _, tokens in write]
+        n += len(write)
+        with window.storage.atomic():
+            logged = window.log.append(scope, messages, now=0.0, importances=[0] * len(messages))
+            trimmed, tokens = window.extend_counted(scope, logged, token_counts=counts, held=held)
+        mirror += zip(messages, counts, strict=True)
+        plan = plan_trim([m for m, _ in mirror], max_messages=max_messages, max_tokens=max_tokens,
+                         token_counts=[t for _, t in mirror] if max_tokens is not None else None)
+        dropped = [mirror[i][0] for i in plan.drop]
+        mirrors[at] = mirror = [entry for i, entry in enumerate(mirror) if i not in set(plan.drop)]
+        assert [m.message.content or m.message.role for m in trimmed] == [m.content or m.role for m in dropped]
+        assert trimmed == window.log.messages_by_seq([m.seq for m in trimmed])  # whole, as logged
+        assert tokens == (sum(t for _, t in mirror) if held or max_tokens is not None else None)
+        for other, kept in mirrors.items():
+            assert [m.content or m.role for m in window.messages(_SCOPES[other])] == [m.content or m.role
+                                                                                    for m, _ in kept]

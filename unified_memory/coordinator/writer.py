@@ -78,7 +78,8 @@ class Writer:
                 report = self.promote(logged, now=now, source="turn", extractor=extractor, context=before,
                                       marked=True)
                 protect = [*report.facts_created, *report.facts_reinforced]
-            trimmed, held = backend.window.extend_counted(view.scope, logged, token_counts=tokens)
+            trimmed, held = backend.window.extend_counted(  # the tokens held only matter to compaction
+                view.scope, logged, token_counts=tokens, held=backend.config.compaction_ratio is not None)
             if trimmed:
                 view.event("trim", "completed", messages=len(trimmed))
                 self.summarize(trimmed, now)

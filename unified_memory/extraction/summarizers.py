@@ -85,34 +85,49 @@ class ExtractiveSummarizer:
 
     def summarize(self, previous: str, messages: Sequence[Message]) -> str:
         """The new running summary: one line per kept sentence, oldest first."""
-        previous = check_text("previous", previous, allow_empty=True)
-        said = _said(check_messages("messages", messages))
         known = self._known if self.scorer is self._pure else None
-        remembered = known.get(previous) if known is not None else None
+        # A summary this one returned was checked when it was made (its lines are checked text).
+        remembered = known.get(previous) if known is not None and type(previous) is str else None
+        if remembered is None:
+            previous = check_text("previous", previous, allow_empty=True)
+        said = _said(check_messages("messages", messages))
         if remembered is not None:
             units, scores = list(remembered[0]), list(remembered[1])
         else:
             units = _lines(previous)
             scores = [self._score(unit) for unit in units]
+        # Lines of a summary are single, stripped, distinct lines ("clean"): a summary made
+        # of clean lines only reads back as those lines; a sentence said may not be one.
+        clean = len(units)  # the units before this index are clean, and so are those in ``clean_said``
+        clean_said = set()
         seen = set(units)
         for unit in said:
             if unit not in seen:
                 seen.add(unit)
+                if _lines(unit) == [unit]:
+                    clean_said.add(len(units))
                 units.append(unit)
                 scores.append(self._score(unit))
-        # Later sentences win ties.
-        ranked = sorted(range(len(units)), key=lambda i: (-scores[i], -i))
-        kept: set[int] = set()
-        used = 0
+        # Later sentences win ties: the highest scores first, each tie from the last one said
+        # (the heuristic's scores are plain numbers: a stable sort of the positions from the last
+        # gives that order; any other scorer's by the key that says so for any scores).
+        n = len(units)
+        ranked = (sorted(range(n - 1, -1, -1), key=scores.__getitem__, reverse=True) if known is not None
+                  else sorted(range(n), key=lambda i: (-scores[i], -i)))
+        keep = [False] * n
+        used, limit, separator = 0, self.max_chars, 0  # a newline before every line but the first
         for i in ranked:
-            cost = len(units[i]) + (1 if kept else 0)
-            if used + cost <= self.max_chars:
-                kept.add(i)
+            cost = len(units[i]) + separator
+            if used + cost <= limit:
+                keep[i] = True
                 used += cost
-        order = sorted(kept)
+                separator = 1
+        order = [i for i in range(n) if keep[i]]
         lines = [units[i] for i in order]
         summary = "\n".join(lines)
-        if known is not None and _lines(summary) == lines:  # what the next update will read back
+        dirty = [i for i in range(clean, n) if i not in clean_said]  # said sentences that are not clean lines
+        if known is not None and (not any(keep[i] for i in dirty)
+                                  or _lines(summary) == lines):  # what the next update will read back
             if len(known) >= _REMEMBERED:
                 known.clear()
             known[summary] = (lines, [scores[i] for i in order])

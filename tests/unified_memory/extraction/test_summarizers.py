@@ -1,6 +1,7 @@
 """Summarize-on-trim: a persisted running summary that context() shows."""
 
 import doctest
+import re
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -65,7 +66,8 @@ def test_an_llm_summarizer_is_used_and_falls_back_when_it_fails():
 
 
 @settings(max_examples=50, deadline=None)
-@given(previous=st.text(st.characters(blacklist_characters="\x00"), max_size=300),  # stored summaries have no NUL
+@given(previous=st.text(st.characters(blacklist_characters="\x00", blacklist_categories=("Cs",)),  # stored summaries
+                        max_size=300),  # have no NUL and no lone surrogate (a summarizer refuses them)
        texts=st.lists(st.text(max_size=120), max_size=6),
        limit=st.integers(20, 400))
 def test_extractive_summary_fits_and_is_deterministic(previous, texts, limit):
@@ -110,3 +112,43 @@ def test_a_remembered_summary_updates_as_a_fresh_summarizer_would(updates, max_c
     given_scorer.summarize(text, [])
     lines = {line.strip() for line in text.splitlines() if line.strip()}
     assert len(scorer_calls) == len(lines)  # a given scorer is asked every time
+
+
+def _reference_summary(previous: str, messages: list[Message], max_chars: int) -> str:
+    """The extractive summary as first written (nothing remembered, every step spelled out)."""
+    scorer = HeuristicImportanceScorer()
+    units = list(dict.fromkeys(line.strip() for line in previous.splitlines() if line.strip()))
+    for message in messages:
+        if message.content and message.role in ("user", "assistant"):
+            for sentence in re.split(r"(?<=[.!?])\s+", " ".join(message.content.split())):
+                if sentence and f"{message.name or message.role}: {sentence}" not in units:
+                    units.append(f"{message.name or message.role}: {sentence}")
+    scores = [scorer(unit.split(": ", 1)[-1]) for unit in units]
+    kept: set[int] = set()
+    used = 0
+    for i in sorted(range(len(units)), key=lambda i: (-scores[i], -i)):
+        cost = len(units[i]) + (1 if kept else 0)
+        if used + cost <= max_chars:
+            kept.add(i)
+            used += cost
+    return "\n".join(units[i] for i in sorted(kept))
+
+
+_PREVIOUS = st.lists(st.sampled_from(["user: I live in Lisbon.", "  Ada: Hi!  ", "", "user: ok", "user: I live in Lisbon.",
+                                      "assistant: Sounds nice.", "Eve", "\u2028", "Zoe: My cat Miso is 3 years old."]),
+                     max_size=6).map("\n".join)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 2), st.lists(_SAID, max_size=3)), min_size=1, max_size=14),
+       st.lists(_PREVIOUS, min_size=3, max_size=3), st.integers(20, 200))
+def test_the_summary_is_the_reference_greedy_summary(updates, starts, max_chars):
+    """Whatever the summarizer remembers and however it ranks, every update is the reference
+    greedy summary of the previous one (stored summaries or any other text, with blank,
+    repeated, padded or multi-line lines and speakers) and the trimmed messages."""
+    summarizer = ExtractiveSummarizer(max_chars=max_chars)
+    summaries = list(starts)
+    for conversation, messages in updates:
+        expected = _reference_summary(summaries[conversation], messages, max_chars)
+        summaries[conversation] = summarizer.summarize(summaries[conversation], messages)
+        assert summaries[conversation] == expected
