@@ -128,7 +128,7 @@ def hit_ids(metadata: dict) -> list[str]:
 
 class VectorCache:
     """An embedder for ``--vector-cache``: the bundled model's vectors kept in a file between runs
-    (``PATH.npy`` with ``PATH.json``, its texts' SHA-256 in row order; no pickle), so that
+    (``PATH.f32``, raw float32 rows, with ``PATH.json``, its texts' SHA-256 in row order), so that
     repeated runs while trying settings do not embed the same 10,000 turns again. Only the
     vectors' source changes: a text missing from the file is embedded by the bundled model
     and added; the name is the model's, so the memory behaves as with the model itself."""
@@ -142,9 +142,9 @@ class VectorCache:
         self.model, self.path = model, path
         self.keys: dict[str, int] = {}
         self.rows: list[np.ndarray] = []
-        npy, names = path.with_suffix(".npy"), path.with_suffix(".json")
-        if npy.exists() and names.exists():
-            matrix = np.load(npy, allow_pickle=False)
+        raw, names = path.with_suffix(".f32"), path.with_suffix(".json")
+        if raw.exists() and names.exists():
+            matrix = np.fromfile(raw, dtype=np.float32).reshape(-1, model.dim)
             self.keys = {key: row for row, key in enumerate(json.loads(names.read_text(encoding="utf-8")))}
             self.rows = list(matrix)
         self.added = 0
@@ -171,7 +171,7 @@ class VectorCache:
 
     def save(self) -> None:
         if self.added:
-            np.save(self.path.with_suffix(".npy"), np.stack(self.rows), allow_pickle=False)
+            np.stack(self.rows).astype(np.float32).tofile(self.path.with_suffix(".f32"))
             self.path.with_suffix(".json").write_text(json.dumps(list(self.keys)), encoding="utf-8")
             self.added = 0
 
@@ -388,7 +388,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--samples", nargs="+", default=None,
                         help="only these conversations (sample ids), e.g. the tuning part: conv-26 conv-30 conv-41")
     parser.add_argument("--vector-cache", type=Path, default=None,
-                        help="keep the bundled model's vectors in PATH.npy/.json between runs (see VectorCache)")
+                        help="keep the bundled model's vectors in PATH.f32/.json between runs (see VectorCache)")
     parser.add_argument("--questions-per-conversation", type=int, default=None,
                         help="only the first M scored questions of each")
     parser.add_argument("--retrieval", nargs="+", default=["lexical"], help="UnifiedMemory retrieval modes")
