@@ -78,7 +78,13 @@ class MemoryView:
 
     def event(self, kind: str, stage: Stage, **counts: int) -> None:
         """Report what this write did (delivered when it commits, see :mod:`unified_memory.events`)."""
-        self.backend.events.hold(self.new_event(kind, stage, counts))
+        at = self.backend.clock()  # read now, as always (a clock may count its reads); the event is made if heard
+        self.backend.events.hold(lambda: self._event_at(kind, stage, counts, at), kind, stage)
+
+    def _event_at(self, kind: str, stage: Stage, counts: dict[str, int], at: float) -> MemoryEvent:
+        scope = self.scope
+        return MemoryEvent(kind, stage, scope.user_id, scope.agent_id or None, scope.session_id or None, counts,
+                           utc_from_timestamp(at))
 
     def new_event(self, kind: str, stage: Stage, counts: dict[str, int], error: str | None = None) -> MemoryEvent:
         scope = self.scope
