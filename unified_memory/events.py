@@ -70,7 +70,8 @@ class EventBus:
 
     def __init__(self) -> None:
         self._hooks: list[tuple[Callable[[MemoryEvent], None], frozenset[str] | None]] = []
-        self._held: list[list[MemoryEvent]] = []  # one list per open write, innermost last
+        # one list per open write, innermost last: (kind, stage, the event or what makes it)
+        self._held: list[list[tuple[str, str, MemoryEvent | Callable[[], MemoryEvent]]]] = []
         self._lock = threading.RLock()
 
     def subscribe(self, hook: Callable[[MemoryEvent], None], *, kinds: Iterable[str] | None = None,
@@ -117,15 +118,20 @@ class EventBus:
         with self._lock:
             self._held.append([])
 
-    def hold(self, event: MemoryEvent) -> None:
+    def hold(self, event: MemoryEvent | Callable[[], MemoryEvent], kind: str = "", stage: str = "") -> None:
         """Keep an event of the current write until it commits (a ``started`` one is
-        delivered now and only remembered, so a failure can be reported)."""
-        if event.stage == "started":
-            self.emit(event)
+        delivered now and only remembered, so a failure can be reported). The event may
+        come as a function that makes it, with its ``kind`` and ``stage``: it is made only
+        once a hook is there to receive it (what a write reports when nobody listens costs
+        no event objects; a hook subscribed before the write commits still receives it)."""
+        if isinstance(event, MemoryEvent):
+            kind, stage = event.kind, event.stage
+        if stage == "started" and self._hooks:
+            self.emit(_made(event))
         with self._lock:
             if not self._held:
                 self._held.append([])
-            self._held[-1].append(event)
+            self._held[-1].append((kind, stage, event))
 
     def deliver(self) -> None:
         """The write committed: a nested write hands what it held to the write around it
@@ -135,18 +141,24 @@ class EventBus:
             if self._held:
                 self._held[-1].extend(held)
                 return
-        for event in held:
-            if event.stage != "started":
-                self.emit(event)
+        for _, stage, event in held:
+            if stage != "started" and self._hooks:
+                self.emit(_made(event))
 
     def fail(self, error: BaseException) -> None:
         """The write rolled back: each kind it started or completed is reported ``failed``
         (a nested write's only: the write around it may still commit)."""
         with self._lock:
             held = self._held.pop() if self._held else []
-        seen: dict[str, MemoryEvent] = {}
-        for event in held:
-            seen.setdefault(event.kind, event)
-        for event in seen.values():
+        seen: dict[str, MemoryEvent | Callable[[], MemoryEvent]] = {}
+        for kind, _, event in held:
+            seen.setdefault(kind, event)
+        for first in seen.values():
+            event = _made(first)
             self.emit(MemoryEvent(event.kind, "failed", event.user_id, event.agent_id, event.session_id,
                                   {}, event.at, f"{type(error).__name__}: {error}"))
+
+
+def _made(event: MemoryEvent | Callable[[], MemoryEvent]) -> MemoryEvent:
+    """The event itself, or what its function makes."""
+    return event if isinstance(event, MemoryEvent) else event()

@@ -158,3 +158,15 @@ def test_atomic_blocks_keep_exactly_the_committed_facts(blocks):
         assert sorted(f.text for f in mem.facts()) == sorted(expected)
         for text in expected:  # the lexical index agrees with the store
             assert text in [h.text for h in mem.recall(text, tiers="long_term")]
+
+
+def test_a_hook_subscribed_during_a_write_receives_what_it_reported_before():
+    with UnifiedMemory(short_term_limit=2, extract_on_write=False) as mem:
+        mem.add_turn("My sister Maria lives in Lisbon", "Nice")
+        with mem.atomic():
+            mem.add_turn("I keep bees", "Fun")  # the first turn leaves the window: trim, summary, promotion
+            seen = record(mem)  # nobody listened while they happened
+            assert seen == []
+        assert [(e.kind, e.stage) for e in seen] == [("trim", "completed"), ("summarise", "completed"),
+                                                     ("promote", "completed")]
+        assert seen[0].counts == {"messages": 2} and seen[0].user_id == "default" and seen[0].at is not None

@@ -29,6 +29,7 @@ from tiers.short_term import ShortTermWindow
 from tiers.storage import DriverError, Storage
 from tiers.summaries import ConversationSummaries
 from unified_memory.config import MemoryConfig
+from unified_memory.coordinator.window_tail import WindowTail
 from unified_memory.errors import StorageError, wrong_type
 from unified_memory.events import EventBus
 from unified_memory.extraction.promotion import Promoter
@@ -110,6 +111,8 @@ class Backend:
     items: KeyedItems
     #: The last window context read: ((scope, Storage.change_mark()), messages), reused until a write.
     window_read: tuple[Any, list[Message]] | None = field(default=None)
+    #: The newest window messages of the conversation written last (an extractor's context), kept until a write.
+    window_tail: WindowTail = field(default_factory=WindowTail)
 
     @property
     def indexes(self) -> tuple[DocumentIndex, ...]:

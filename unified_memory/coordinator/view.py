@@ -63,12 +63,26 @@ class MemoryView:
         if backend.dense is not None:  # a model loads once, before the lock other writers wait for
             backend.dense.prepare()
         backend.events.begin()
+        storage, tail = backend.storage, backend.window_tail
         try:
             # Vectors are embedded at the end of the transaction, in one batch per tier
-            # (inside it: an embedder failure rolls the write back like any other).
-            with backend.storage.atomic(), \
-                    backend.dense.defer() if backend.dense is not None else contextlib.nullcontext():
-                yield
+            # (inside it: an embedder failure rolls the write back like any other). The window's
+            # tail a write offers is kept at the mark taken once all is written; a failure (the
+            # commit's too) forgets it before another thread can take the lock.
+            with storage.lock:
+                try:
+                    with storage.atomic():
+                        tail.enter()
+                        done = False
+                        try:
+                            with backend.dense.defer() if backend.dense is not None else contextlib.nullcontext():
+                                yield
+                            done = True
+                        finally:
+                            tail.leave(storage.change_mark if done else None)
+                except BaseException:
+                    tail.clear()
+                    raise
         except BaseException as exc:
             for index in backend.indexes:
                 index.invalidate(self.scope.user_id)
@@ -78,7 +92,13 @@ class MemoryView:
 
     def event(self, kind: str, stage: Stage, **counts: int) -> None:
         """Report what this write did (delivered when it commits, see :mod:`unified_memory.events`)."""
-        self.backend.events.hold(self.new_event(kind, stage, counts))
+        at = self.backend.clock()  # read now, as always (a clock may count its reads); the event is made if heard
+        self.backend.events.hold(lambda: self._event_at(kind, stage, counts, at), kind, stage)
+
+    def _event_at(self, kind: str, stage: Stage, counts: dict[str, int], at: float) -> MemoryEvent:
+        scope = self.scope
+        return MemoryEvent(kind, stage, scope.user_id, scope.agent_id or None, scope.session_id or None, counts,
+                           utc_from_timestamp(at))
 
     def new_event(self, kind: str, stage: Stage, counts: dict[str, int], error: str | None = None) -> MemoryEvent:
         scope = self.scope

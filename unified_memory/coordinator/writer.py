@@ -70,12 +70,18 @@ class Writer:
         tokens = message_token_counts(messages, backend.count_tokens)
         with view.write():
             # the extractor's context: only when a message of a promoted role is there to extract from
-            before = (backend.window.messages(view.scope, last=CONTEXT_MESSAGES)
-                      if extract and any(m.role in backend.promoter.roles and m.content for m in messages) else [])
-            logged = backend.log.append(view.scope, messages, now=now, importances=importances, promoted=extract)
+            # (what the window ends with, kept from the last write when nothing was written since)
+            before: list[Message] | None = None
+            if extract and any(m.role in backend.promoter.roles and m.content for m in messages):
+                before = backend.window_tail.get(view.scope, backend.storage.change_mark)
+                if before is None:
+                    before = backend.window.messages(view.scope, last=CONTEXT_MESSAGES)
+            rows: list[tuple[Any, ...]] = []
+            logged = backend.log.append(view.scope, messages, now=now, importances=importances, promoted=extract,
+                                        rows=rows)
             protect: list[str] = []
             if extract:  # logged already marked promoted: one write of each row
-                report = self.promote(logged, now=now, source="turn", extractor=extractor, context=before,
+                report = self.promote(logged, now=now, source="turn", extractor=extractor, context=before or [],
                                       marked=True)
                 protect = [*report.facts_created, *report.facts_reinforced]
             trimmed, held = backend.window.extend_counted(  # the tokens held only matter to compaction
@@ -83,30 +89,47 @@ class Writer:
             if trimmed:
                 view.event("trim", "completed", messages=len(trimmed))
                 self.summarize(trimmed, now)
-            self.compact(now, held=held)
+            compacted = self.compact(now, held=held)
             self.maintain(now, promote=backend.config.auto_promote, protect=protect)
+            if before is not None and backend.window_tail.outermost():
+                self._offer_tail(before, logged, rows, [*trimmed, *compacted])
         return [m.id for m in logged]
 
-    def compact(self, now: float, *, held: int | None = None) -> None:
+    def _offer_tail(self, before: list[Message], logged: list[LoggedMessage], rows: list[tuple[Any, ...]],
+                    left: list[LoggedMessage]) -> None:
+        """Offer what the window ends with now: the last :data:`CONTEXT_MESSAGES` of what it ended
+        with and of the messages just logged (appended after all it holds, each as a read of
+        the log makes it), unless one of those left it (then the window is read at the next write)."""
+        keep = min(len(logged), CONTEXT_MESSAGES)
+        as_read = self.view.backend.log.as_read
+        newer = [m.message if _as_stored(m.message) else as_read(row)
+                 for m, row in zip(logged[len(logged) - keep:], rows[len(rows) - keep:], strict=True)]
+        ends = [*before, *newer][-CONTEXT_MESSAGES:]
+        gone = {m.id for m in left}
+        if not any(m.id in gone for m in ends):
+            self.view.backend.window_tail.offer(self.view.scope, ends)
+
+    def compact(self, now: float, *, held: int | None = None) -> list[LoggedMessage]:
         """Compaction at ``compaction_ratio`` x ``context_max_tokens``: the oldest whole
         interactions leave the window (at a turn boundary only), are summarised, and are
         promoted by :meth:`maintain` like any message that left the window. ``held``: the
-        tokens the window holds, when the caller has just counted them."""
+        tokens the window holds, when the caller has just counted them. Returns what left."""
         view, backend = self.view, self.view.backend
         cfg = backend.config
         if cfg.compaction_ratio is None:
-            return
+            return []
         threshold = max(1, int(cfg.context_max_tokens * cfg.compaction_ratio))
         target = max(1, int(threshold * (1 - cfg.compaction_min_reduction)))
         before = backend.window.tokens(view.scope) if held is None else held
         if before <= threshold:
-            return
+            return []
         view.event("compact", "started")
         compacted = backend.window.compact(view.scope, threshold=threshold, target=target)
         if compacted:
             self.summarize(compacted, now)
         view.event("compact", "completed", messages_compacted=len(compacted), tokens_before=before,
                    tokens_after=backend.window.tokens(view.scope), threshold=threshold, target=target)
+        return compacted
 
     def summarize(self, trimmed: Sequence[LoggedMessage], now: float) -> None:
         """Summarize-on-trim: fold what left the window into the running summary."""
@@ -252,3 +275,10 @@ class Writer:
         with view.write():
             return view.backend.graph.add_triples(view.scope, [triple], now=view.backend.clock(),
                                                   metadata=metadata)[0]
+
+
+def _as_stored(message: Message) -> bool:
+    """Whether a logged message is already what a read of its row makes: no metadata, tool calls,
+    images or reasoning (values a read decodes from JSON, as new objects, lists for tuples)."""
+    return (not message.metadata and type(message.metadata) is dict and message.tool_calls is None
+            and message.images is None and message.reasoning_details is None)

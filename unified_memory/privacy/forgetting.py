@@ -82,6 +82,7 @@ def forget(view: MemoryView, *, user_id: str | None = None, ids: Sequence[str] |
         if isinstance(backend.summarizer, ExtractiveSummarizer | LLMSummarizer):
             backend.summarizer.clear()  # summaries it remembers in memory may quote what was deleted
         forget_rendered()  # nor may the conversation lines context() remembers
+        backend.window_tail.clear()  # nor the messages kept as the next turn's extraction context
         chosen.event("reset", "completed", **counts)
     storage.vacuum()  # rewrite the file: no moved copy of a deleted row survives in a page's unused gap
     busy = storage.checkpoint()[0]
