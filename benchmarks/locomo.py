@@ -44,6 +44,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from _report import library_version, publish  # noqa: E402
 
+from scoring.embeddings import SentenceTransformerEmbedder, default_embedder  # noqa: E402
 from scoring.lexical import LexicalIndex  # noqa: E402
 from scoring.text import STOPWORDS, tokenize_words  # noqa: E402
 from unified_memory import UnifiedMemory  # noqa: E402
@@ -131,20 +132,19 @@ class VectorCache:
     (``PATH.f32``, raw float32 rows, with ``PATH.json``, its texts' SHA-256 in row order), so that
     repeated runs while trying settings do not embed the same 10,000 turns again. Only the
     vectors' source changes: a text missing from the file is embedded by the bundled model
-    and added; the name is the model's, so the memory behaves as with the model itself."""
+    and added; the name is the model's, so the memory behaves as with the model itself.
+    ``model_dir`` (``--model``): another sentence-transformers model instead, its keys salted
+    with its name."""
 
-    def __init__(self, path: Path) -> None:
-        from scoring.embeddings import default_embedder
-
-        model = default_embedder()
-        if model is None:
-            raise SystemExit("--vector-cache needs the embeddings extra (pip install -e '.[embeddings]')")
-        self.model, self.path = model, path
+    def __init__(self, path: Path, model_dir: Path | None = None) -> None:
+        self.model, self.path = embedder(model_dir), path
+        # another model's vectors never pass for the bundled one's: its keys carry its name
+        self.salt = "" if model_dir is None else f"{self.model.name}\0"
         self.keys: dict[str, int] = {}
         self.rows: list[np.ndarray] = []
         raw, names = path.with_suffix(".f32"), path.with_suffix(".json")
         if raw.exists() and names.exists():
-            matrix = np.fromfile(raw, dtype=np.float32).reshape(-1, model.dim)
+            matrix = np.fromfile(raw, dtype=np.float32).reshape(-1, self.model.dim)
             self.keys = {key: row for row, key in enumerate(json.loads(names.read_text(encoding="utf-8")))}
             self.rows = list(matrix)
         self.added = 0
@@ -160,7 +160,7 @@ class VectorCache:
     def embed(self, texts: list[str]) -> np.ndarray:
         import hashlib
 
-        keys = [hashlib.sha256(t.encode("utf-8")).hexdigest() for t in texts]
+        keys = [hashlib.sha256((self.salt + t).encode("utf-8")).hexdigest() for t in texts]
         missing = {k: t for k, t in zip(keys, texts, strict=True) if k not in self.keys}
         if missing:
             for key, vector in zip(missing, self.model.embed(list(missing.values())), strict=True):
@@ -176,7 +176,16 @@ class VectorCache:
             self.added = 0
 
 
-VECTORS: VectorCache | None = None  # set by --vector-cache
+def embedder(model_dir: Path | None) -> SentenceTransformerEmbedder:
+    """The bundled all-MiniLM-L6-v2, or the sentence-transformers model in ``model_dir`` (``--model``,
+    named after its folder), loaded offline."""
+    model = default_embedder() if model_dir is None else SentenceTransformerEmbedder(model_dir, name=model_dir.name)
+    if model is None:
+        raise SystemExit("--vector-cache and --model need the embeddings extra (pip install -e '.[embeddings]')")
+    return model
+
+
+VECTORS: VectorCache | SentenceTransformerEmbedder | None = None  # set by --vector-cache or --model
 
 
 def build_memory(sample_id: str, turns: list[Turn], retrieval: str, sessions: str) -> UnifiedMemory:
@@ -363,6 +372,8 @@ def report(args: argparse.Namespace, results: dict[str, dict], skipped: dict[str
              f"Largest context block: {largest} tokens (budget {CONTEXT_TOKENS}).",
              f"Baselines index each turn as {doc}; RRF reuses the MiniLM embeddings of the dense row, "
              "so its ingest time excludes encoding."]
+    if getattr(args, "model", None) is not None:
+        notes.append(f"UnifiedMemory embeds with the model in {args.model.name}/ (--model), not the bundled MiniLM.")
     notes += [f"Skipped {n}: {why}" for n, why in skipped.items()]
     now = library_version()
     if now.split("sources ")[-1] != version.split("sources ")[-1]:
@@ -389,6 +400,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="only these conversations (sample ids), e.g. the tuning part: conv-26 conv-30 conv-41")
     parser.add_argument("--vector-cache", type=Path, default=None,
                         help="keep the bundled model's vectors in PATH.f32/.json between runs (see VectorCache)")
+    parser.add_argument("--model", type=Path, default=None,
+                        help="UnifiedMemory embeds with this sentence-transformers model folder instead of the "
+                             "bundled MiniLM (offline; the MiniLM baselines stay MiniLM)")
     parser.add_argument("--questions-per-conversation", type=int, default=None,
                         help="only the first M scored questions of each")
     parser.add_argument("--retrieval", nargs="+", default=["lexical"], help="UnifiedMemory retrieval modes")
@@ -402,7 +416,10 @@ def main(argv: list[str] | None = None) -> int:
 
     version = library_version()
     global VECTORS
-    VECTORS = VectorCache(args.vector_cache) if args.vector_cache else None
+    if args.model is not None and not args.model.is_dir():
+        parser.error(f"--model: no model folder {args.model}")
+    VECTORS = (VectorCache(args.vector_cache, args.model) if args.vector_cache
+               else embedder(args.model) if args.model else None)
     samples = []
     chosen = json.loads(args.path.read_text(encoding="utf-8"))[: args.conversations]
     if args.samples:
@@ -427,7 +444,7 @@ def main(argv: list[str] | None = None) -> int:
         for sessions in args.sessions:
             name = f"UnifiedMemory {retrieval}" + (" (per-session scopes)" if sessions == "scoped" else "")
             results[name] = summary(run_memory(samples, retrieval, sessions))
-            if VECTORS is not None:
+            if isinstance(VECTORS, VectorCache):
                 VECTORS.save()
             print(f"{name}: R@10 {results[name]['recall']['R@10']['overall']:.3f}", file=sys.stderr)
     encoder = Encoder() if any("MiniLM" in b for b in args.baselines) else None

