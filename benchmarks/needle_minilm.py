@@ -42,7 +42,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _synthetic import distinct_queries, labelled_needles, synthetic_facts  # noqa: E402
 from ann_index import exact_top  # noqa: E402
-from needle_vectors import BUILD_CHUNK, DIM, _rank_hits  # noqa: E402
+from needle_vectors import DIM, _rank_hits, build_graph  # noqa: E402
 
 EMBED_CHUNK = 5_000
 QUERIES = 300
@@ -116,8 +116,6 @@ def main() -> None:
     parser.add_argument("--extra", type=Path, default=Path("/tmp/needle_minilm"))
     args = parser.parse_args()
     graph_sizes = args.sizes if args.graph_sizes is None else args.graph_sizes
-    from tiers.hnsw_index import HnswPartition, faiss_module
-
     embedder = _embedder(args.kind)
 
     def embed(texts: list[str]) -> np.ndarray:
@@ -145,14 +143,7 @@ def main() -> None:
             truth = exact_top(matrix, text_queries, 10)
             kth = np.take_along_axis(text_queries @ matrix.T, truth[:, -1:], 1)[:, 0]
             stored = np.random.default_rng(5).choice(n, size=QUERIES, replace=False)
-            faiss_module().omp_set_num_threads(2)
-            part = HnswPartition(DIM, connectivity=connectivity, ef_construction=construction)
-            part.reserve(n)
-            began = time.perf_counter()
-            for start in range(0, n, BUILD_CHUNK):
-                stop = min(n, start + BUILD_CHUNK)
-                part.put([str(i) for i in range(start, stop)], matrix[start:stop], np.arange(start, stop))
-            built = time.perf_counter() - began
+            part, built = build_graph(matrix, connectivity, construction)
             for ef in args.ef:
                 part.ef_search = ef
                 found = [[int(key) for key, _ in part.search(query, 10)] for query in needle_queries]

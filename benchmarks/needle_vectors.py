@@ -38,6 +38,22 @@ SLICE = 20_000
 BUILD_CHUNK = 4096  # tiers.hnsw_build.CHUNK
 
 
+def build_graph(matrix: np.ndarray, connectivity: int, construction: int):  # type: ignore[no-untyped-def]
+    """A bare HNSW partition of ``matrix``'s rows (ids ``"0"``, ``"1"``, ...), filled as the background
+    build fills it (chunks of :data:`BUILD_CHUNK` in order), and the seconds it took."""
+    from tiers.hnsw_index import HnswPartition, faiss_module
+
+    faiss_module().omp_set_num_threads(2)
+    n = len(matrix)
+    part = HnswPartition(DIM, connectivity=connectivity, ef_construction=construction)
+    part.reserve(n)
+    began = time.perf_counter()
+    for start in range(0, n, BUILD_CHUNK):
+        stop = min(n, start + BUILD_CHUNK)
+        part.put([str(i) for i in range(start, stop)], matrix[start:stop], np.arange(start, stop))
+    return part, time.perf_counter() - began
+
+
 def _rank_hits(found: list[list[int]], answers: list[int], k: int) -> float:
     return sum(answer in hits[:k] for hits, answer in zip(found, answers, strict=True)) / len(answers)
 
@@ -50,7 +66,6 @@ def main() -> None:
     parser.add_argument("--ef", type=int, nargs="+", default=[128, 512, 2048])
     args = parser.parse_args()
     from scoring.embeddings import HashingEmbedder
-    from tiers.hnsw_index import HnswPartition, faiss_module
 
     embedder, needles = HashingEmbedder(DIM), labelled_needles(50)
     queries = embedder.embed([needle.query for needle in needles])
@@ -74,14 +89,7 @@ def main() -> None:
                   flush=True)
         for spec in args.graphs if n in args.graph_sizes else []:
             connectivity, construction = (int(x) for x in spec.split(":"))
-            faiss_module().omp_set_num_threads(2)
-            part = HnswPartition(DIM, connectivity=connectivity, ef_construction=construction)
-            part.reserve(n)
-            began = time.perf_counter()
-            for start in range(0, n, BUILD_CHUNK):
-                stop = min(n, start + BUILD_CHUNK)
-                part.put([str(i) for i in range(start, stop)], matrix[start:stop], np.arange(start, stop))
-            built = time.perf_counter() - began
+            part, built = build_graph(matrix, connectivity, construction)
             for ef in args.ef:
                 part.ef_search = ef
                 found = [[int(key) for key, _ in part.search(query, 10)] for query in queries]
