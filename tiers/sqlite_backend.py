@@ -38,8 +38,8 @@ _PAGE_CACHE_KIB = 64 * 1024  # per connection; SQLite allocates it only as pages
 # with the map re-reading a page is not a read() and a copy. Two service processes on one
 # 100k-fact file: 422 -> 431 requests/s (benchmarks/server.py). Writes still go through write().
 # 256 MiB, not more: mapped pages count in the process's RSS, and a 1 GiB map put 577 MB of file
-# pages into the process that wrote 300,000 vectors and 830 MB into a 1M-fact lexical run (a
-# 100k-fact file, about 72 MB lexical, is still mapped whole).
+# pages into the process that wrote 300,000 vectors (a 1M-fact lexical run peaked at 3,512 MB with
+# it, 3,178 MB without; a 100k-fact file, about 72 MB lexical, is still mapped whole).
 _MMAP_BYTES = 256 << 20
 
 # The files this process has open through SQLite (resolved path -> connections). The header of a
