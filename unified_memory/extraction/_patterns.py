@@ -12,10 +12,14 @@ from __future__ import annotations
 
 import functools
 import re
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any, Generic, TypeVar
 
 __all__ = ["Subject", "Hit", "find_hits", "mentions", "clean_value", "folded", "letter_runs",
-           "ATTRIBUTE_CATEGORY", "COMMON"]
+           "ATTRIBUTE_CATEGORY", "COMMON", "GateChoices"]
+
+_T = TypeVar("_T")
 
 COMMON = frozenset("""a an the and or but so not no yes ok okay sure fine good great bad well very really just
 also still here there back home now then sorry glad happy sad tired hungry busy ready done new old free sick
@@ -335,21 +339,36 @@ def find_hits(sentence: str) -> list[Hit]:
     return hits
 
 
-_CHOSEN: dict[int, tuple[tuple[str, str | None, str, str, str, re.Pattern[str]], ...]] = {}
-_CHOSEN_FROM: list[object] = [None]  # the _GATED the choices were made from (tests swap it for an ungated one)
+class GateChoices(Generic[_T]):
+    """The entries of a gated table (rows ``(need bits, ...)``, in order) whose needs a sentence's
+    gate ``bits`` hold, as ``pick(row)``, remembered per ``bits`` value: a few hundred combinations
+    occur, and a lookup is cheaper than testing every gate. ``table()`` is read on each call
+    (tests swap a module's table for an ungated one); choices made from another table are dropped.
+
+    >>> choose = GateChoices(lambda: ((0b01, "a"), (0b11, "b"), (0, "c")), lambda row: row[1])
+    >>> choose(0b01), choose(0b11)
+    (('a', 'c'), ('a', 'b', 'c'))
+    """
+
+    def __init__(self, table: Callable[[], Sequence[Any]], pick: Callable[[Any], _T]) -> None:
+        self._table, self._pick = table, pick
+        self._made_from: object = None
+        self._chosen: dict[int, tuple[_T, ...]] = {}
+
+    def __call__(self, bits: int) -> tuple[_T, ...]:
+        gated, chosen = self._table(), self._chosen
+        if self._made_from is not gated or len(chosen) >= 4096:
+            chosen.clear()
+            self._made_from = gated
+        found = chosen.get(bits)
+        if found is None:
+            found = chosen[bits] = tuple(self._pick(row) for row in gated if bits & row[0] == row[0])
+        return found
 
 
-def _chosen(bits: int) -> tuple[tuple[str, str | None, str, str, str, re.Pattern[str]], ...]:
-    """The patterns of :data:`_GATED` whose gates ``bits`` open, in order (remembered per ``bits``:
-    a few hundred combinations occur, and a lookup is cheaper than testing 42 gates)."""
-    gated = _GATED
-    if _CHOSEN_FROM[0] is not gated or len(_CHOSEN) >= 4096:
-        _CHOSEN.clear()
-        _CHOSEN_FROM[0] = gated
-    chosen = _CHOSEN.get(bits)
-    if chosen is None:
-        chosen = _CHOSEN[bits] = tuple(entry for need, entry in gated if bits & need == need)
-    return chosen
+#: The patterns of :data:`_GATED` whose gates a sentence's bits open, in order.
+_chosen: GateChoices[tuple[str, str | None, str, str, str, re.Pattern[str]]] = GateChoices(
+    lambda: _GATED, lambda row: row[1])
 
 
 def _run_bits(run: str) -> int:

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import re
 
-from unified_memory.extraction._patterns import Hit, Subject, clean_value, letter_runs
+from unified_memory.extraction._patterns import GateChoices, Hit, Subject, clean_value, letter_runs
 
 __all__ = ["slot_hits", "MAX_SENTENCE"]
 
@@ -268,20 +268,8 @@ def slot_hits(sentence: str) -> list[Hit]:
     return hits
 
 
-_CHOSEN: dict[int, tuple[tuple[str, re.Pattern[str]], ...]] = {}
-_CHOSEN_FROM: list[object] = [None]  # the _GATED_FRAMES the choices were made from (tests swap it)
-
-
-def _frames(bits: int) -> tuple[tuple[str, re.Pattern[str]], ...]:
-    """The frames of :data:`_GATED_FRAMES` whose needs ``bits`` hold, in order (remembered per ``bits``)."""
-    gated = _GATED_FRAMES
-    if _CHOSEN_FROM[0] is not gated or len(_CHOSEN) >= 4096:
-        _CHOSEN.clear()
-        _CHOSEN_FROM[0] = gated
-    chosen = _CHOSEN.get(bits)
-    if chosen is None:
-        chosen = _CHOSEN[bits] = tuple((kind, rx) for need, kind, rx in gated if bits & need == need)
-    return chosen
+#: The frames of :data:`_GATED_FRAMES` whose needs a sentence's bits hold, in order, as (kind, regex).
+_frames: GateChoices[tuple[str, re.Pattern[str]]] = GateChoices(lambda: _GATED_FRAMES, lambda row: row[1:])
 
 
 def _make(m: re.Match[str], attribute: str | None, value: str, category: str,
