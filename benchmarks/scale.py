@@ -159,11 +159,6 @@ def run_ours(n: int, mode: str, n_queries: int, path: Path | str, write_budget: 
         t0 = time.perf_counter()
         mem.recall(warm, limit=10)
         res["first_recall_s"] = time.perf_counter() - t0
-        index = getattr(getattr(mem._backend, "dense", None), "index", None)
-        if hasattr(index, "wait_builds"):  # a large partition's HNSW graph builds in the background
-            t0 = time.perf_counter()
-            index.wait_builds(None)  # measure the graph, not the exact search that serves meanwhile
-            res["graph_build_s"] = time.perf_counter() - t0
         res["recall"] = _p(_ms(lambda q: mem.recall(q, limit=10), qs))
 
         def context(q: str) -> None:
@@ -188,29 +183,23 @@ def run_ours(n: int, mode: str, n_queries: int, path: Path | str, write_budget: 
                 hits = [[h.text for h in mem.recall(nd.query, limit=10)] for nd in needles]
                 res[f"{retrieval}_only_quality"] = _recall_at(hits, [nd.key for nd in needles])
                 if retrieval == "embedding":
-                    mem._backend.dense.index.wait_builds(None)  # a graph loaded or built: measure it
                     res["vector_index_quality"] = _index_quality(mem, needles)
     res.update(status="ok", wall_s=time.perf_counter() - t_start, rss_mb=_rss_mb())
     return res
 
 
 def _index_quality(mem: Any, needles: list[Any]) -> dict[str, float]:
-    """R@1 on the labelled needles of the facts' vector index alone (the graph, past
-    ``approximate_above``) and of an exact search over the same stored vectors (one
-    matrix-vector product per query, numpy): tells the index's losses from the embedder's."""
+    """R@1 on the labelled needles of the facts' vector index alone (past
+    ``approximate_above``: the scan of binary codes) and of an exact search over the same stored
+    vectors (one matrix-vector product per query, numpy): tells the index's losses from the embedder's."""
     import numpy as np
-
-    from tiers.hnsw_index import HnswPartition
 
     facts = mem._backend.dense.partitions["facts"]
     name = facts.partition("bench")
     part = facts.index._parts.get(name)
-    if isinstance(part, HnswPartition):
-        matrix, keys = part.matrix(), part.names  # a removed label is None (its vector zeroed)
-    elif part is not None:
-        matrix, keys = part.matrix[:len(part.ids)], part.ids
-    else:
+    if part is None:
         return {}
+    matrix, keys = part.matrix[:len(part.ids)], part.ids
     text_of = {}
 
     def text(key: str | None) -> str:
@@ -220,16 +209,14 @@ def _index_quality(mem: Any, needles: list[Any]) -> dict[str, float]:
             text_of[item] = rows[0][0] if rows else ""
         return text_of[item]
 
-    live = np.array([key is not None for key in keys])
     graph = exact = 0
     for needle in needles:
         vector = facts.cache.query_vector(needle.query)
         top = facts.index.search(name, vector, 1)
         graph += bool(top) and needle.key in text(top[0][0])
-        scores = np.where(live, matrix @ vector, -np.inf)
-        exact += needle.key in text(keys[int(np.argmax(scores))])
+        exact += needle.key in text(keys[int(np.argmax(matrix @ vector))])
     return {"index_r@1": graph / len(needles), "exact_r@1": exact / len(needles),
-            "index_kind": "HNSW" if isinstance(part, HnswPartition) else "exact"}
+            "index_kind": "binary codes" if part.codes is not None else "exact"}
 
 
 def _follower(writer: Any, path: Path | str, mode: str, qs: list[str]) -> dict[str, float]:
@@ -457,9 +444,7 @@ def report(args: argparse.Namespace, argv: list[str], ours: dict, peer: dict, ve
                          f"lexical-only {lq['r@1']:.2f} / {lq['r@5']:.2f}"
                          + (f"; R@1 of the vector index alone ({vq['index_kind']}) {vq['index_r@1']:.2f}, of an "
                             f"exact search over the same stored vectors {vq['exact_r@1']:.2f}"
-                            if (vq := r.get("vector_index_quality")) else "")
-                         + (f"; waited {r['graph_build_s']:.1f} s for the background HNSW build after the "
-                            "first recall, before measuring" if r.get("graph_build_s", 0) > 0.5 else ""))
+                            if (vq := r.get("vector_index_quality")) else ""))
     peer_rows = []
     for size, p in sorted(peer.items()):
         mine = ours.get((size, "lexical"), {})

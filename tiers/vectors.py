@@ -337,7 +337,7 @@ class PartitionedVectors:
         return f"{self.kind}|{self.cache.model}|{self.cache.embedder.dim}"
 
     def _load_saved(self, user_id: str) -> bool:
-        """Load the user's saved partition (:mod:`tiers.hnsw_store`), if the index keeps them and
+        """Load the user's saved partition (:mod:`tiers.vector_store`), if the index keeps them and
         holds none yet, and replay the journal since the position it reflects (puts embedded
         through the cache, deletes applied; a partition so changed is saved again later); whether
         it was. It held exactly the store's documents at that position (saved in step, under the

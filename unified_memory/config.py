@@ -200,10 +200,10 @@ class VectorConfig(_Config):
 
     ``numpy``: an in-process index rebuilt from the SQLite embedding cache in each
     process: exact, until a user's partition reaches ``approximate_above`` vectors, from
-    where it is an HNSW graph (faiss, in the ``embeddings`` extra; ``hnsw_m`` and
-    ``ef_construction`` shape it, ``ef_search`` is its search breadth; without faiss it stays
-    exact), built in the background while searches stay exact, and on a SQLite file saved in
-    ``<memory file>.vectors/`` at close and loaded at the next open. ``chroma``: a chromadb index — embedded in ``chroma_path`` (default:
+    where it is searched by scanning 1,024-bit binary codes of its vectors for the
+    ``scan_depth`` nearest and scoring those exactly; on a SQLite file such partitions are
+    saved in ``<memory file>.vectors/`` at close and memory-mapped at the next open.
+    ``chroma``: a chromadb index — embedded in ``chroma_path`` (default:
     ``<memory file>.chroma`` beside the SQLite file), or a Chroma server when
     ``chroma_host`` is set. SQLite stays the source of truth either way.
     """
@@ -222,18 +222,19 @@ class VectorConfig(_Config):
     approximate_above: int | None = Field(
         default=100_000, ge=2,
         description="numpy backend: a partition of at least this many vectors is searched approximately "
-                    "(faiss HNSW graph: ~0.5 ms instead of ~100 ms at 300k text-like vectors, recall@10 0.96; "
-                    "0.3 ms, 0.99 at 50k MiniLM vectors: benchmarks/results/ann_index.md). The graph is built "
-                    "in a background thread (minutes at 300k) while searches stay exact; below half of it, "
-                    "exact again. None = always exact.")
-    ef_search: int = Field(default=128, ge=1, description="numpy backend, approximate partitions: HNSW "
-                           "search breadth (faiss efSearch); higher finds more true neighbours, slower.")
-    hnsw_m: int = Field(default=16, ge=2, le=256, description="numpy backend, approximate partitions: HNSW "
-                        "links per node (faiss M); higher: better recall, slower build, more memory.")
-    ef_construction: int = Field(default=100, ge=1, description="numpy backend, approximate partitions: HNSW "
-                                 "build breadth (faiss efConstruction); higher: better graph, slower build.")
+                    "(a scan of binary codes, then exact scores for the scan_depth nearest: 4 ms instead of "
+                    "34 ms at 300k text-like vectors, finding what the exact search finds: "
+                    "benchmarks/results/binary_index.md); below half of it, exact again. None = always exact.")
+    scan_depth: int = Field(default=2000, ge=1, description="numpy backend, approximate partitions: how many "
+                            "nearest binary codes are scored exactly; higher finds more true neighbours, slower.")
+    ef_search: int = Field(default=128, ge=1, description="no longer used (the HNSW graph it tuned was "
+                           "replaced by a scan of binary codes: see scan_depth); accepted so older "
+                           "configurations still load.")
+    hnsw_m: int = Field(default=16, ge=2, le=256, description="no longer used (see ef_search).")
+    ef_construction: int = Field(default=100, ge=1, description="no longer used (see ef_search).")
     nprobe: int = Field(default=16, ge=1, description="no longer used (the inverted file it tuned was "
-                        "replaced by HNSW: see ef_search); accepted so older configurations still load.")
+                        "replaced, now by a scan of binary codes: see scan_depth); accepted so older "
+                        "configurations still load.")
 
 
 class MemoryConfig(_Config):

@@ -26,7 +26,7 @@ the kills) a fresh checker process reopens the file:
   drift (``rebuilt_at_open``), they must equal it exactly. The numpy index, derived from the
   embeddings table, must hold exactly the store's rows, and every stored fact and message has
   its cached vector (committed with its row, so nothing needs embedding again);
-* the saved vector partitions (numpy, SQLite: ``<file>.vectors/``, HNSW from ``APPROXIMATE_ABOVE``
+* the saved vector partitions (numpy, SQLite: ``<file>.vectors/``, approximate from ``APPROXIMATE_ABOVE``
   vectors, saved at each close under the write lock) hold no vector of a fact whose forget
   committed, read byte by byte as the kill left them, before the library opens the file (a
   forget deletes them inside its write); after the open, loaded and brought in step, the index
@@ -45,7 +45,7 @@ an interpreter's start-up; the check of one file runs while the child of the oth
 
 Figures: ``kills``, ``checks``, ``acknowledged_writes``, ``lost``, ``integrity_failures``,
 ``vector_mismatches`` (and ``vectors_extra`` / ``vectors_missing``), ``rebuilt_at_open``,
-``opened_with_snapshots``, ``saved_vector_files`` (checks that found saved HNSW partitions),
+``opened_with_snapshots``, ``saved_vector_files`` (checks that found saved approximate partitions),
 ``forgotten_vectors_checked``, ``kills_during`` (the call each kill interrupted), ``seconds``.
 ``UM_CRASH_SEED`` picks other moments; ``UM_RELIABILITY_SCALE`` scales the kills.
 """
@@ -89,14 +89,14 @@ USER = "ada"
 # Seconds from the child's start to the kill, drawn uniformly: opening takes ~0.01 s (numpy) or
 # ~0.15 s (chroma: the client, then the drift check), then the child writes until killed.
 MAX_DELAY = {"numpy": 0.8, "chroma": 1.2}
-# numpy file: partitions of this many vectors become HNSW graphs (built in the background) and are
-# saved beside the file at each close, so kills land in builds, saves and forgets of saved ones.
+# numpy file: partitions of this many vectors are searched by their binary codes and saved beside
+# the file at each close, so kills land in encodings, saves and forgets of saved ones.
 APPROXIMATE_ABOVE = 300
 CHECK_TIMEOUT, FINAL_TIMEOUT = 120.0, 900.0
 RECALL_NEW, RECALL_OLD = 6, 4  # markers of the trial, and earlier ones, recalled in each check (all at the end)
 # Imported once by the fork server: a forked child then opens a memory in ~0.05 s instead of ~1 s.
 PRELOAD = ["unified_memory.memory", "unified_memory.testing", "unified_memory.io.jsonl", "unified_memory.retrieval.federation",
-           "unified_memory.extraction.summarizers", "tiers.row_export", "tiers.deletion", "tiers.user_tables", "tiers.vectors", "tiers.hnsw_index", "tiers.hnsw_build", "tiers.hnsw_store", "faiss", "scoring.embeddings",
+           "unified_memory.extraction.summarizers", "tiers.row_export", "tiers.deletion", "tiers.user_tables", "tiers.vectors", "tiers.binary_codes", "tiers.vector_partition", "tiers.vector_store", "faiss", "scoring.embeddings",
            "scoring.onnx_query", "tiers.chroma_index", "chromadb", "chromadb.api.rust",
            "chromadb.telemetry.product.posthog", "dateutil.parser", "tiktoken", "psycopg", "tiers.postgres_backend",
            "tiers.pg_listener", "tiers.pg_schema", "tests.reliability.test_crash_safety"]
@@ -245,7 +245,7 @@ def _vector_problems(dense, kind: str, item_id: str, text: str, least: float, *,
 
 def _saved_vector_problems(args: dict, rows: Rows) -> tuple[list[str], int, int]:
     """Forgotten facts whose forget committed must have no vector in any saved file (numpy on
-    SQLite); returns the problems, the saved graphs found and the vectors looked for."""
+    SQLite); returns the problems, the saved partitions found and the vectors looked for."""
     from unified_memory.testing import FakeEmbedder
 
     folder = Path(f"{args['path']}.vectors")
@@ -254,13 +254,13 @@ def _saved_vector_problems(args: dict, rows: Rows) -> tuple[list[str], int, int]
     present = {r[0] for r in rows("SELECT id FROM facts")}
     gone = {fid: text for fid, text in args["expect"]["forgotten_texts"].items() if fid not in present}
     if not gone:
-        return [], len(list(folder.glob("*.faiss"))), 0
+        return [], len(list(folder.glob("*.f32"))), 0
     vectors = FakeEmbedder(dim=DIM).embed(list(gone.values())).astype("float32")
     saved = {path.name: path.read_bytes() for path in folder.iterdir() if path.is_file()}
     problems = [f"forgotten fact {fid} {text!r}: its vector is in the saved file {name}"
                 for (fid, text), vector in zip(gone.items(), vectors, strict=True)
                 for name, data in saved.items() if vector.tobytes() in data]
-    return problems, sum(name.endswith(".faiss") for name in saved), len(gone)
+    return problems, sum(name.endswith(".f32") for name in saved), len(gone)
 
 
 def _check(args: dict) -> dict:
@@ -287,7 +287,7 @@ def _check(args: dict) -> dict:
                            else "SELECT 1 FROM sqlite_master WHERE name = 'facts'")
             if rows(facts_table):
                 before = _stored_ids(rows)
-                found, result["saved_graphs"], result["forgotten_checked"] = _saved_vector_problems(args, rows)
+                found, result["saved_partitions"], result["forgotten_checked"] = _saved_vector_problems(args, rows)
                 problems += found
                 result["snapshots"] = rows("SELECT COUNT(*) FROM index_snapshots")[0][0]
     if args["backend"] == "chroma":  # what the kill left in chroma, before the library repairs it
@@ -574,7 +574,7 @@ def test_sigkill_at_random_moments_loses_no_acknowledged_write(crash_files, stor
         counts["vector_mismatches"] += result["mismatch"]
         counts["rebuilt_at_open"] += result["repaired"]
         counts["opened_with_snapshots"] += result["snapshots"] > 0
-        counts["saved_vector_files"] += result.get("saved_graphs", 0) > 0
+        counts["saved_vector_files"] += result.get("saved_partitions", 0) > 0
         counts["forgotten_vectors_checked"] += result.get("forgotten_checked", 0)
 
     started = time.monotonic()
@@ -623,5 +623,5 @@ def test_sigkill_at_random_moments_loses_no_acknowledged_write(crash_files, stor
     assert KILLS < 50 or counts["opened_with_snapshots"] > 0, "no lexical snapshot was ever saved: SNAPSHOT_DOCS unused?"
     if "chroma" in files:
         assert Path(files["chroma"]["chroma_path"]).is_dir()
-    if storage_backend != "postgresql" and KILLS >= 50:  # the saved HNSW partitions were exercised
+    if storage_backend != "postgresql" and KILLS >= 50:  # the saved approximate partitions were exercised
         assert counts["saved_vector_files"] > 0 and counts["forgotten_vectors_checked"] > 0

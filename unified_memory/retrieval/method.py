@@ -115,8 +115,7 @@ def _vector_index(config: MemoryConfig, path: str | os.PathLike[str] | None) -> 
         from tiers.vectors import NumpyVectorIndex
 
         directory = f"{Path(path)}.vectors" if path is not None and not is_url(path) and str(path) != ":memory:" else None
-        return NumpyVectorIndex(approximate_above=settings.approximate_above, ef_search=settings.ef_search,
-                                connectivity=settings.hnsw_m, ef_construction=settings.ef_construction,
+        return NumpyVectorIndex(approximate_above=settings.approximate_above, depth=settings.scan_depth,
                                 directory=directory)
     from tiers.chroma_index import ChromaVectorIndex
 

@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 
 from scoring.embeddings import HashingEmbedder
-from tiers import hnsw_store
-from tiers.hnsw_index import HnswPartition
+from tiers import vector_store
+from tiers.vector_partition import Partition
 from tiers.vectors import NumpyVectorIndex
 from unified_memory import UnifiedMemory
 from unified_memory.config import VectorConfig
@@ -24,7 +24,7 @@ def built(folder, n=400, name="facts/ada", seed=0):
     index = NumpyVectorIndex(approximate_above=100, directory=str(folder))
     data = unit(n, seed=seed)
     index.upsert(name, [f"v{i}" for i in range(n)], data)
-    assert index.wait_builds(60)
+    assert index.approximate(name)
     return index, data
 
 
@@ -37,11 +37,12 @@ def test_a_partition_is_saved_with_its_journal_position_and_loaded_as_it_was(tmp
     index.save_partition("facts/ada", 42, "tag")
     index.save_partition("facts/small", 42, "tag")
     index.close()
-    assert len(files(folder)) == 3  # manifest, graph, ids
+    assert len(files(folder)) == 4  # manifest, vectors, codes, ids
     again = NumpyVectorIndex(approximate_above=100, directory=str(folder))
     assert again.load_saved("facts/ada", "tag") == 42 and again.load_saved("facts/ada", "tag") is None  # once
     assert again.load_saved("facts/small", "tag") is None
-    assert isinstance(again._parts["facts/ada"], HnswPartition)
+    assert again.approximate("facts/ada")
+    assert isinstance(again._parts["facts/ada"].matrix, np.memmap)  # mapped, not read
     assert [again.search("facts/ada", query, 10) for query in data[:20]] == before
     assert again.ids("facts/ada") == {f"v{i}" for i in range(400)} - {"v3", "v4"}
     again.upsert("facts/ada", ["v3", "new"], data[:2])  # a loaded graph takes writes; ranks continue
@@ -50,11 +51,9 @@ def test_a_partition_is_saved_with_its_journal_position_and_loaded_as_it_was(tmp
     again.close()
     third = NumpyVectorIndex(approximate_above=100, directory=str(folder))
     assert third.load_saved("facts/ada", "tag") == 50
-    assert {"v3", "new"} <= third.ids("facts/ada") and len(files(folder)) == 3  # old generation removed
+    assert {"v3", "new"} <= third.ids("facts/ada") and len(files(folder)) == 4  # old generation removed
     third.save_partition("facts/ada", 60, "tag")  # unchanged: only the manifest's position moves
-    assert [p.name for p in folder.iterdir() if p.suffix == ".faiss"] == [p.name for p in folder.iterdir()
-                                                                          if p.suffix == ".faiss"]
-    assert hnsw_store.load(folder, "facts/ada", "tag")[1] == 60
+    assert vector_store.load(folder, "facts/ada", "tag")[1] == 60
 
 
 def test_a_saved_file_holds_no_removed_vector(tmp_path):
@@ -72,7 +71,7 @@ def test_damaged_foreign_or_partial_files_are_deleted_and_never_raise(tmp_path, 
     folder = tmp_path / "db.vectors"
     index, _ = built(folder, n=200)
     index.save_partition("facts/ada", 3, "tag")
-    graph, ids = next(folder.glob("*.faiss")), next(folder.glob("*.ids.json"))
+    graph, ids = next(folder.glob("*.f32")), next(folder.glob("*.ids.json"))
     manifest = next(path for path in folder.glob("*.json") if not path.name.endswith(".ids.json"))
     (folder / "stray.tmp").write_text("x")
     if damage == "truncate":
@@ -87,7 +86,7 @@ def test_damaged_foreign_or_partial_files_are_deleted_and_never_raise(tmp_path, 
         manifest.write_text(json.dumps({**json.loads(manifest.read_text()), "format": 99}))
     elif damage == "count":
         state = json.loads(ids.read_text())
-        state["names"][0] = None
+        state["ids"][0] = state["ids"][1]
         ids.write_text(json.dumps(state))
     tag = "another model" if damage == "tag" else "tag"
     again = NumpyVectorIndex(approximate_above=100, directory=str(folder))
@@ -99,11 +98,11 @@ def test_a_crash_before_the_manifest_keeps_the_previous_save(tmp_path):
     folder = tmp_path / "db.vectors"
     index, _ = built(folder, n=200)
     index.save_partition("facts/ada", 3, "tag")
-    stem = next(folder.glob("*.faiss")).name.split(".")[0]
-    (folder / f"{stem}.feedbeef0000.faiss").write_bytes(b"half written")  # a newer save, cut short
-    (folder / f"{stem}.feedbeef0000.faiss.0a0b0c0d.tmp").write_bytes(b"half written")
-    assert len(hnsw_store.load(folder, "facts/ada", "tag")[0]) == 200
-    hnsw_store.delete(folder, "facts/ada")  # a forget deletes the leftovers too
+    stem = next(folder.glob("*.f32")).name.split(".")[0]
+    (folder / f"{stem}.feedbeef0000.f32").write_bytes(b"half written")  # a newer save, cut short
+    (folder / f"{stem}.feedbeef0000.codes.0a0b0c0d.tmp").write_bytes(b"half written")
+    assert len(vector_store.load(folder, "facts/ada", "tag")[0]) == 200
+    vector_store.delete(folder, "facts/ada")  # a forget deletes the leftovers too
     assert files(folder) == []
 
 
@@ -111,21 +110,19 @@ def test_drop_a_return_to_exact_and_delete_saved_remove_the_files(tmp_path):
     folder = tmp_path / "db.vectors"
     index, data = built(folder, n=200)
     index.upsert("facts/bo", [str(i) for i in range(200)], data)
-    assert index.wait_builds(60)
     for name in ("facts/ada", "facts/bo"):
         index.save_partition(name, 1, "tag")
-    assert len(files(folder)) == 6
+    assert len(files(folder)) == 8
     index.drop("facts/ada")
     index.delete("facts/bo", [str(i) for i in range(160)])  # 40 left: exact again
     index.save_partition("facts/bo", 2, "tag")
     assert files(folder) == []
     index.upsert("facts/cy", [str(i) for i in range(200)], data)
-    assert index.wait_builds(60)
     index.save_partition("facts/cy", 1, "tag")
     index.delete_saved("facts/cy")
     assert files(folder) == []
     index.save_partition("facts/cy", 2, "tag")  # held here, in step: saved again
-    assert len(files(folder)) == 3
+    assert len(files(folder)) == 4
 
 
 def settings():
@@ -133,25 +130,31 @@ def settings():
 
 
 def wait(mem):
-    assert mem._view.backend.dense.index.wait_builds(60)
+    assert mem._view.backend.dense.index.approximate("facts/default")
 
 
 @pytest.mark.sqlite_only
-def test_reopening_uses_the_saved_graph_and_replays_the_journal(tmp_path):
+def test_reopening_uses_the_saved_vectors_and_replays_the_journal(tmp_path, monkeypatch):
     path = tmp_path / "mem.db"
     facts = [f"my friend number {i} collects rare stamps from city {i}" for i in range(80)]
     with UnifiedMemory(path, **settings()) as mem:
         ids = [mem.remember(text) for text in facts]
         assert ids[7] in [hit.id for hit in mem.recall(facts[7], limit=5)]  # built from the store here
         wait(mem)
-    assert len(files(tmp_path / "mem.db.vectors")) == 3
+    assert len(files(tmp_path / "mem.db.vectors")) == 4
     with UnifiedMemory(path, retrieval="lexical") as mem:  # changes the saved graph does not hold
         extra = mem.remember("my neighbour repairs old bicycles on sundays")
         mem.remember("my friend number 9 moved to Porto")
+    loads = []
+    real = vector_store.load
+    monkeypatch.setattr(vector_store, "load", lambda *args: loads.append(real(*args)) or loads[-1])
+    encodes = []
+    monkeypatch.setattr(Partition, "approximate", lambda part, on: encodes.append(on))
     with UnifiedMemory(path, **settings()) as mem:
         dense = mem._view.backend.dense
         assert mem.recall("neighbour repairs old bicycles", limit=1)[0].id == extra
-        assert isinstance(dense.index._parts["facts/default"], HnswPartition)  # loaded, not rebuilt
+        assert loads and loads[0] is not None and dense.index.approximate("facts/default")  # loaded, not rebuilt
+        assert True not in encodes  # its codes were loaded too, not computed again
         facts_vectors = dense.partitions["facts"]
         in_store = {item_id: facts_vectors._key(item_id, text) for item_id, text in facts_vectors._loader("default")}
         assert dense.index.ids("facts/default") == set(in_store.values())  # the journal replayed: in step
@@ -171,14 +174,14 @@ def test_a_reset_since_the_saved_position_discards_it(tmp_path, monkeypatch):
     with UnifiedMemory(path, retrieval="lexical") as mem:
         mem.remember_many(facts[60:])
     loads = []
-    real = hnsw_store.load
-    monkeypatch.setattr(hnsw_store, "load", lambda *args: loads.append(real(*args)) or loads[-1])
+    real = vector_store.load
+    monkeypatch.setattr(vector_store, "load", lambda *args: loads.append(real(*args)) or loads[-1])
     with UnifiedMemory(path, **settings()) as mem:
         assert mem.recall(facts[70], limit=3)[0].text == facts[70]
         assert loads and loads[0] is not None  # read, then dropped: a reset was journalled since
         assert files(tmp_path / "mem.db.vectors") == []
         wait(mem)
-    assert len(files(tmp_path / "mem.db.vectors")) == 3  # the rebuilt one, saved at close
+    assert len(files(tmp_path / "mem.db.vectors")) == 4  # the rebuilt one, saved at close
 
 
 @pytest.mark.sqlite_only
@@ -202,14 +205,14 @@ def test_forget_deletes_the_saved_vectors_before_it_returns(tmp_path, whole_user
         assert ids[7] not in [hit.id for hit in mem.recall(facts[7], limit=80)]
     assert not any(vector in p.read_bytes() for p in folder.iterdir()) if folder.exists() else True
     if not whole_user:
-        assert len(files(folder)) == 3  # saved again at close, without it
+        assert len(files(folder)) == 4  # saved again at close, without it
         with UnifiedMemory(path, **settings()) as mem:
             assert ids[7] not in [hit.id for hit in mem.recall(facts[7], limit=80)]
             assert ids[8] in [hit.id for hit in mem.recall(facts[8], limit=5)]
 
 
 @pytest.mark.sqlite_only
-@pytest.mark.parametrize("damage", ["graph", "pruned journal", "other model"])
+@pytest.mark.parametrize("damage", ["vectors", "codes", "pruned journal", "other model"])
 def test_a_damaged_stale_or_foreign_saved_partition_is_rebuilt_without_an_error(tmp_path, damage):
     import sqlite3
 
@@ -219,11 +222,11 @@ def test_a_damaged_stale_or_foreign_saved_partition_is_rebuilt_without_an_error(
         ids = mem.remember_many(facts)
         mem.recall(facts[0])
         wait(mem)
-    assert len(files(folder)) == 3
+    assert len(files(folder)) == 4
     options = settings()
-    if damage == "graph":
-        graph = next(folder.glob("*.faiss"))
-        graph.write_bytes(graph.read_bytes()[: graph.stat().st_size // 2])
+    if damage in ("vectors", "codes"):  # same size, other bytes: the sampled codes disagree
+        saved = next(folder.glob("*.f32" if damage == "vectors" else "*.codes"))
+        saved.write_bytes(bytes(255 - byte for byte in saved.read_bytes()))
     elif damage == "pruned journal":  # the journal no longer reaches back to the saved position
         with sqlite3.connect(path) as db:
             db.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('index_journal_pruned_through', '999999')")
@@ -233,7 +236,7 @@ def test_a_damaged_stale_or_foreign_saved_partition_is_rebuilt_without_an_error(
         assert ids[9] in [hit.id for hit in mem.recall(facts[9], limit=5)]
         assert files(folder) == []  # not used: deleted, the partition built from the store
         wait(mem)
-    assert len(files(folder)) == 3  # saved again at close
+    assert len(files(folder)) == 4  # saved again at close
 
 
 @pytest.mark.sqlite_only
@@ -252,8 +255,8 @@ def test_saved_files_are_written_and_deleted_only_inside_a_write_transaction(tmp
             return real(*args, **kwargs)
         return call
 
-    monkeypatch.setattr(hnsw_store, "save", spy(hnsw_store.save, "save"))
-    monkeypatch.setattr(hnsw_store, "delete", spy(hnsw_store.delete, "delete"))
+    monkeypatch.setattr(vector_store, "save", spy(vector_store.save, "save"))
+    monkeypatch.setattr(vector_store, "delete", spy(vector_store.delete, "delete"))
     try:
         ids = mem.remember_many(facts)
         mem.recall(facts[0])
