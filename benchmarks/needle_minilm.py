@@ -20,11 +20,15 @@ code on hashing vectors, for a same-size comparison):
   ``{kind}_q300.f32``).
 
 At each size: exact R@1 / R@10 of the needle fact for its query; at each ``--graph-sizes`` (default:
-all sizes) a bare ``tiers.hnsw_index.HnswPartition`` (M16, efConstruction 100 unless ``--graph``)
-filled in chunks of 4,096 in insertion order, searched at each ``--ef``: needle R@1 / R@10, needle
+all sizes) a bare faiss HNSW graph (``needle_vectors.build_graph``: ``faiss.IndexHNSWFlat``, M16,
+efConstruction 100 unless ``--graph``) filled in chunks of 4,096 in insertion order, searched at each
+``--ef`` as the library searched its graph until commit 774acb2: needle R@1 / R@10, needle
 "self" (found first from its own vector), recall@10 of the 300 ordinary queries against the exact
 top 10 (ties with the 10th count as found, as in ``ann_index.py``), and "self" on 300 seeded stored
 ordinary facts. Printed as a markdown table; nothing else is written (except the --extra cache).
+
+The library has since replaced the graph by a scan of binary codes (``tiers.binary_codes``), which
+``binary_index.py`` measures on the same vectors.
 """
 
 from __future__ import annotations

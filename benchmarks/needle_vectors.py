@@ -9,11 +9,14 @@ with its far-away place. Here the same facts and queries are embedded with the s
 ``HashingEmbedder(384)``, without a memory, and
 
 - exact search (numpy, every fact scored) gives R@1 / R@10 of the needle fact at each ``--sizes``;
-- at ``--graph-sizes``, a :class:`tiers.hnsw_index.HnswPartition` is filled as the background build
-  fills it (chunks of 4,096 in insertion order; no tombstones, no save, no id mapping beyond the
-  partition's own) for each ``--graphs`` ``M:efConstruction``, then searched at each ``--ef``:
-  R@1 / R@10, and "self" = the share of needles found first when searched with their own vector
+- at ``--graph-sizes``, a faiss HNSW graph (``faiss.IndexHNSWFlat(384, M, METRIC_INNER_PRODUCT)``,
+  :func:`build_graph`) is filled as the library's background build used to fill it (chunks of 4,096 in
+  insertion order) for each ``--graphs`` ``M:efConstruction``, then searched at each ``--ef``: R@1 /
+  R@10, and "self" = the share of needles found first when searched with their own vector
   (reachability in the graph).
+
+These HNSW rows are why the library dropped its graph (commit 774acb2): the approximate search of
+large partitions is now a scan of binary codes, measured by ``binary_index.py`` on the same data.
 
 Printed as a markdown table; nothing is written.
 """
@@ -35,23 +38,42 @@ from _synthetic import labelled_needles, synthetic_facts  # noqa: E402
 
 DIM = 384
 SLICE = 20_000
-BUILD_CHUNK = 4096  # tiers.hnsw_build.CHUNK
+BUILD_CHUNK = 4096  # what the library's background HNSW build added at once (tiers/hnsw_build.py, removed)
 
 
-def build_graph(matrix: np.ndarray, connectivity: int, construction: int):  # type: ignore[no-untyped-def]
-    """A bare HNSW partition of ``matrix``'s rows (ids ``"0"``, ``"1"``, ...), filled as the background
-    build fills it (chunks of :data:`BUILD_CHUNK` in order), and the seconds it took."""
-    from tiers.hnsw_index import HnswPartition, faiss_module
+class Graph:
+    """A bare faiss HNSW graph searched as the library's ``HnswPartition`` searched it (until commit
+    774acb2): the graph returns ``limit`` labels at breadth ``max(ef_search, limit)``, re-scored
+    exactly and ordered by score, then by insertion. Ids are row numbers as strings."""
 
-    faiss_module().omp_set_num_threads(2)
-    n = len(matrix)
-    part = HnswPartition(DIM, connectivity=connectivity, ef_construction=construction)
-    part.reserve(n)
+    def __init__(self, matrix: np.ndarray, graph, ef_search: int = 128) -> None:  # type: ignore[no-untyped-def]
+        self.matrix, self.graph, self.ef_search = matrix, graph, ef_search
+
+    def search(self, vector: np.ndarray, limit: int) -> list[tuple[str, float]]:
+        import faiss
+
+        params = faiss.SearchParametersHNSW()
+        params.efSearch = max(self.ef_search, limit)
+        vector = np.ascontiguousarray(vector, dtype=np.float32)
+        labels = self.graph.search(vector[None, :], limit, params=params)[1][0]
+        labels = labels[labels >= 0]
+        scores = self.matrix[labels] @ vector
+        best = np.lexsort((labels, -scores))
+        return [(str(labels[i]), float(scores[i])) for i in best]
+
+
+def build_graph(matrix: np.ndarray, connectivity: int, construction: int) -> tuple[Graph, float]:
+    """An HNSW graph of ``matrix``'s rows (``faiss.IndexHNSWFlat``, inner product, 2 threads),
+    filled in chunks of :data:`BUILD_CHUNK` in order, and the seconds it took."""
+    import faiss
+
+    faiss.omp_set_num_threads(2)
+    graph = faiss.IndexHNSWFlat(matrix.shape[1], connectivity, faiss.METRIC_INNER_PRODUCT)
+    graph.hnsw.efConstruction = construction
     began = time.perf_counter()
-    for start in range(0, n, BUILD_CHUNK):
-        stop = min(n, start + BUILD_CHUNK)
-        part.put([str(i) for i in range(start, stop)], matrix[start:stop], np.arange(start, stop))
-    return part, time.perf_counter() - began
+    for start in range(0, len(matrix), BUILD_CHUNK):
+        graph.add(np.ascontiguousarray(matrix[start:start + BUILD_CHUNK]))
+    return Graph(matrix, graph), time.perf_counter() - began
 
 
 def _rank_hits(found: list[list[int]], answers: list[int], k: int) -> float:
