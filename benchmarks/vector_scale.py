@@ -4,19 +4,18 @@
         [--out benchmarks/results/vector_scale.md]
 
 Text-like vectors: ``HashingEmbedder(384)`` (feature hashing, no model), ``retrieval="embedding"``,
-the default numpy vector index (HNSW from ``approximate_above``, built in the background and
-saved beside the file at close). Two fresh child processes, so that each peak RSS (``ru_maxrss``)
-is its own:
+the default numpy vector index (from ``approximate_above`` a scan of binary codes re-scored
+exactly; saved beside the file at close and memory-mapped at reopen). Two fresh child processes,
+so that each peak RSS (``ru_maxrss``) is its own:
 
 1. *write*: ``remember_many`` of the synthetic facts (batches of 5,000) into a new file; one
-   recall, which loads the user's vectors from the embedding cache (an exact partition) and
-   starts the graph's build; recall p50 while it builds (exact search); the build's time
-   (``wait_builds``); then R@1 on stored texts — the query is a stored fact's exact text (a
-   seeded sample of ``--queries``), is that fact (or one with the same text) first? — and recall
-   p50 over those queries (``recall(q, limit=10)``); close (which saves the graph).
+   recall, which loads the user's vectors from the embedding cache and encodes their binary
+   codes; then R@1 on stored texts — the query is a stored fact's exact text (a seeded sample of
+   ``--queries``), is that fact (or one with the same text) first? — and recall p50 over those
+   queries (``recall(q, limit=10)``); close (which saves vectors and codes).
 2. *reopen*: in an interpreter that has imported the library (as ``scale.py``'s reopen), open the
-   file and recall once (the saved graph is loaded and brought in step with the store):
-   ``reopen + first recall``; then R@1 and p50 as above, from the loaded graph; then R@1 again
+   file and recall once (the saved vectors and codes are mapped and brought in step with the
+   store): ``reopen + first recall``; then R@1 and p50 as above; then R@1 again
    with ``ranking.dense_ceiling=0.7``, hybrid retrieval's cap (every cosine from 0.7 up a full match,
    so near-duplicate templates tie with the exact text and other signals decide; embedding-only
    retrieval's default ceiling is 1.0).
@@ -51,7 +50,6 @@ from _synthetic import distinct_queries, percentile, synthetic_facts  # noqa: E4
 
 BATCH = 5000
 DIM = 384
-BUILD_QUERIES = 50
 
 
 def _rss_mb() -> float:
@@ -124,10 +122,8 @@ def _measure(mem: Any, facts: list[str], ids: list[str], rows: list[int]) -> dic
 
 
 def _partition(mem: Any) -> str:
-    from tiers.hnsw_index import HnswPartition
-
     part = mem._backend.dense.index._parts.get("facts/bench")
-    return "HNSW" if isinstance(part, HnswPartition) else "exact" if part is not None else "none"
+    return "none" if part is None else "exact" if part.codes is None else "binary codes"
 
 
 def write(spec: dict[str, Any]) -> dict[str, Any]:
@@ -146,17 +142,6 @@ def write(spec: dict[str, Any]) -> dict[str, Any]:
         start = time.perf_counter()
         mem.recall(distinct_queries(1)[0], limit=10)
         res["first_recall_s"] = time.perf_counter() - start
-        build_start = time.perf_counter()
-        queries = distinct_queries(BUILD_QUERIES + 1)[1:]
-        times = []
-        for query in queries:
-            begin = time.perf_counter()
-            mem.recall(query, limit=10)
-            times.append((time.perf_counter() - begin) * 1000)
-        res["during_build_p50"] = percentile(times, 0.5)
-        res["during_build_partition"] = _partition(mem)
-        assert mem._backend.dense.index.wait_builds(7200)
-        res["build_s"] = time.perf_counter() - build_start
         res["partition"] = _partition(mem)
         res.update(_measure(mem, facts, ids, _sample(len(facts), spec["queries"])))
     finally:
@@ -185,7 +170,6 @@ def reopen(spec: dict[str, Any]) -> dict[str, Any]:
         mem.recall(facts[rows[0]], limit=10)
         res["reopen_s"] = time.perf_counter() - start
         res["partition"] = _partition(mem)
-        res["building"] = not mem._backend.dense.index.wait_builds(0)
         res.update(_measure(mem, facts, ids, rows))
     with _open(spec, dense_ceiling=0.7) as mem:  # the same, cosine capped at hybrid retrieval's 0.7
         res["r1_ceiling_07"] = _measure(mem, facts, ids, rows)["r1"]
@@ -218,19 +202,15 @@ def report(argv: list[str], args: argparse.Namespace, written: dict, reopened: d
     n = f"{args.size:,}"
     rows = [
         f"| write ({n} facts, remember_many) | {written['write_s']:,.1f} s ({args.size / written['write_s']:,.0f} facts/s) | – | – |",
-        f"| first recall (vectors loaded, build started) | {written['first_recall_s']:.2f} s | – | – |",
-        f"| recall p50 while the graph builds ({written['during_build_partition']}) | "
-        f"{written['during_build_p50']:.1f} ms | – | – |",
-        f"| graph build (background) | {written['build_s']:,.1f} s | – | – |",
-        f"| R@1 on stored texts, recall(), after the build ({written['partition']}) | {written['r1']:.3f} | >= 0.95 | "
+        f"| first recall (vectors loaded from the cache, codes encoded) | {written['first_recall_s']:.2f} s | – | – |",
+        f"| R@1 on stored texts, recall() ({written['partition']}) | {written['r1']:.3f} | >= 0.95 | "
         f"{verdict(written['r1'], 0.95, higher=True)} |",
-        f"| R@1 on stored texts, the vector index alone, after the build | {written.get('r1_index', float('nan')):.3f} "
-        "| – | – |",
-        f"| recall p50 / p95, after the build | {written['p50']:.2f} / {written['p95']:.2f} ms | p50 <= 10 ms | "
+        f"| R@1 on stored texts, the vector index alone | {written.get('r1_index', float('nan')):.3f} | – | – |",
+        f"| recall p50 / p95 | {written['p50']:.2f} / {written['p95']:.2f} ms | p50 <= 10 ms | "
         f"{verdict(written['p50'], 10)} |",
-        f"| close (saves the graph) | {written['close_s']:.2f} s | – | – |",
+        f"| close (saves vectors and codes) | {written['close_s']:.2f} s | – | – |",
         f"| peak RSS, write process | {written['rss_mb']:,.0f} MB{_anon(written)} | – | – |",
-        f"| reopen + first recall ({reopened['partition']}{', building' if reopened['building'] else ''}) | "
+        f"| reopen + first recall ({reopened['partition']}, memory-mapped) | "
         f"{reopened['reopen_s']:.2f} s | <= 3 s | {verdict(reopened['reopen_s'], 3)} |",
         f"| R@1 on stored texts, recall(), reopened | {reopened['r1']:.3f} | >= 0.95 | "
         f"{verdict(reopened['r1'], 0.95, higher=True)} |",
@@ -247,8 +227,8 @@ def report(argv: list[str], args: argparse.Namespace, written: dict, reopened: d
         f"Command: `python benchmarks/vector_scale.py {shlex.join(argv)}`",
         f"Machine: {machine()}; library at {library_version()}; 1-minute load average before / after: "
         f"{load[0]:.2f} / {load[1]:.2f}.",
-        f"`HashingEmbedder({DIM})`, `retrieval=\"embedding\"`, default numpy index (HNSW past "
-        f"`approximate_above`); {written['facts_active']:,} active facts; {args.queries} queries, each a stored "
+        f"`HashingEmbedder({DIM})`, `retrieval=\"embedding\"`, default numpy index (binary codes "
+        f"past `approximate_above`); {written['facts_active']:,} active facts; {args.queries} queries, each a stored "
         "fact's exact text.",
         "| measure | value | target | |\n|---|---|---|---|\n" + "\n".join(rows),
     ]) + "\n"

@@ -128,13 +128,15 @@ class Partition:
                 if self.codes is not None:
                     self.codes[row] = self.codes[last]
 
-    def _scores(self, vector: np.ndarray) -> np.ndarray:
-        size = len(self.ids)
+    def _scores(self, vector: np.ndarray, rows: np.ndarray | None = None) -> np.ndarray:
+        """Scores of every held vector, or of those in ``rows``, a slice at a time (one thread)."""
+        size = len(self.ids) if rows is None else len(rows)
         scores = np.empty(size, dtype=np.float32)
         step = max(1, _CHUNK_ELEMENTS // len(vector))
         for start in range(0, size, step):
             stop = min(size, start + step)
-            np.matmul(self.matrix[start:stop], vector, out=scores[start:stop])
+            block = self.matrix[start:stop] if rows is None else self.matrix[rows[start:stop]]
+            np.matmul(block, vector, out=scores[start:stop])
         return scores
 
     def search(self, vector: np.ndarray, limit: int, *, depth: int = 2000) -> list[tuple[str, float]]:
@@ -145,8 +147,8 @@ class Partition:
             return []
         if self.codes is not None and max(depth, limit) < size:
             code = binary_codes.encode(vector[None, :])[0]
-            rows = binary_codes.nearest(self.codes[:size], code, max(depth, limit))
-            scores = self.matrix[rows] @ vector
+            rows = np.sort(binary_codes.nearest(self.codes[:size], code, max(depth, limit)))  # in file order
+            scores = self._scores(vector, rows)
             best = np.lexsort((self.order[rows], -scores))[:limit]
             return [(self.ids[rows[i]], float(scores[i])) for i in best]
         scores = self._scores(vector)
