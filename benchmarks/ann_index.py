@@ -1,7 +1,8 @@
-"""Approximate vector search: faiss HNSW against the exact numpy search (and the old IVF).
+"""Approximate vector search: the library's binary-code scan and faiss HNSW against the exact numpy
+search (and the old IVF).
 
     python benchmarks/ann_index.py [--data hashing:300000 minilm:50000] [--queries 300]
-        [--configs exact ivf faiss:16:100:64,128 ...] [--cache /tmp/ann_vectors]
+        [--configs exact binary:1000,2000 ivf faiss:16:100:64,128 ...] [--cache /tmp/ann_vectors]
         [--out benchmarks/results/ann_index.md]
 
 Data sets (vectors cached as raw float32 files under ``--cache``, computed once):
@@ -13,12 +14,18 @@ Configs, each in a fresh subprocess (peak RSS, ``ru_maxrss``, never mixes):
 
 - ``exact``: brute force (one float32 matrix-vector product per query, the numpy backend below
   ``approximate_above``);
+- ``binary:D1,D2``: the numpy backend past ``approximate_above`` (``NumpyVectorIndex(approximate_above=2,
+  depth=D)``, build s = encoding every vector, ``tiers.binary_codes``), searched at each depth D; then
+  the partition saved and loaded as ``tiers.vector_store`` does (save s / load s: raw vectors + codes
+  written, then memory-mapped);
 - ``ivf``: the inverted file the numpy backend used before HNSW, ``nprobe`` 16 (its default): removed
   since, so run this config from a checkout of commit fec0012 with this script copied into it;
 - ``faiss:M:efC:efS1,efS2``: ``faiss.IndexHNSWFlat(d, M, METRIC_INNER_PRODUCT)``, ``efConstruction``,
-  ``efSearch``, built with one ``add`` (``--threads``, 2), searched at each efS; then saved and
-  loaded as ``tiers.hnsw_store`` does (save s / load s). usearch was measured by the script of
-  commit cad04f1 (``benchmarks/results/ann_index.md``) and is no longer a dependency.
+  ``efSearch``, built with one ``add`` (``--threads``, 2), searched at each efS. The library used
+  such a graph for large partitions until commit 774acb2 (dropped: it lost rare facts, see
+  ``needle_vectors.py``); its save / load through the removed ``tiers.hnsw_store`` is no longer
+  timed here. usearch was measured by the script of commit cad04f1 (``benchmarks/results/ann_index.md``)
+  and is no longer a dependency.
 
 Queries run one at a time on one thread. recall@10 = overlap with the exact top 10 over text
 queries; R@1 stored = share of stored vectors (a seeded sample) that come back first when
@@ -84,7 +91,7 @@ def exact_top(data: np.ndarray, queries: np.ndarray, k: int) -> np.ndarray:
 
 def build(config: str, data: np.ndarray, threads: int):
     """``(search, set_ef)``: a function ``(vector, k) -> row numbers`` over ``data`` and one
-    setting the search breadth (a no-op for exact and IVF)."""
+    setting the search breadth (efSearch, the scan depth; a no-op for exact and IVF)."""
     name, *params = config.split(":")
     if name == "exact":
         from tiers.numpy_index import NumpyVectorIndex
@@ -92,6 +99,16 @@ def build(config: str, data: np.ndarray, threads: int):
         index = NumpyVectorIndex(approximate_above=None)
         index.upsert("b", [str(i) for i in range(len(data))], data)
         return (lambda q, k: [int(key) for key, _ in index.search("b", q, k)]), (lambda ef: None)
+    if name == "binary":
+        from tiers.numpy_index import NumpyVectorIndex
+
+        index = NumpyVectorIndex(approximate_above=2)
+        index.upsert("b", [str(i) for i in range(len(data))], data, owned=True)  # encodes every vector
+        build.part = index._parts["b"]  # type: ignore[attr-defined]  # for reopen(), after the searches
+
+        def set_depth(depth: int) -> None:
+            index.depth = depth
+        return (lambda q, k: [int(key) for key, _ in index.search("b", q, k)]), set_depth
     if name == "ivf":  # the inverted file replaced by HNSW (tiers/ivf_index.py up to commit fec0012)
         from tiers.ivf_index import IvfPartition  # type: ignore[import-not-found]
 
@@ -105,7 +122,6 @@ def build(config: str, data: np.ndarray, threads: int):
     index.hnsw.efConstruction = ef_c
     index.add(data)
     faiss.omp_set_num_threads(1)
-    build.graph = (index, m, ef_c)  # type: ignore[attr-defined]  # for reopen(), after the searches
 
     def set_ef_faiss(ef: int) -> None:
         index.hnsw.efSearch = ef
@@ -115,24 +131,25 @@ def build(config: str, data: np.ndarray, threads: int):
     return search, set_ef_faiss
 
 
-def reopen(data: np.ndarray, graph, m: int, ef_c: int) -> tuple[float, float]:
-    """Seconds to save the graph as ``tiers.hnsw_store`` does (under the write lock, at close), and
-    to load it back (files in the page cache)."""
+def reopen(part) -> tuple[float, float]:  # type: ignore[no-untyped-def]
+    """Seconds to save an approximate partition (vectors + binary codes) as ``tiers.vector_store``
+    does (under the write lock, at close), and to load it back (memory-mapped; files in the page
+    cache). Ids as long as the library's (``f{i}|`` and 16 hex digits)."""
     import tempfile
 
-    from tiers import hnsw_store
-    from tiers.hnsw_index import HnswPartition
+    from tiers import vector_store
+    from tiers.vector_partition import Partition
 
-    part = HnswPartition.restore(graph, [f"f{i}|0123456789abcdef" for i in range(len(data))],
-                                 np.arange(len(data), dtype=np.int64), next_order=len(data),
-                                 params={"connectivity": m, "ef_construction": ef_c, "ef_search": 128})
+    size = len(part)
+    saved_part = Partition.adopt([f"f{i}|0123456789abcdef" for i in range(size)], part.matrix[:size],
+                                 codes=part.codes[:size])
     with tempfile.TemporaryDirectory() as folder:
         start = time.perf_counter()
-        hnsw_store.save(folder, "facts/bench", part, head=1, tag="bench")
+        vector_store.save(folder, "facts/bench", saved_part, head=1, tag="bench")
         saved = time.perf_counter() - start
         start = time.perf_counter()
-        loaded = hnsw_store.load(folder, "facts/bench", "bench")
-        assert loaded is not None and len(loaded[0]) == len(data)
+        loaded = vector_store.load(folder, "facts/bench", "bench")
+        assert loaded is not None and len(loaded[0]) == size
         return saved, time.perf_counter() - start
 
 
@@ -141,7 +158,10 @@ def child(args: argparse.Namespace) -> dict:
     n = int(n)
     data, queries = vectors(kind, n, args.queries, args.cache)
     name, *params = config.split(":")
-    efs = [int(ef) for ef in params[2].split(",")] if len(params) > 2 else [0]
+    if name == "binary":  # binary:D1,D2 (default depth: the library's, 2000)
+        efs, params = [int(depth) for depth in (params[0] if params else "2000").split(",")], []
+    else:
+        efs = [int(ef) for ef in params[2].split(",")] if len(params) > 2 else [0]
     result = {"data": f"{kind} {n:,}", "config": ":".join([name, *params[:2]]), "rss_before": rss_mb()}
     start = time.perf_counter()
     search, set_ef = build(config, data, args.threads)
@@ -165,8 +185,8 @@ def child(args: argparse.Namespace) -> dict:
         rows.append({"ef": ef, "p50": float(np.percentile(times, 50)), "p95": float(np.percentile(times, 95)),
                      "recall": float(np.mean(recall)), "r1_stored": float(np.mean(hits))})
     result["rows"] = rows
-    graph = getattr(build, "graph", None)
-    result["save_s"], result["load_s"] = reopen(data, *graph) if graph is not None else (None, None)
+    part = getattr(build, "part", None)
+    result["save_s"], result["load_s"] = reopen(part) if part is not None else (None, None)
     return result
 
 
@@ -175,7 +195,7 @@ def fmt(seconds: float | None) -> str:
 
 
 def table(results: list[dict]) -> str:
-    head = ("| data | index (M:efC) | efS | build s | p50 ms | p95 ms | recall@10 | R@1 stored | peak RSS MB "
+    head = ("| data | index (M:efC) | efS / depth | build s | p50 ms | p95 ms | recall@10 | R@1 stored | peak RSS MB "
             "| save s | load s |")
     lines = [head, "|" + "---|" * (head.count("|") - 1)]
     for r in results:
@@ -211,17 +231,17 @@ def main() -> None:
             print("\n".join(table(results[-1:]).splitlines()[2:]), file=sys.stderr, flush=True)
     command = "python benchmarks/ann_index.py " + shlex.join(sys.argv[1:])
     text = "\n\n".join([
-        "# Approximate vector search: HNSW vs exact (and the old IVF)",
+        "# Approximate vector search: binary codes and HNSW vs exact (and the old IVF)",
         f"Command: `{command.strip()}`",
         f"Machine: {platform.platform()}, {os.cpu_count()} CPUs, Python {platform.python_version()}, "
         f"numpy {np.__version__}; library at {library_version()}",
         table(results),
         f"- 1-minute load average before / after: {load_before:.2f} / {os.getloadavg()[0]:.2f} (shared machine).\n"
-        "- build s: one bulk add of all N (2 threads); p50/p95: one text query at a time, k=10, one thread.\n"
+        "- build s: one bulk add of all N (HNSW: 2 threads; binary: encoding the codes); p50/p95: one text query at a time, k=10, one thread.\n"
         "- recall@10 vs exact top 10 on text queries; R@1 stored: a stored vector searched for itself comes "
         "back first.\n- peak RSS: whole child process, including the N float32 input vectors.\n"
-        "- save s / load s: `tiers.hnsw_store.save` / `load` of the graph with N ids (the reopen cost "
-        "of a saved partition, files in the page cache; after the peak RSS above).",
+        "- save s / load s (binary only): `tiers.vector_store.save` / `load` of the partition with N ids "
+        "(the reopen cost of a saved partition, memory-mapped, files in the page cache; after the peak RSS above).",
     ]) + "\n"
     publish(text, args.out)
 
