@@ -1,5 +1,5 @@
-"""A candidate for the approximate vector index: an exhaustive scan of binary codes, then exact
-re-scoring (issue 20; the needles HNSW loses, see ``needle_minilm.py``).
+"""How the binary codes were chosen: an exhaustive scan of binary codes, then exact re-scoring
+(issue 20; the needles HNSW loses, see ``needle_minilm.py``).
 
     HF_HUB_OFFLINE=1 python benchmarks/binary_scan.py [--kind minilm|hashing] [--size 100000]
         [--depths 200 1000 3000]
@@ -11,6 +11,10 @@ seeded random projections (packed, 64 bytes). A query's code is compared with ev
 vectors and the best 10 returned. Reported: the needles' R@1 / R@10, the ordinary queries' recall@10
 against the exact top 10, and numpy milliseconds per query (faiss ``IndexBinaryFlat`` is faster;
 timing it is separate). An exhaustive scan cannot stop early the way a graph search can.
+
+The library adopted the SimHash variant with 1,024 projections (``tiers.binary_codes``, seed 5, faiss
+``knn_hamming`` when installed); ``binary_index.py`` measures that index itself against exact search.
+This script stays the standalone comparison of code kinds and depths.
 """
 
 from __future__ import annotations
