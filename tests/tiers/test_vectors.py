@@ -217,18 +217,22 @@ def test_numpy_index_rejects_bad_shapes():
 
 
 def test_numpy_index_scores_large_partitions_in_slices(monkeypatch):
-    import tiers.numpy_index
+    import tiers.vector_partition
 
     rng = np.random.default_rng(7)
     vectors = rng.standard_normal((1000, 8)).astype(np.float32)
     query = rng.standard_normal(8).astype(np.float32)
     index = NumpyVectorIndex()
     index.upsert("p", [f"id{i}" for i in range(1000)], vectors)
-    monkeypatch.setattr(tiers.numpy_index, "_CHUNK_ELEMENTS", 8 * 37)  # 37 rows per slice
+    monkeypatch.setattr(tiers.vector_partition, "_CHUNK_ELEMENTS", 8 * 37)  # 37 rows per slice
     found = index.search("p", query, 1000)
     exact = vectors.astype(np.float64) @ query.astype(np.float64)
     assert [key for key, _ in found[:20]] == [f"id{i}" for i in np.argsort(-exact)[:20]]
     assert np.allclose([score for _, score in found], np.sort(exact)[::-1], atol=1e-5)
+    approximate = NumpyVectorIndex(approximate_above=10, depth=300)  # the re-scoring of the scanned rows too
+    approximate.upsert("p", [f"id{i}" for i in range(1000)], vectors)
+    found = approximate.search("p", query, 20)
+    assert len(found) == 20 and all(score == pytest.approx(float(exact[int(key[2:])]), abs=1e-5) for key, score in found)
 
 
 ops = st.lists(st.one_of(
