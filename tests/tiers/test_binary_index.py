@@ -253,3 +253,27 @@ def test_vector_config_fields_reach_the_index():
     with pytest.raises(ConfigError) as caught:
         MemoryConfig.build(None, {"vectors": {"scan_depth": 0}})
     assert "scan_depth" in str(caught.value)
+
+
+def test_the_faiss_scan_runs_on_one_thread_and_leaves_the_callers_setting_alone():
+    faiss = binary_codes.faiss_or_none()
+    if faiss is None:
+        pytest.skip("faiss is not installed")
+    codes = binary_codes.encode(clustered(5000, seed=13))
+    seen = []
+    real = faiss.knn_hamming
+
+    def spy(*args, **kwargs):
+        seen.append(faiss.omp_get_max_threads())
+        return real(*args, **kwargs)
+
+    before = faiss.omp_get_max_threads()
+    faiss.omp_set_num_threads(3)
+    try:
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(faiss, "knn_hamming", spy)
+            rows = binary_codes.nearest(codes, codes[42], 100)
+        assert seen == [1] and 42 in rows.tolist()
+        assert faiss.omp_get_max_threads() == 3  # restored
+    finally:
+        faiss.omp_set_num_threads(before)
