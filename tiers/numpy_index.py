@@ -7,7 +7,7 @@ memory-mapped when loaded (:mod:`tiers.vector_store`).
 Re-exported by :mod:`tiers.vectors`. An exact search is one matrix-vector product (in
 single-threaded slices) and a partial sort; it is bound by memory bandwidth: about 1.5 ms at
 10,000 x 384 and 15 ms at 100,000 x 384 on a 2-core machine. A code scan reads 128 bytes per
-vector instead of 1,536: about 4 ms at 300,000 (``benchmarks/binary_index.py``).
+vector instead of 1,536: about 3 ms at 300,000 (``benchmarks/binary_index.py``).
 
     >>> index = NumpyVectorIndex()
     >>> index.upsert("facts/ada", ["a"], np.array([[1.0, 0.0]]))

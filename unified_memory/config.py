@@ -222,8 +222,8 @@ class VectorConfig(_Config):
     approximate_above: int | None = Field(
         default=100_000, ge=2,
         description="numpy backend: a partition of at least this many vectors is searched approximately "
-                    "(a scan of binary codes, then exact scores for the scan_depth nearest: 4 ms instead of "
-                    "34 ms at 300k text-like vectors, finding what the exact search finds: "
+                    "(a scan of binary codes, then exact scores for the scan_depth nearest: 3.2 ms instead of "
+                    "43 ms at 300k text-like vectors, finding what the exact search finds: "
                     "benchmarks/results/binary_index.md); below half of it, exact again. None = always exact.")
     scan_depth: int = Field(default=2000, ge=1, description="numpy backend, approximate partitions: how many "
                             "nearest binary codes are scored exactly; higher finds more true neighbours, slower.")
