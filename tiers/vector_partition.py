@@ -112,8 +112,8 @@ class Partition:
             self.codes[written] = binary_codes.encode(vectors)
 
     def delete(self, ids: Sequence[str]) -> None:
-        """Remove ids (unknown ids are ignored); the last row moves into each hole, so the
-        removed vector is overwritten."""
+        """Remove ids (unknown ids are ignored); the last row moves into each hole and the row it
+        leaves is zeroed, so no removed vector stays in memory (nor in a saved copy)."""
         for key in ids:
             row = self.rows.pop(key, None)
             if row is None:
@@ -127,6 +127,7 @@ class Partition:
                 self.order[row] = self.order[last]
                 if self.codes is not None:
                     self.codes[row] = self.codes[last]
+            self.matrix[last] = 0.0
 
     def _scores(self, vector: np.ndarray, rows: np.ndarray | None = None) -> np.ndarray:
         """Scores of every held vector, or of those in ``rows``, a slice at a time (one thread)."""

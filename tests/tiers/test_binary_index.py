@@ -277,3 +277,15 @@ def test_the_faiss_scan_runs_on_one_thread_and_leaves_the_callers_setting_alone(
         assert faiss.omp_get_max_threads() == 3  # restored
     finally:
         faiss.omp_set_num_threads(before)
+
+
+@pytest.mark.parametrize("approximate_above", [None, 2])
+def test_a_removed_vector_does_not_stay_in_memory(approximate_above):
+    data = unit(40, seed=14)
+    index = NumpyVectorIndex(approximate_above=approximate_above)
+    index.upsert("p", [f"v{i}" for i in range(40)], data)
+    index.delete("p", ["v39", "v3"])  # the last row, then one moved into
+    part = index._parts["p"]
+    held = part.matrix.tobytes()
+    assert data[39].tobytes() not in held and data[3].tobytes() not in held
+    assert data[38].tobytes() in held and index.ids("p") == {f"v{i}" for i in range(40)} - {"v3", "v39"}
