@@ -128,11 +128,16 @@ def labelled_needles(k: int = 50, seed: int = 23) -> list[Needle]:
     return needles
 
 
+def needle_positions(n: int, count: int) -> list[int]:
+    """Where :func:`facts_with_needles` puts ``count`` needles among ``n`` facts (evenly spread)."""
+    step = n // count
+    return [j * step + step // 2 for j in range(count)]
+
+
 def facts_with_needles(n: int, needles: list[Needle], seed: int = 7) -> list[str]:
     """``n`` facts: the synthetic ones with the needles spread evenly through them (replacing)."""
     facts = synthetic_facts(n, seed)
     if needles and n >= len(needles):
-        step = n // len(needles)
-        for j, needle in enumerate(needles):
-            facts[j * step + step // 2] = needle.fact
+        for position, needle in zip(needle_positions(n, len(needles)), needles, strict=True):
+            facts[position] = needle.fact
     return facts

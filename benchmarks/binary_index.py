@@ -42,7 +42,7 @@ sys.path[:0] = [str(ROOT), str(Path(__file__).resolve().parent)]
 
 import needle_minilm as nm  # noqa: E402
 from _report import library_version, machine, publish  # noqa: E402
-from _synthetic import labelled_needles  # noqa: E402
+from _synthetic import labelled_needles, needle_positions  # noqa: E402
 from needle_vectors import _rank_hits  # noqa: E402
 
 PARTITION = "facts/bench"
@@ -118,8 +118,7 @@ def main() -> None:
              "| p95 ms | encode s |", "|---|---|---|---|---|---|---|---|---|---|"]
     numpy_rows: list[str] = []
     for n in sorted(args.sizes):
-        step = n // len(needles)
-        answers = [j * step + step // 2 for j in range(len(needles))]  # facts_with_needles' positions
+        answers = needle_positions(n, len(needles))
         matrix = vectors[:n].copy()
         matrix[answers] = needle_facts
         matrix.setflags(write=False)  # shared by the indexes below: none may write it

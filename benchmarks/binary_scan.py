@@ -29,7 +29,7 @@ import numpy as np
 sys.path[:0] = [str(Path(__file__).resolve().parents[1]), str(Path(__file__).resolve().parent)]
 
 import needle_minilm as nm  # noqa: E402
-from _synthetic import labelled_needles  # noqa: E402
+from _synthetic import labelled_needles, needle_positions  # noqa: E402
 
 
 def main() -> None:
@@ -48,8 +48,7 @@ def main() -> None:
     needles = labelled_needles(50)
     queries, facts = embed([x.query for x in needles]), embed([x.fact for x in needles])
     vectors = nm.fact_vectors(args.kind, args.size, args.cache, args.extra, embed)
-    step = args.size // 50
-    answers = np.array([j * step + step // 2 for j in range(50)])
+    answers = np.array(needle_positions(args.size, 50))
     vectors[answers] = facts
     texts = nm.query_vectors(args.kind, args.cache, args.extra, embed)
     projection = np.random.default_rng(5).standard_normal((vectors.shape[1], 512)).astype(np.float32)

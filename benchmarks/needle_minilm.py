@@ -44,9 +44,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _synthetic import distinct_queries, labelled_needles, synthetic_facts  # noqa: E402
+from _synthetic import distinct_queries, labelled_needles, needle_positions, synthetic_facts  # noqa: E402
 from ann_index import exact_top  # noqa: E402
-from needle_vectors import DIM, _rank_hits, build_graph  # noqa: E402
+from needle_vectors import DIM, _rank_hits, build_graph, graph_needles  # noqa: E402
 
 EMBED_CHUNK = 5_000
 QUERIES = 300
@@ -135,8 +135,7 @@ def main() -> None:
     print(f"| {args.kind} facts | search | needle R@1 | needle R@10 | needle self | text recall@10 | stored self |\n"
           "|---|---|---|---|---|---|---|", flush=True)
     for n in sorted(set(args.sizes) | set(graph_sizes)):
-        step = n // len(needles)
-        answers = [j * step + step // 2 for j in range(len(needles))]  # facts_with_needles' positions
+        answers = needle_positions(n, len(needles))
         kept = vectors[answers].copy()
         vectors[answers] = needle_vectors
         matrix = vectors[:n]
@@ -150,9 +149,7 @@ def main() -> None:
             part, built = build_graph(matrix, connectivity, construction)
             for ef in args.ef:
                 part.ef_search = ef
-                found = [[int(key) for key, _ in part.search(query, 10)] for query in needle_queries]
-                self_found = sum(part.search(needle_vectors[j], 1)[0][0] == str(answers[j])
-                                 for j in range(len(needles))) / len(needles)
+                found, self_found = graph_needles(part, needle_queries, needle_vectors, answers)
                 text = [[int(key) for key, _ in part.search(query, 10)] for query in text_queries]
                 recall = np.mean([sum(float(matrix[f] @ q) >= t - 1e-6 for f in hit) / 10
                                   for hit, q, t in zip(text, text_queries, kth, strict=True)])

@@ -34,7 +34,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _synthetic import labelled_needles, synthetic_facts  # noqa: E402
+from _synthetic import labelled_needles, needle_positions, synthetic_facts  # noqa: E402
 
 DIM = 384
 SLICE = 20_000
@@ -60,6 +60,15 @@ class Graph:
         scores = self.matrix[labels] @ vector
         best = np.lexsort((labels, -scores))
         return [(str(labels[i]), float(scores[i])) for i in best]
+
+
+def graph_needles(part: Graph, queries: np.ndarray, needle_vectors: np.ndarray,
+                  answers: list[int]) -> tuple[list[list[int]], float]:
+    """The graph's top-10 rows for each needle query, and the share of needles found first from
+    their own vector (reachability)."""
+    found = [[int(key) for key, _ in part.search(query, 10)] for query in queries]
+    own = sum(part.search(vector, 1)[0][0] == str(answer) for vector, answer in zip(needle_vectors, answers, strict=True))
+    return found, own / len(answers)
 
 
 def build_graph(matrix: np.ndarray, connectivity: int, construction: int) -> tuple[Graph, float]:
@@ -99,8 +108,7 @@ def main() -> None:
     needle_vectors = embedder.embed([needle.fact for needle in needles])
     print("| facts | search | R@1 | R@10 | self |\n|---|---|---|---|---|")
     for n in sorted(set(args.sizes) | set(args.graph_sizes)):
-        step = n // len(needles)
-        answers = [j * step + step // 2 for j in range(len(needles))]  # facts_with_needles' positions
+        answers = needle_positions(n, len(needles))
         kept = vectors[answers].copy()
         vectors[answers] = needle_vectors
         matrix = vectors[:n]
@@ -114,9 +122,7 @@ def main() -> None:
             part, built = build_graph(matrix, connectivity, construction)
             for ef in args.ef:
                 part.ef_search = ef
-                found = [[int(key) for key, _ in part.search(query, 10)] for query in queries]
-                self_found = sum(part.search(needle_vectors[j], 1)[0][0] == str(answers[j])
-                                 for j in range(len(needles))) / len(needles)
+                found, self_found = graph_needles(part, queries, needle_vectors, answers)
                 print(f"| {n:,} | HNSW M{connectivity} efC{construction} efS{ef} (built in {built:,.0f} s) | "
                       f"{_rank_hits(found, answers, 1):.2f} | {_rank_hits(found, answers, 10):.2f} | "
                       f"{self_found:.2f} |", flush=True)
