@@ -42,6 +42,7 @@ import hashlib
 import json
 import os
 import secrets
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import numpy as np
@@ -70,13 +71,14 @@ def _temporary(path: Path) -> Path:
     return path.with_name(path.name + f".{secrets.token_hex(4)}.tmp")
 
 
-def _write_bytes(path: Path, array: np.ndarray) -> None:
+def _atomic(path: Path, chunks: Iterable[bytes | memoryview]) -> None:
+    """Write ``chunks`` to a temporary file beside ``path``, fsync it, then move it into place
+    (a failure deletes the temporary file)."""
     temporary = _temporary(path)
     try:
         with open(temporary, "wb") as out:
-            step = max(1, (64 << 20) // max(1, array[:1].nbytes))  # 64 MB at a time: no whole-array copy
-            for start in range(0, len(array), step):
-                out.write(np.ascontiguousarray(array[start:start + step]).data)
+            for chunk in chunks:
+                out.write(chunk)
             out.flush()
             os.fsync(out.fileno())
         os.replace(temporary, path)
@@ -86,13 +88,15 @@ def _write_bytes(path: Path, array: np.ndarray) -> None:
         raise
 
 
+def _slices(array: np.ndarray) -> Iterator[memoryview]:
+    """``array``'s bytes, 64 MB at a time (no whole-array copy)."""
+    step = max(1, (64 << 20) // max(1, array[:1].nbytes))
+    for start in range(0, len(array), step):
+        yield np.ascontiguousarray(array[start:start + step]).data
+
+
 def _write(path: Path, text: str) -> None:
-    temporary = _temporary(path)
-    with open(temporary, "w", encoding="utf-8") as out:
-        out.write(text)
-        out.flush()
-        os.fsync(out.fileno())
-    os.replace(temporary, path)
+    _atomic(path, [text.encode("utf-8")])
 
 
 def _remove(folder: Path, stem: str, keep: str | None = None) -> None:
@@ -116,8 +120,8 @@ def save(directory: str | os.PathLike[str], partition: str, part: Partition, *, 
     folder.mkdir(parents=True, exist_ok=True)
     stem, generation = _stem(partition), secrets.token_hex(6)
     size = len(part)
-    _write_bytes(folder / f"{stem}.{generation}.f32", part.matrix[:size])
-    _write_bytes(folder / f"{stem}.{generation}.codes", part.codes[:size])
+    _atomic(folder / f"{stem}.{generation}.f32", _slices(part.matrix[:size]))
+    _atomic(folder / f"{stem}.{generation}.codes", _slices(part.codes[:size]))
     state = {"format": _FORMAT, "partition": partition, "dim": part.dim, "bits": binary_codes.BITS,
              "seed": binary_codes.SEED, "ids": part.ids, "order": part.order[:size].tolist(),
              "next_order": part.next_order}
