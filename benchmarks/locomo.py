@@ -48,6 +48,7 @@ from scoring.embeddings import SentenceTransformerEmbedder, default_embedder  # 
 from scoring.lexical import LexicalIndex  # noqa: E402
 from scoring.text import STOPWORDS, tokenize_words  # noqa: E402
 from unified_memory import UnifiedMemory  # noqa: E402
+from unified_memory.config import RankingConfig  # noqa: E402
 
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
 KS = (5, 10, 20)
@@ -186,12 +187,14 @@ def embedder(model_dir: Path | None) -> SentenceTransformerEmbedder:
 
 
 VECTORS: VectorCache | SentenceTransformerEmbedder | None = None  # set by --vector-cache or --model
+RANKING: dict[str, float] = {}  # RankingConfig fields set by --ranking
 
 
 def build_memory(sample_id: str, turns: list[Turn], retrieval: str, sessions: str) -> UnifiedMemory:
     """Ingest one conversation through the public API (see the module docstring)."""
     extra = {"embedder": VECTORS} if VECTORS is not None and retrieval != "lexical" else {}
-    mem = UnifiedMemory(None, user_id=sample_id, retrieval=retrieval, **extra)
+    config = {"ranking": RANKING} if RANKING else None
+    mem = UnifiedMemory(None, user_id=sample_id, retrieval=retrieval, config=config, **extra)
     for session in sorted({t.session for t in turns}):
         view = mem.scoped(session_id=f"session_{session}") if sessions == "scoped" else mem
         for t in (t for t in turns if t.session == session):
@@ -374,6 +377,8 @@ def report(args: argparse.Namespace, results: dict[str, dict], skipped: dict[str
              "so its ingest time excludes encoding."]
     if getattr(args, "model", None) is not None:
         notes.append(f"UnifiedMemory embeds with the model in {args.model.name}/ (--model), not the bundled MiniLM.")
+    if RANKING:
+        notes.append(f"UnifiedMemory ranks with {RANKING} (--ranking), the other ranking settings at their defaults.")
     notes += [f"Skipped {n}: {why}" for n, why in skipped.items()]
     now = library_version()
     if now.split("sources ")[-1] != version.split("sources ")[-1]:
@@ -412,7 +417,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-dates", action="store_true", help="baselines: no session date before each turn")
     parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results" / "locomo.md")
     parser.add_argument("--json", type=Path, default=None, help="also write the numbers as JSON here")
+    parser.add_argument("--ranking", nargs="+", default=[], metavar="FIELD=NUMBER",
+                        help="RankingConfig fields for UnifiedMemory, e.g. lexical_weight=0.4 (to try settings)")
     args = parser.parse_args(argv)
+    for item in args.ranking:
+        field_name, _, value = item.partition("=")
+        try:
+            RANKING[field_name] = float(value)
+        except ValueError:
+            parser.error(f"--ranking: expected FIELD=NUMBER, got {item!r}")
+    try:
+        RankingConfig(**RANKING)
+    except ValueError as error:  # ConfigError names the field
+        parser.error(f"--ranking: {error}")
 
     version = library_version()
     global VECTORS

