@@ -55,7 +55,7 @@ class NumpyVectorIndex:
 
     persistent = False
 
-    def __init__(self, *, approximate_above: int | None = 100_000, depth: int = 2000,
+    def __init__(self, *, approximate_above: int | None = 50_000, depth: int = 2000,
                  directory: str | None = None) -> None:
         if approximate_above is not None:
             check_int("approximate_above", approximate_above, minimum=2)

@@ -220,11 +220,12 @@ class VectorConfig(_Config):
         description="Collection name prefix. Memory files that share one Chroma server and hold the same "
                     "user ids need different prefixes, or each repairs the other's vectors away.")
     approximate_above: int | None = Field(
-        default=100_000, ge=2,
+        default=50_000, ge=2,
         description="numpy backend: a partition of at least this many vectors is searched approximately "
                     "(a scan of binary codes, then exact scores for the scan_depth nearest: 3.2 ms instead of "
-                    "43 ms at 300k text-like vectors, finding what the exact search finds: "
-                    "benchmarks/results/binary_index.md); below half of it, exact again. None = always exact.")
+                    "43 ms at 300k text-like vectors, 2 ms instead of 7.7 at 50k MiniLM vectors, finding what "
+                    "the exact search finds: benchmarks/results/binary_index.md, binary_index_threshold.md); "
+                    "below half of it, exact again. None = always exact.")
     scan_depth: int = Field(default=2000, ge=1, description="numpy backend, approximate partitions: how many "
                             "nearest binary codes are scored exactly; higher finds more true neighbours, slower.")
     ef_search: int = Field(default=128, ge=1, description="no longer used (the HNSW graph it tuned was "
