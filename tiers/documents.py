@@ -155,7 +155,7 @@ class DocumentIndex:
         if use_lexical and kept_dense:  # nearest neighbours beyond the lexical top: their BM25 too
             unscored = {item_id for item_id, _ in kept_dense if item_id not in lexical_of}
             if unscored and len(lexical) == size:  # else every lexical match was already returned
-                for match in self.lexical.search(user_id, query, len(unscored), keys_allowed=unscored.__contains__):
+                for match in self.lexical.search(user_id, query, len(unscored), keys=unscored):
                     lexical_of[match.key] = match
         by_id: dict[str, Candidate] = {}
         for match in kept_lexical:

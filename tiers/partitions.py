@@ -15,7 +15,7 @@ writes, and by other processes' writes replayed from the journal (:mod:`tiers.jo
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 
 from scoring.lexical import LexicalIndex, LexicalMatch
 from tiers import snapshots
@@ -134,11 +134,13 @@ class PartitionedIndex:
         limit: int | None = 50,
         *,
         keys_allowed: Callable[[str], bool] | None = None,
+        keys: Collection[str] | None = None,
     ) -> list[LexicalMatch]:
         """Search the user's documents only (under the store's lock: a write from another
-        thread may be growing the same index)."""
+        thread may be growing the same index); ``keys_allowed`` and ``keys`` as
+        :meth:`scoring.lexical.LexicalIndex.search`."""
         with self._storage.lock:
-            return self.get(user_id).search(query, limit, keys_allowed=keys_allowed)
+            return self.get(user_id).search(query, limit, keys_allowed=keys_allowed, keys=keys)
 
     def invalidate(self, user_id: str | None = None) -> None:
         """Forget one user's index (or all), so it is rebuilt from the store on next use."""

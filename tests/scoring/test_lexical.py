@@ -146,6 +146,24 @@ def test_keys_allowed_filters_before_limit():
     assert [h.key for h in hits] == [h.key for h in full if h.key in allowed]
 
 
+def test_keys_names_the_documents_to_score():
+    """keys=: only the named documents (unknown and removed keys ignored, none left: no hit), ranked
+    as in the whole index; the many matches before them are not walked one by one."""
+    index = LexicalIndex()
+    index.add_many([(f"k{i:03d}", "common word " + "extra " * (i % 7)) for i in range(300)])
+    index.remove("k150")
+    full = index.search("common extra", limit=None)
+    named = {"k007", "k150", "k299", "zzz"}
+    hits = index.search("common extra", limit=10, keys=named)
+    assert hits == [h for h in full if h.key in named] and {h.key for h in hits} == {"k007", "k299"}
+    assert index.search("common extra", keys=set()) == [] and index.search("common extra", keys=["k150"]) == []
+    assert index.search("nothing", keys=["k007"]) == []
+    for bad in ("k007", 7):
+        with pytest.raises(MemoryTypeError) as info:
+            index.search("common", keys=bad)  # type: ignore[arg-type]
+        assert info.value.field == "keys"
+
+
 def test_bad_types_are_rejected():
     index = LexicalIndex()
     for call, field in [(lambda: index.add(1, "x"), "key"), (lambda: index.add("k", None), "text"),
@@ -300,3 +318,8 @@ def test_search_equals_bruteforce_bm25(small_merges, operations, query, params):
     allowed = set(KEYS[::2])
     assert index.search(query, limit=2, keys_allowed=allowed.__contains__) == \
         [h for h in hits if h.key in allowed][:2]
+    named = [*KEYS[1::3], "never-added"]  # keys=: the same documents, scores and order as filtering
+    for limit in (1, 3, None):
+        assert index.search(query, limit=limit, keys=named) == [h for h in hits if h.key in named][:limit]
+    assert index.search(query, limit=2, keys=named, keys_allowed=allowed.__contains__) == \
+        [h for h in hits if h.key in named and h.key in allowed][:2]
