@@ -391,17 +391,20 @@ class PartitionedVectors:
         return keys
 
     def add(self, user_id: str, items: Iterable[tuple[str, str]]) -> None:
-        """Index new or changed documents (a non-persistent partition not built yet
-        is left alone: it is built from the store on first use). While deferring
-        (:meth:`defer`), documents wait and are embedded together at the end."""
+        """Index new or changed documents. A non-persistent partition not built yet is built
+        from the store on first use; its new documents are still embedded now, into the
+        embedding cache, so that first use only reads them (the write that adds a text pays
+        for its embedding, not the first recall after a bulk import: 3.4 s of 6.3 at 60,000
+        hashed texts, minutes with a model). While deferring (:meth:`defer`), documents
+        wait and are embedded together at the end."""
         with self.storage.lock:
             keys = self._loaded(user_id)
-            if keys is None:
-                return
             if self._deferring:
                 self._pending.setdefault(user_id, {}).update(items)
-            else:
+            elif keys is not None:
                 self._put(user_id, keys, dict(items))
+            else:
+                self._vectors(user_id, [text for _, text in items])
 
     @contextlib.contextmanager
     def defer(self) -> Iterator[None]:
@@ -430,6 +433,8 @@ class PartitionedVectors:
             keys = self._keys.get(user)
             if items and keys is not None:
                 self._put(user, keys, items)
+            elif items:  # a partition built on first use: into the cache it reads (see add)
+                self._vectors(user, list(items.values()))
 
     def remove(self, user_id: str, ids: Iterable[str]) -> None:
         """Drop documents from the user's partition."""

@@ -332,10 +332,11 @@ def test_partition_is_built_once_from_the_store_on_first_search():
 def test_add_and_remove_keep_a_loaded_partition_in_step():
     store, emb = Storage(None), FakeEmbedder(64)
     docs, dense = make(store, emb=emb)
-    dense.add("ada", [("f1", "loves jazz")])  # not loaded yet: left for the build
-    assert emb.calls == 0
+    dense.add("ada", [("f1", "loves jazz")])  # not loaded yet: embedded into the cache, the partition left
+    assert emb.calls == 1 and dense.index.ids("facts/ada") == set()
     docs.put("ada", "f1", "loves jazz")
-    dense.ensure("ada")
+    dense.ensure("ada")  # built from the store, its vector read from the cache
+    assert emb.calls == 1 and len(dense.index.ids("facts/ada")) == 1
     docs.put("ada", "f2", "allergic to peanuts")
     dense.add("ada", [("f2", "allergic to peanuts")])
     assert top(dense, "ada", "peanut", 1) == ["f2"]

@@ -125,6 +125,53 @@ def test_a_bulk_write_embeds_once_per_tier_even_with_a_built_index(backend, tmp_
         assert hit.text == "I met Person7 at the Museum7 in Lisbon" and hit.components["dense"] > 0
 
 
+@pytest.mark.parametrize("before_recall", [True, False])
+def test_a_write_embeds_what_it_adds_whether_or_not_the_index_is_built(tmp_path, before_recall):
+    """The vectors of written texts are made by the write, also before this process's first recall
+    (the partition is built from the store then): that recall embeds only its query, and a new
+    process finds every vector in the cache."""
+    emb, path = FakeEmbedder(32), tmp_path / "mem.db"
+    with UnifiedMemory(path, retrieval="hybrid", embedder=emb) as mem:
+        if not before_recall:
+            mem.recall("warm up")
+        mem.remember_many(_template_facts(30))
+        mem.add_turn("I started pottery classes", "Nice!")
+        written = set(emb.texts)
+        facts = {f.text for f in mem.facts()}
+        assert len(facts) == 30 and facts <= written
+        assert "I started pottery classes" in written  # the turn's parts
+        assert emb.calls <= 6  # one batch per tier and write
+        emb.reset()
+        hits = mem.recall("who restores lamps in Kyoto?", limit=3, tiers="long_term")
+        assert hits
+        assert emb.texts == ["who restores lamps in Kyoto?"]  # the query, nothing written
+    other = FakeEmbedder(32)
+    with UnifiedMemory(path, retrieval="hybrid", embedder=other) as again:
+        assert again.recall("pottery", limit=1)[0].text == "I started pottery classes"
+        assert other.texts == ["pottery"]
+
+
+def test_an_embedder_failing_before_the_first_recall_writes_nothing():
+    """Before any recall, as after it: an embedder error inside a write rolls the write back."""
+    class Failing(FakeEmbedder):
+        fail = False
+
+        def embed(self, texts):
+            if self.fail:
+                raise RuntimeError("model unavailable")
+            return super().embed(texts)
+
+    emb = Failing(32)
+    with UnifiedMemory(retrieval="hybrid", embedder=emb) as mem:
+        emb.fail = True
+        with pytest.raises(RuntimeError, match="model unavailable"):
+            mem.remember("I keep bees")
+        emb.fail = False
+        assert mem.facts() == [] and mem.recall("bees") == []
+        mem.remember("I keep bees")
+        assert mem.recall("bees", tiers="long_term")[0].text == "I keep bees"
+
+
 def test_a_failed_write_leaves_no_vectors_behind():
     emb = FakeEmbedder(32)
     with UnifiedMemory(retrieval="hybrid", embedder=emb) as mem:
