@@ -1,10 +1,9 @@
-"""Dense vectors derived from SQLite: an embedding cache, an exact in-process index,
+"""Dense vectors derived from SQLite: an embedding cache, an in-process index,
 and per-user dense partitions kept in step with the store.
 
 * :class:`EmbeddingCache` — vectors keyed by (user, model, sha256 of the text) in
   the ``embeddings`` table, so a text is embedded once, ever, per user and model.
-* :class:`NumpyVectorIndex` — an exact cosine index (a float32 matrix per partition;
-  defined in :mod:`tiers.numpy_index`, re-exported here).
+* :class:`NumpyVectorIndex` — the in-process cosine index (:mod:`tiers.numpy_index`, re-exported here).
 * :class:`PartitionedVectors` — the dense twin of :class:`tiers.partitions.PartitionedIndex`.
 
     >>> from scoring.embeddings import HashingEmbedder
@@ -391,12 +390,9 @@ class PartitionedVectors:
         return keys
 
     def add(self, user_id: str, items: Iterable[tuple[str, str]]) -> None:
-        """Index new or changed documents. A non-persistent partition not built yet is built
-        from the store on first use; its new documents are still embedded now, into the
-        embedding cache, so that first use only reads them (the write that adds a text pays
-        for its embedding, not the first recall after a bulk import: 3.4 s of 6.3 at 60,000
-        hashed texts, minutes with a model). While deferring (:meth:`defer`), documents
-        wait and are embedded together at the end."""
+        """Index new or changed documents; for a partition built on first use, embed them into the
+        cache it is built from (the write pays, not the first recall after a bulk import).
+        While deferring (:meth:`defer`), documents wait and are embedded together at the end."""
         with self.storage.lock:
             keys = self._loaded(user_id)
             if self._deferring:
