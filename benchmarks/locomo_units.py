@@ -35,14 +35,10 @@ from _report import library_version, publish  # noqa: E402
 from locomo import CATEGORIES, Turn, VectorCache, embedder, load_questions, load_turns  # noqa: E402
 
 from scoring.importance import split_sentences  # noqa: E402
+from scoring.linalg import unit_rows  # noqa: E402
 
 SCHEMES = ("turn", "sentences", "turn+sentences")
 WIDTH = 2  # neighbour turns on each side, as EpisodicLog's default
-
-
-def _unit(matrix: np.ndarray) -> np.ndarray:
-    norms = np.linalg.norm(matrix, axis=1, keepdims=True)
-    return matrix / np.where(norms > 0, norms, 1.0)
 
 
 def scheme_vectors(turns: list[Turn], embed) -> dict[str, np.ndarray]:  # type: ignore[no-untyped-def]
@@ -62,8 +58,8 @@ def scheme_vectors(turns: list[Turn], embed) -> dict[str, np.ndarray]:  # type: 
             for j in (i - step, i + step):
                 if 0 <= j < len(turns) and turns[j].session == t.session:
                     neighbours[i] += whole[j]
-    return {"turn": _unit(2 * whole + neighbours), "sentences": _unit(2 * summed + neighbours),
-            "turn+sentences": _unit(2 * whole + summed + neighbours)}
+    return {"turn": unit_rows(2 * whole + neighbours), "sentences": unit_rows(2 * summed + neighbours),
+            "turn+sentences": unit_rows(2 * whole + summed + neighbours)}
 
 
 def main() -> None:
