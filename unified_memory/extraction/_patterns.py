@@ -208,7 +208,8 @@ _LEAD = re.compile(r"^(?:(?:a|an|the|my|some|severe|mild|bad|serious|slight|life
 _CAPRUN = re.compile(r"(?-i:[A-Z0-9][\w'&.-]*)(?:\s+(?:(?:of|the|de|da|do|del|la|le|von|van|y|&)\s+)?"
                      r"(?-i:[A-Z0-9][\w'&.-]*))*")
 _GENERIC = frozenset("""it this that these those them you your him her anything everything something nothing
-much any what how when to one stuff things idea""".split())
+much any what how when to one stuff things idea and or is was were are be been why where who which whether
+everywhere anywhere somewhere everyone everybody anyone someone""".split())
 _ORG = re.compile(r"\b(?:University|College|Institute|Bank|School|Academy)\s+of\s+(?:the\s+)?[A-Z]\w+(?:\s+[A-Z]\w+)?"
                   r"|\b(?!The\b)(?:[A-Z][\w&-]*\s+){1,3}(?:Inc|Ltd|LLC|Corp|Corporation|Company|University|College|"
                   r"Institute|Bank|Hospital|Labs|Group|Foundation|School|Academy)\b")
@@ -219,7 +220,7 @@ _TRAVEL = re.compile(r"\b(?P<verb>visit|visiting|visited|trip\s+to|travel(?:l?in
                      r"flew\s+to|fly\s+to|went\s+to|going\s+to|vacation\s+in|holiday\s+in)\s+(?P<obj>" + _NAME + r")",
                      re.I)
 # Where an object runs into the next clause: "peanuts, so never ...", "jazz - mostly bebop", "jazz and I play".
-_CLAUSE_END = re.compile(r"\s*(?:[;:\u2013\u2014]|\s-+\s|,?\s+(?:so|but|because|cause|since|which|who|whereas|"
+_CLAUSE_END = re.compile(r"\s*(?:[;:\u2013\u2014]|\s-+\s|,?\s+(?:so|but|because|'?cause|since|which|who|whereas|"
                          r"although|though|while|yet|unless|except|especially|mostly|plus)\b|,?\s+and\s+(?:i|i'm|"
                          r"i've|i'd|we|we're|my|our|he|she|they|it|it's|that|this|so|then|also|now)\b|,\s*(?:i|i'm|"
                          r"we|my|it|it's|not|just|maybe|probably|too|as\s+well|like|if|when)\b).*$", re.I | re.S)
@@ -233,6 +234,12 @@ _AND_I, _USED_TO = re.compile(r"\band\s+i\b", re.I), re.compile(r"\bused\s+to\s+
 _SPACES, _NON_WORD = re.compile(r"\s+"), re.compile(r"\W+")
 _FORGET = re.compile(r"(?:n't|\bnot|\bnever)\s+forget\b", re.I)  # "don't forget my peanut allergy" is no negation
 _PAST = {"lives_in": "lived_in", "works_at": "worked_at"}  # "I used to live in Paris" is not where I live
+# "like" after these is a preposition ("Sounds like fun", "stuff, like my bowl", "feels like home")
+_LIKE_AS = re.compile(r"(?:,|\b(?:sounds?|sounded|looks?|looked|seems?|seemed|feels?|felt|smells?|tastes?|more|"
+                      r"something|anything|nothing|stuff|things|kinda|exactly|much|lot))\s*$", re.I)
+_BASE_FORMS = frozenset("love like enjoy adore prefer hate dislike detest loathe".split())
+_HELPER = re.compile(r"\b(?:do|does|did|don't|doesn't|didn't|will|would|can|could|should|might|must|may|to)\b|'ll|'d",
+                     re.I)
 
 
 @dataclass(frozen=True)
@@ -271,7 +278,7 @@ def clean_value(raw: str, kind: str) -> str:
     >>> clean_value("the University of Lisbon since 2019", "organization")
     'University of Lisbon'
     """
-    raw = raw.strip().strip("'\"")
+    raw = raw.strip().strip("'\"[]")
     if kind in ("place", "organization", "name"):
         raw = _ARTICLE.sub("", raw)
         cap = _CAPRUN.match(raw)
@@ -283,7 +290,7 @@ def clean_value(raw: str, kind: str) -> str:
     if kind == "nationality":
         return raw.title()
     raw = _LEAD.sub("", (_CUT_PHRASE if kind == "phrase" else _CUT).sub("", raw))
-    return " ".join(raw.split()[:5]).strip(" '-")
+    return " ".join(raw.split()[:5]).strip(" '-[]")
 
 
 def _tail(sentence: str, start: int, size: int = 80) -> str:
@@ -437,11 +444,27 @@ def _one(sentence: str, m: re.Match[str], pred: str, attr: str | None, kind: str
         who = _possessor(_tail(sentence, m.start()))
     else:
         who = _subject(sentence, m.start())
-    if who is None:
+    if who is None or (pred in ("likes", "dislikes") and not _verb_use(sentence, m)):
         return []
     window = before.split(",")[-1]
     negated = _NEG.search(_FORGET.sub("", window)) is not None and pred not in ("avoids", "dislikes")
     return [Hit(m.start(), who, p, value, a, kind, cat, negated, {"species": rel} if kind == "animal" else {})]
+
+
+def _verb_use(sentence: str, m: re.Match[str]) -> bool:
+    """Whether a preference's trigger word is used as a verb of its subject: not "Sounds like fun"
+    or "stuff, like my bowl" (a preposition), nor "Unconditional love is" or "Maria like" (a name
+    takes "loves", "likes" unless a helper verb comes between: "Maria does love")."""
+    verb = m.group(0).split()[0].casefold()
+    if verb == "like" and _LIKE_AS.search(sentence[:m.start()]):
+        return False
+    if verb not in _BASE_FORMS:
+        return True
+    pre = _tail(sentence, m.start())
+    found = _SUBJECT.search(pre)
+    if found is None or not found.group("name") or found.group("rel") or _AND_I.search(found.group(0)):
+        return True
+    return bool(_HELPER.search(found.group(0))) or pre[:found.start()].rstrip().casefold().endswith(" and")
 
 
 def _possessor(pre: str) -> Subject | None:

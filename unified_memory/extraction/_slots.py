@@ -298,6 +298,8 @@ def _hit(sentence: str, kind: str, m: re.Match[str]) -> Hit | None:
         noun = (m.groupdict().get("noun") or "").casefold()
         what = "email" if "@" in raw else "number"
         return _make(m, f"{noun}_{what}" if noun and noun != what else what, raw, "contact")
+    if kind in ("team", "boss") and word.split("'")[0] in ("i", "we", "you", "he", "she", "they", "it"):
+        return None  # "all the support I got" is no team
     if kind in ("team", "boss", "diet"):
         attribute = {"team": "team", "boss": "manager", "diet": "diet"}[kind]
         return _make(m, attribute, clean_value(raw, "name") if kind != "diet" else raw, "health" if kind == "diet"

@@ -466,3 +466,36 @@ def test_a_verb_after_and_shares_the_sentences_i_only():
     assert triples(extract("I quit the hospital and started as a software tester at Zillow")) == {
         ("user", "works_at", "Zillow"), ("user", "works_as", "software tester")}
     assert triples(extract("I met Maria and she started at Acme")) == set()  # "she" is not the user
+
+
+@pytest.mark.parametrize("text", [
+    "Sounds like you and the kids had a blast!",        # "like" after a verb of perception
+    "Seems like forever since we caught up!",
+    "Wow, Mel! Looks like fun.",
+    "I've got some other stuff with sentimental value, like my hand-painted bowl.",  # "such as"
+    "They offer a bunch, like yoga, kickboxing, and circuit training.",
+    "Unconditional love is so important.",              # a noun, not a verb: a name would say "loves"
+    "Family's love really grounds us and gives us strength.",
+    "Themes like love and sisterhood were explored.",
+    "Love and acceptance really can be found everywhere.",  # an object opening with "and"
+    "Everyone we love was there to celebrate us.",           # ... or with a verb
+    "I'm truly grateful for all the support I've got from friends.",  # "support" is no team here
+    "My own journey and the support I got made a huge difference.",
+])
+def test_prepositions_nouns_and_clauses_are_no_preference_or_team(text):
+    out = extract(text, name="Caroline")
+    assert not [t for t in out.triples if t.predicate in ("likes", "dislikes", "my_team")], out.triples
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("I just like helping people.", ("Nate", "likes", "helping people")),
+    ("Maria loves hiking.", ("Maria", "likes", "hiking")),
+    ("Maria does love hiking.", ("Maria", "likes", "hiking")),
+    ("Jon and Gina love dancing.", ("Gina", "likes", "dancing")),
+    ("I love camping trips with my fam, 'cause nature brings such peace.", ("Nate", "likes", "camping trips")),
+    ("I support Arsenal.", ("Nate", "my_team", "Arsenal")),
+])
+def test_verbs_of_preference_and_teams_still_found(text, expected):
+    found = triples(extract(text, name="Nate"))
+    assert expected in found
+    assert all(t[1] != "likes" or "cause" not in t[2] for t in found)
