@@ -203,7 +203,7 @@ _CUT = re.compile(r"\s+(?:and|" + _CUT_WORDS + r")\b.*$", re.I)
 _CUT_PHRASE = re.compile(r"\s+(?:" + _CUT_WORDS + r")\b.*$", re.I)
 _PLACE_CUT = re.compile(r"\s+(?:in|at|on|from|to|by)\b.*$", re.I)
 _LEAD = re.compile(r"^(?:(?:a|an|the|my|some|severe|mild|bad|serious|slight|life-threatening|deadly|terrible|"
-                   r"food|seasonal|minor|known|multiple|several|to|i|have|has|had|got|really|also|just|eating|"
+                   r"food|seasonal|minor|known|multiple|several|all|to|i|have|has|had|got|really|also|just|eating|"
                    r"drinking)\s+)+", re.I)
 _CAPRUN = re.compile(r"(?-i:[A-Z0-9][\w'&.-]*)(?:\s+(?:(?:of|the|de|da|do|del|la|le|von|van|y|&)\s+)?"
                      r"(?-i:[A-Z0-9][\w'&.-]*))*")
@@ -237,9 +237,9 @@ _PAST = {"lives_in": "lived_in", "works_at": "worked_at"}  # "I used to live in 
 # "like" after these is a preposition ("Sounds like fun", "stuff, like my bowl", "feels like home")
 _LIKE_AS = re.compile(r"(?:,|\b(?:sounds?|sounded|looks?|looked|seems?|seemed|feels?|felt|smells?|tastes?|more|"
                       r"something|anything|nothing|stuff|things|kinda|exactly|much|lot))\s*$", re.I)
+_CLAUSE_OBJECT = re.compile(r"\s*(?:how|what|why|when|where|who|whether|if|it's|it\s+is)\b", re.I)
 _BASE_FORMS = frozenset("love like enjoy adore prefer hate dislike detest loathe".split())
-_HELPER = re.compile(r"\b(?:do|does|did|don't|doesn't|didn't|will|would|can|could|should|might|must|may|to)\b|'ll|'d",
-                     re.I)
+_HELPER = re.compile(r"\b(?:do|does|did|don't|doesn't|didn't|will|would|can|could|should|might|must|to)\b|'ll|'d", re.I)
 
 
 @dataclass(frozen=True)
@@ -337,7 +337,10 @@ def find_hits(sentence: str) -> list[Hit]:
     for pred, attr, kind, cat, mode, rx in _chosen(bits):
         for m in rx.finditer(sentence):
             if kind in ("list", "animal"):
-                for item in _ITEMS.split(_CLAUSE_END.sub("", m.group("obj"))):
+                whole = _CLAUSE_END.sub("", m.group("obj"))
+                if _CLAUSE_OBJECT.match(whole):  # "I love how you tell stories and teach people": no list of things
+                    continue
+                for item in _ITEMS.split(whole):
                     sub = _one(sentence, m, pred, attr, "value" if kind == "list" else kind, cat, mode, item)
                     hits.extend(sub)
                 continue

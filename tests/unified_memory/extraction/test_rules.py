@@ -481,6 +481,8 @@ def test_a_verb_after_and_shares_the_sentences_i_only():
     "Everyone we love was there to celebrate us.",           # ... or with a verb
     "I'm truly grateful for all the support I've got from friends.",  # "support" is no team here
     "My own journey and the support I got made a huge difference.",
+    "I love how you use it to tell your stories and teach people about trans folks.",  # a clause, no things
+    "I love how it's both a creative outlet and a form of therapy.",
 ])
 def test_prepositions_nouns_and_clauses_are_no_preference_or_team(text):
     out = extract(text, name="Caroline")
@@ -494,6 +496,7 @@ def test_prepositions_nouns_and_clauses_are_no_preference_or_team(text):
     ("Jon and Gina love dancing.", ("Gina", "likes", "dancing")),
     ("I love camping trips with my fam, 'cause nature brings such peace.", ("Nate", "likes", "camping trips")),
     ("I support Arsenal.", ("Nate", "my_team", "Arsenal")),
+    ("I love all the yellow leaves.", ("Nate", "likes", "yellow leaves")),
 ])
 def test_verbs_of_preference_and_teams_still_found(text, expected):
     found = triples(extract(text, name="Nate"))
