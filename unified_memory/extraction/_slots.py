@@ -235,6 +235,10 @@ for _bit, (_, _group) in enumerate(_GROUP_OF):
 _GATED_FRAMES: tuple[tuple[int, str, re.Pattern[str]], ...] = tuple(
     (sum(1 << b for b, (n, _) in enumerate(_GROUP_OF) if n == i), kind, rx) for i, (kind, rx) in enumerate(_FRAMES))
 
+_NOT_A_VALUE = frozenset("""so very really too pretty quite always never still just also more most less like key
+important awesome amazing great cool cute good bad nice fine okay ok it there here open closed
+full doing coming getting going being paying consuming comforting inspiring special perfect beautiful lovely hard
+tough easy busy crazy huge big small everything something nothing all both super""".split())
 _NOT_WHEN = frozenset("the a an my our his her their to and usually always often also still now then go".split())
 _WHEN = re.compile(r"(?i)(?:every\s+|on\s+)?(?:(?:mon|tues|wednes|thurs|fri|satur|sun)days?|\d{1,2}(?::\d\d)?\s*"
                    r"(?:am|pm|h)?)\b")
@@ -319,8 +323,9 @@ def _hit(sentence: str, kind: str, m: re.Match[str]) -> Hit | None:
         return _make(m, "learning_language" if word in _LANGUAGES else "learning_instrument"
                      if word in _INSTRUMENTS else None, raw, "preference")
     value = clean_value(re.sub(r"(?i)^(?:in|on|at|called|named)\s+", "", raw), "phrase")
-    if not value or len(value.split()) > 6:
-        return None
+    if not value or len(value.split()) > 6 or (kind == "poss" and value.split()[0].casefold() in _NOT_A_VALUE) or (
+            kind in ("poss", "rev") and value.casefold() in ("this", "that", "these", "those", "it", "here", "there")):
+        return None  # "my family is so important", "my pups are doing better": how it is, not what it is
     if kind in ("poss", "chg") and (org := re.search(r"\s+at\s+(?P<org>(?-i:[A-Z][\w.'&-]*(?:\s+[A-Z][\w.'&-]*)*))", value)):
         return _make(m, "employer", org.group("org"), "work", "works_at")  # "my job is X at Y"
     if kind == "thing":

@@ -502,3 +502,24 @@ def test_verbs_of_preference_and_teams_still_found(text, expected):
     found = triples(extract(text, name="Nate"))
     assert expected in found
     assert all(t[1] != "likes" or "cause" not in t[2] for t in found)
+
+
+@pytest.mark.parametrize("text", ["My family is so important to me.", "My dogs are doing better.",
+                                  "Our team bond is awesome.", "My hard work is paying off.",
+                                  "These are my lucky basketball shoes."])
+def test_how_something_is_fills_no_slot(text):
+    """An evaluation is not a value: a later "my family is always there" must not supersede it."""
+    out = extract(text, name="John")
+    assert not [t for t in out.triples if t.predicate.startswith("my_")], out.triples
+    assert all(f.attribute is None for f in out.facts)
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("My coach is Petra.", ("John", "my_coach", "Petra")),
+    ("My favorite dairy-free treat is this amazing chocolate tart.",
+     ("John", "my_favorite_dairy_free_treat", "this amazing chocolate tart")),
+    ("Our team lead is Sofia.", ("John", "my_team_lead", "Sofia")),
+    ("My car is a Honda Civic.", ("John", "my_car", "Honda Civic")),
+])
+def test_what_something_is_still_fills_its_slot(text, expected):
+    assert expected in triples(extract(text, name="John"))
