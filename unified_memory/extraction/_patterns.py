@@ -207,9 +207,10 @@ _LEAD = re.compile(r"^(?:(?:a|an|the|my|some|severe|mild|bad|serious|slight|life
                    r"drinking)\s+)+", re.I)
 _CAPRUN = re.compile(r"(?-i:[A-Z0-9][\w'&.-]*)(?:\s+(?:(?:of|the|de|da|do|del|la|le|von|van|y|&)\s+)?"
                      r"(?-i:[A-Z0-9][\w'&.-]*))*")
-_GENERIC = frozenset("""it this that these those them you your him her anything everything something nothing
-much any what how when to one stuff things idea and or is was were are be been why where who which whether
-everywhere anywhere somewhere everyone everybody anyone someone""".split())
+_GENERIC = frozenset("""it this that these those them you your him her anything everything something nothing much
+any what how when to one stuff things idea and or is was were are be been why where who which whether everywhere anywhere
+somewhere everyone everybody anyone someone do does did can could would will has have had that's it's thanks thank huh
+oh yeah yes lol haha""".split())
 _ORG = re.compile(r"\b(?:University|College|Institute|Bank|School|Academy)\s+of\s+(?:the\s+)?[A-Z]\w+(?:\s+[A-Z]\w+)?"
                   r"|\b(?!The\b)(?:[A-Z][\w&-]*\s+){1,3}(?:Inc|Ltd|LLC|Corp|Corporation|Company|University|College|"
                   r"Institute|Bank|Hospital|Labs|Group|Foundation|School|Academy)\b")
@@ -455,9 +456,8 @@ def _one(sentence: str, m: re.Match[str], pred: str, attr: str | None, kind: str
 
 
 def _verb_use(sentence: str, m: re.Match[str]) -> bool:
-    """Whether a preference's trigger word is used as a verb of its subject: not "Sounds like fun"
-    or "stuff, like my bowl" (a preposition), nor "Unconditional love is" or "Maria like" (a name
-    takes "loves", "likes" unless a helper verb comes between: "Maria does love")."""
+    """Whether a preference's trigger is a verb of its subject: not "Sounds like fun", "stuff, like my bowl"
+    (prepositions), "Unconditional love is", "Maria like" (a name takes "loves" but "Maria does love")."""
     verb = m.group(0).split()[0].casefold()
     if verb == "like" and _LIKE_AS.search(sentence[:m.start()]):
         return False
