@@ -232,22 +232,21 @@ _RULES: tuple[tuple[re.Pattern[str], Callable[[re.Match[str], datetime], Span | 
     ))
 
 
-def temporal_cue(question: str, *, now: float) -> TemporalCue:
-    """Find whether ``question`` asks for a time and which period (if any) it names.
+# A period bounded by two dated phrases ("between August 11 and August 15 2023", "from May to June 2024"),
+# or up to the end of one ("as of December 2023", "until last week"): it wins over the phrases inside it.
+_RANGE = re.compile(r"\b(?:between|from)\s+(?P<a>[^?.!,;]+?)\s+(?:and|to|until|till|through)\s+(?P<b>[^?!,;]+?)"
+                    r"(?=\s*(?:[?!,;]|\.(?:\s|$)|$))", _FLAGS)
+_UP_TO = re.compile(r"\b(?:as\s+of|up\s+(?:to|until)|until|till)\s+(?P<b>[^?!,;]+?)(?=\s*(?:[?!,;]|\.(?:\s|$)|$))",
+                    _FLAGS)
+_FOUR_DIGITS = re.compile(r"\b\d{4}\b", _FLAGS)
+_EARLIEST = datetime(1, 1, 2, tzinfo=UTC).timestamp()
 
-    Never raises on a string; unparseable or impossible dates are ignored.
 
-    >>> now = datetime(2023, 6, 15, 12, tzinfo=UTC).timestamp()
-    >>> cue = temporal_cue("What did I cook two days ago, or last month?", now=now)
-    >>> cue.asks_when, cue.window.phrase, cue.window.end - cue.window.start
-    (False, 'two days ago', 86400.0)
-    >>> temporal_cue("I may go hiking", now=now).window is None
-    True
-    """
-    when = datetime.fromtimestamp(now, UTC)
+def _named(text: str, when: datetime) -> TimeWindow | None:
+    """The most specific period ``text`` names through :data:`_RULES` (shortest, then longest phrase, then first)."""
     best: tuple[float, int, int, TimeWindow] | None = None
     for pattern, resolve in _RULES:
-        for m in pattern.finditer(question):
+        for m in pattern.finditer(text):
             try:
                 span = resolve(m, when)
                 if span is None:
@@ -258,8 +257,48 @@ def temporal_cue(question: str, *, now: float) -> TemporalCue:
             key = (window.end - window.start, -len(window.phrase), m.start(), window)
             if best is None or key[:3] < best[:3]:
                 best = key
+    return None if best is None else best[3]
+
+
+def _bounded(question: str, when: datetime) -> TimeWindow | None:
+    """A range or an "as of" period of ``question`` (see :data:`_RANGE`), when both ends name periods;
+    the first end takes the year of the second when it names none ("between May 3 and May 10 2023")."""
+    for m in _RANGE.finditer(question):
+        a, b = (f"in {x}" if _FOUR_DIGITS.fullmatch(x.strip()) else x for x in (m["a"], m["b"]))  # "2020 and 2022"
+        last = _named(b, when)
+        year = _FOUR_DIGITS.search(b)
+        first = _named(a + (f" {year[0]}" if year and not _FOUR_DIGITS.search(a) else ""), when)
+        if first is not None and last is not None and first.start < last.end:
+            return TimeWindow(first.start, last.end, m[0])
+    for m in _UP_TO.finditer(question):
+        last = _named(m["b"], when)
+        if last is not None:
+            return TimeWindow(_EARLIEST, last.end, m[0])
+    return None
+
+
+def temporal_cue(question: str, *, now: float) -> TemporalCue:
+    """Find whether ``question`` asks for a time and which period (if any) it names: a range
+    or an "as of" period when it names one, else its most specific dated phrase.
+
+    Never raises on a string; unparseable or impossible dates are ignored.
+
+    >>> now = datetime(2023, 6, 15, 12, tzinfo=UTC).timestamp()
+    >>> cue = temporal_cue("What did I cook two days ago, or last month?", now=now)
+    >>> cue.asks_when, cue.window.phrase, cue.window.end - cue.window.start
+    (False, 'two days ago', 86400.0)
+    >>> temporal_cue("I may go hiking", now=now).window is None
+    True
+    >>> cue = temporal_cue("Where was I between May 3 and May 10 2023?", now=now)
+    >>> [datetime.fromtimestamp(t, UTC).date().isoformat() for t in (cue.window.start, cue.window.end)]
+    ['2023-05-03', '2023-05-11']
+    >>> cue = temporal_cue("How many dogs did I have as of March 2023?", now=now)
+    >>> cue.window.phrase, datetime.fromtimestamp(cue.window.end, UTC).date().isoformat()
+    ('as of March 2023', '2023-04-01')
+    """
+    when = datetime.fromtimestamp(now, UTC)
     return TemporalCue(asks_when=_ASKS_WHEN.search(question) is not None,
-                       window=None if best is None else best[3])
+                       window=_bounded(question, when) or _named(question, when))
 
 
 def time_affinity(stamp: float, window: TimeWindow, *, tolerance_days: float = 3.0) -> float:

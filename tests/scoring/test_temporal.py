@@ -449,3 +449,56 @@ def test_stated_start_is_conservative(text):
 def test_stated_start_never_raises_and_never_lies_ahead(text):
     found = stated_start(text, now=SAID)
     assert found is None or found <= SAID
+
+
+# --- ranges and "as of" ----------------------------------------------------------------------------
+
+@pytest.mark.parametrize(("question", "expected"), [
+    ("Where was I between August 11 and August 15 2022?", (at(2022, 8, 11), at(2022, 8, 16))),  # the year of the end
+    ("What did I do from March to May 2023?", (at(2023, 3, 1), at(2023, 6, 1))),
+    ("Between 2019 and 2021, where did I live?", (at(2019, 1, 1), at(2022, 1, 1))),
+    ("what happened from 2023-01-05 through 2023-01-07?", (at(2023, 1, 5), at(2023, 1, 8))),
+    ("where did I work between last March and last month?", (at(2023, 3, 1), at(2023, 6, 1))),
+])
+def test_a_range_spans_both_of_its_ends(question, expected):
+    assert span(question) == expected
+
+
+def test_a_range_wins_over_the_narrower_phrases_inside_it():
+    found = window("Where was I between August 11 and August 15 2022?")
+    assert found is not None and found[2] == "between August 11 and August 15 2022"
+
+
+@pytest.mark.parametrize(("question", "expected"), [
+    ("What did we discuss between John and Tim on 11 December, 2022?", (at(2022, 12, 11), at(2022, 12, 12))),
+    ("How many weeks passed between adopting Coco and Shadow?", None),
+    ("What did I do from June to May 2023?", (at(2023, 5, 1), at(2023, 6, 1))),  # backwards: its narrowest part
+])
+def test_a_range_without_two_ordered_dated_ends_is_no_range(question, expected):
+    assert span(question) == expected
+
+
+@pytest.mark.parametrize(("question", "end"), [
+    ("How many dogs did I have, as of September 2022?", at(2022, 10, 1)),
+    ("Where did I live up to 2020?", None),  # a bare year needs "in": no end, no window
+    ("What had I read until last month?", at(2023, 6, 1)),
+])
+def test_as_of_is_everything_up_to_the_end_of_its_period(question, end):
+    found = window(question)
+    if end is None:
+        assert found is None
+    else:
+        assert found is not None and found[1] == end and found[0] < at(1900, 1, 1)
+        assert time_affinity(at(2001, 1, 1), temporal_cue(question, now=NOW).window) == 1.0
+
+
+DATES = st.dates(min_value=datetime(2000, 1, 1).date(), max_value=datetime(2030, 12, 31).date())
+
+
+@given(DATES, DATES)
+def test_a_range_of_two_dates_covers_both_days(first, second):
+    first, second = sorted((first, second))
+    question = f"what happened between {first:%B} {first.day} {first.year} and {second:%B} {second.day} {second.year}?"
+    start, end = span(question)
+    assert start == at(first.year, first.month, first.day)
+    assert end == at(second.year, second.month, second.day) + DAY
