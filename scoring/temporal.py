@@ -236,7 +236,7 @@ _RULES: tuple[tuple[re.Pattern[str], Callable[[re.Match[str], datetime], Span | 
 # or up to the end of one ("as of December 2023", "until last week"): it wins over the phrases inside it.
 _RANGE = re.compile(r"\b(?:between|from)\s+(?P<a>[^?.!,;]+?)\s+(?:and|to|until|till|through)\s+(?P<b>[^?!,;]+?)"
                     r"(?=\s*(?:[?!,;]|\.(?:\s|$)|$))", _FLAGS)
-_UP_TO = re.compile(r"\b(?:as\s+of|up\s+(?:to|until)|until|till)\s+(?P<b>[^?!,;]+?)(?=\s*(?:[?!,;]|\.(?:\s|$)|$))",
+_UP_TO = re.compile(r"\b(?:as\s+of|up\s+until|until|till)\s+(?P<b>[^?!,;]+?)(?=\s*(?:[?!,;]|\.(?:\s|$)|$))",
                     _FLAGS)
 _FOUR_DIGITS = re.compile(r"\b\d{4}\b", _FLAGS)
 _EARLIEST = datetime(1, 1, 2, tzinfo=UTC).timestamp()

@@ -480,7 +480,7 @@ def test_a_range_without_two_ordered_dated_ends_is_no_range(question, expected):
 
 @pytest.mark.parametrize(("question", "end"), [
     ("How many dogs did I have, as of September 2022?", at(2022, 10, 1)),
-    ("Where did I live up to 2020?", None),  # a bare year needs "in": no end, no window
+    ("Where did I live until 2020?", None),  # a bare year needs "in": no end, no window
     ("What had I read until last month?", at(2023, 6, 1)),
 ])
 def test_as_of_is_everything_up_to_the_end_of_its_period(question, end):
@@ -502,3 +502,11 @@ def test_a_range_of_two_dates_covers_both_days(first, second):
     start, end = span(question)
     assert start == at(first.year, first.month, first.day)
     assert end == at(second.year, second.month, second.day) + DAY
+
+
+@pytest.mark.parametrize(("question", "expected"), [
+    ("What was I up to last week?", (at(2023, 6, 5), at(2023, 6, 12))),  # "up to" is no bound here
+    ("What have I been up to in May 2023?", (at(2023, 5, 1), at(2023, 6, 1))),
+])
+def test_being_up_to_something_is_no_bound(question, expected):
+    assert span(question) == expected
