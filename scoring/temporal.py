@@ -234,9 +234,10 @@ _RULES: tuple[tuple[re.Pattern[str], Callable[[re.Match[str], datetime], Span | 
 
 # A period bounded by two dated phrases ("between August 11 and August 15 2023", "from May to June 2024"),
 # or up to the end of one ("as of December 2023", "until last week"): it wins over the phrases inside it.
-_RANGE = re.compile(r"\b(?:between|from)\s+(?P<a>[^?.!,;]+?)\s+(?:and|to|until|till|through)\s+(?P<b>[^?!,;]+?)"
+# Each end is at most 40 characters (a dated phrase is short), so a long question costs linear time.
+_RANGE = re.compile(r"\b(?:between|from)\s+(?P<a>[^?.!,;]{1,40}?)\s+(?:and|to|until|till|through)\s+(?P<b>[^?!,;]{1,40}?)"
                     r"(?=\s*(?:[?!,;]|\.(?:\s|$)|$))", _FLAGS)
-_UP_TO = re.compile(r"\b(?:as\s+of|up\s+until|until|till)\s+(?P<b>[^?!,;]+?)(?=\s*(?:[?!,;]|\.(?:\s|$)|$))",
+_UP_TO = re.compile(r"\b(?:as\s+of|up\s+until|until|till)\s+(?P<b>[^?!,;]{1,40}?)(?=\s*(?:[?!,;]|\.(?:\s|$)|$))",
                     _FLAGS)
 _FOUR_DIGITS = re.compile(r"\b\d{4}\b", _FLAGS)
 _EARLIEST = datetime(1, 1, 2, tzinfo=UTC).timestamp()

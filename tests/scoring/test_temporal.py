@@ -510,3 +510,9 @@ def test_a_range_of_two_dates_covers_both_days(first, second):
 ])
 def test_being_up_to_something_is_no_bound(question, expected):
     assert span(question) == expected
+
+
+def test_a_long_question_without_short_dated_ends_is_no_range():
+    """Each end of a range is at most 40 characters (which keeps a long question cheap to read)."""
+    assert temporal_cue("from " + "a to " * 6000, now=NOW).window is None
+    assert span("between " + "x and " * 5000 + "May 3 2023?") == (at(2023, 5, 3), at(2023, 5, 4))

@@ -209,7 +209,7 @@ _CAPRUN = re.compile(r"(?-i:[A-Z0-9][\w'&.-]*)(?:\s+(?:(?:of|the|de|da|do|del|la
                      r"(?-i:[A-Z0-9][\w'&.-]*))*")
 _GENERIC = frozenset("""it this that these those them you your him her anything everything something nothing much
 any what how when to one stuff things idea and or is was were are be been why where who which whether everywhere anywhere
-somewhere everyone everybody anyone someone do does did can could would will has have had that's it's thanks thank huh
+somewhere everyone everybody anyone someone do does did would has have had that's it's thanks thank huh
 oh yeah yes lol haha""".split())
 _ORG = re.compile(r"\b(?:University|College|Institute|Bank|School|Academy)\s+of\s+(?:the\s+)?[A-Z]\w+(?:\s+[A-Z]\w+)?"
                   r"|\b(?!The\b)(?:[A-Z][\w&-]*\s+){1,3}(?:Inc|Ltd|LLC|Corp|Corporation|Company|University|College|"
@@ -237,7 +237,7 @@ _FORGET = re.compile(r"(?:n't|\bnot|\bnever)\s+forget\b", re.I)  # "don't forget
 _PAST = {"lives_in": "lived_in", "works_at": "worked_at"}  # "I used to live in Paris" is not where I live
 # "like" after these is a preposition ("Sounds like fun", "stuff, like my bowl", "feels like home")
 _LIKE_AS = re.compile(r"(?:,|\b(?:sounds?|sounded|looks?|looked|seems?|seemed|feels?|felt|smells?|tastes?|more|"
-                      r"something|anything|nothing|stuff|things|kinda|exactly|much|lot))\s*$", re.I)
+                      r"something|anything|nothing|stuff|things|kinda|exactly|lot))\s*$", re.I)
 _CLAUSE_OBJECT = re.compile(r"\s*(?:how|what|why|when|where|who|whether|if|it's|it\s+is)\b", re.I)
 _BASE_FORMS = frozenset("love like enjoy adore prefer hate dislike detest loathe".split())
 _HELPER = re.compile(r"\b(?:do|does|did|don't|doesn't|didn't|will|would|can|could|should|might|must|to)\b|'ll|'d", re.I)

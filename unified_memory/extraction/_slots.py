@@ -323,7 +323,7 @@ def _hit(sentence: str, kind: str, m: re.Match[str]) -> Hit | None:
         return _make(m, "learning_language" if word in _LANGUAGES else "learning_instrument"
                      if word in _INSTRUMENTS else None, raw, "preference")
     value = clean_value(re.sub(r"(?i)^(?:in|on|at|called|named)\s+", "", raw), "phrase")
-    if not value or len(value.split()) > 6 or (kind == "poss" and value.split()[0].casefold() in _NOT_A_VALUE) or (
+    if not value or len(value.split()) > 6 or (kind == "poss" and value.split()[0] in _NOT_A_VALUE) or (
             kind in ("poss", "rev") and value.casefold() in ("this", "that", "these", "those", "it", "here", "there")):
         return None  # "my family is so important", "my pups are doing better": how it is, not what it is
     if kind in ("poss", "chg") and (org := re.search(r"\s+at\s+(?P<org>(?-i:[A-Z][\w.'&-]*(?:\s+[A-Z][\w.'&-]*)*))", value)):

@@ -499,6 +499,7 @@ def test_prepositions_nouns_and_clauses_are_no_preference_or_team(text):
     ("I love camping trips with my fam, 'cause nature brings such peace.", ("Nate", "likes", "camping trips")),
     ("I support Arsenal.", ("Nate", "my_team", "Arsenal")),
     ("I love all the yellow leaves.", ("Nate", "likes", "yellow leaves")),
+    ("I love Will Smith.", ("Nate", "likes", "Will Smith")),  # a name is no auxiliary
 ])
 def test_verbs_of_preference_and_teams_still_found(text, expected):
     found = triples(extract(text, name="Nate"))
@@ -522,6 +523,7 @@ def test_how_something_is_fills_no_slot(text):
      ("John", "my_favorite_dairy_free_treat", "this amazing chocolate tart")),
     ("Our team lead is Sofia.", ("John", "my_team_lead", "Sofia")),
     ("My car is a Honda Civic.", ("John", "my_car", "Honda Civic")),
+    ("My favorite band is Big Thief.", ("John", "my_favorite_band", "Big Thief")),  # a name is no evaluation
 ])
 def test_what_something_is_still_fills_its_slot(text, expected):
     assert expected in triples(extract(text, name="John"))
