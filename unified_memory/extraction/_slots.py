@@ -168,11 +168,20 @@ def _canon(noun: str) -> str | None:
 _KIND_RX = tuple((word, re.compile(r"(?<![\w-])" + re.escape(word) + r"(?![\w-])"), kind) for word, kind in _KIND_OF)
 
 
+# Brands that are also everyday words: a brand only when capitalised ("my Surface", not "a black surface").
+_WORD_BRANDS = frozenset("surface galaxy pixel golf giant specialized trek canon spectre framework".split())
+
+
 def _kind(value: str) -> str | None:
+    """The kind of thing ``value`` is, by a brand or product word among its first three words
+    ("bed using a laptop" is a bed)."""
     low = value.casefold()
-    # the word itself must be in the value for its pattern to match: test that first (the same answer, 50x faster)
-    found: str | None = next((kind for word, rx, kind in _KIND_RX if word in low and rx.search(low)), None)
-    return found
+    for word, rx, kind in _KIND_RX:
+        # the word itself must be in the value for its pattern to match: test that first (50x faster)
+        if word in low and (m := rx.search(low)) and low.count(" ", 0, m.start()) < 3 and (
+                word not in _WORD_BRANDS or value[m.start()].isupper()):
+            return kind
+    return None
 
 
 def _counted(sentence: str) -> str | None:

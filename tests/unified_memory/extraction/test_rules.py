@@ -527,3 +527,21 @@ def test_how_something_is_fills_no_slot(text):
 ])
 def test_what_something_is_still_fills_its_slot(text, expected):
     assert expected in triples(extract(text, name="John"))
+
+
+@pytest.mark.parametrize("text", ["Look [shares a photo of a laptop on a black surface]",
+                                  "Look [shares a photo of a man on a bed using a laptop]",
+                                  "I put the vase on a white surface."])
+def test_a_thing_is_its_head_word_and_a_word_brand_needs_its_capital(text):
+    """"a black surface" is no Microsoft Surface, and "a bed using a laptop" is a bed: neither is a
+    computer (a later one would supersede the computer the user named)."""
+    assert not [t for t in extract(text, name="John").triples if t.predicate == "my_computer"]
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("I use a Surface Pro.", ("John", "my_computer", "Surface Pro")),
+    ("I drive a silver 2019 Honda Civic.", ("John", "my_car", "silver 2019 Honda Civic")),
+    ("I got a Galaxy S23.", ("John", "my_phone", "Galaxy S23")),
+])
+def test_brands_still_name_their_kind(text, expected):
+    assert expected in triples(extract(text, name="John"))
