@@ -239,7 +239,7 @@ _RANGE = re.compile(r"\b(?:between|from)\s+(?P<a>[^?.!,;]{1,40}?)\s+(?:and|to|un
                     r"(?=\s*(?:[?!,;]|\.(?:\s|$)|$))", _FLAGS)
 _UP_TO = re.compile(r"\b(?:as\s+of|up\s+until|until|till)\s+(?P<b>[^?!,;]{1,40}?)(?=\s*(?:[?!,;]|\.(?:\s|$)|$))",
                     _FLAGS)
-_FOUR_DIGITS = re.compile(r"\b\d{4}\b", _FLAGS)
+_YEAR = re.compile(r"\b\d{4}\b", _FLAGS)  # a four-digit year, anywhere in a text
 _EARLIEST = datetime(1, 1, 2, tzinfo=UTC).timestamp()
 
 
@@ -265,10 +265,10 @@ def _bounded(question: str, when: datetime) -> TimeWindow | None:
     """A range or an "as of" period of ``question`` (see :data:`_RANGE`), when both ends name periods;
     the first end takes the year of the second when it names none ("between May 3 and May 10 2023")."""
     for m in _RANGE.finditer(question):
-        a, b = (f"in {x}" if _FOUR_DIGITS.fullmatch(x.strip()) else x for x in (m["a"], m["b"]))  # "2020 and 2022"
+        a, b = (f"in {x}" if _YEAR.fullmatch(x.strip()) else x for x in (m["a"], m["b"]))  # "2020 and 2022"
         last = _named(b, when)
-        year = _FOUR_DIGITS.search(b)
-        first = _named(a + (f" {year[0]}" if year and not _FOUR_DIGITS.search(a) else ""), when)
+        year = _YEAR.search(b)
+        first = _named(a + (f" {year[0]}" if year and not _YEAR.search(a) else ""), when)
         if first is not None and last is not None and first.start < last.end:
             return TimeWindow(first.start, last.end, m[0])
     for m in _UP_TO.finditer(question):
@@ -323,7 +323,6 @@ def time_affinity(stamp: float, window: TimeWindow, *, tolerance_days: float = 3
 # "beginning (in) ...", and "in <a dated period>" opening the sentence ("In 2019 I moved to Porto").
 _START_CUE = re.compile(r"\b(?P<cue>since|as\s+of|starting(?:\s+(?:in|on|from))?|beginning(?:\s+(?:in|on))?)\s+"
                         r"|^\W*(?P<opening>in)\s+", _FLAGS)
-_YEAR = re.compile(r"\b\d{4}\b", _FLAGS)
 _START_RULES = tuple(rule for rule in _RULES if rule[1] is not _recent)  # "since recently" names no start
 
 
