@@ -15,18 +15,18 @@ to the functions below.
 
 from __future__ import annotations
 
-import json
 import logging
 from datetime import UTC, datetime
 from typing import Any
 
-from tiers.row_export import FORMAT, FORMAT_VERSION, export_rows, import_rows, parse_export
+from tiers.row_export import FORMAT, FORMAT_VERSION, export_rows
+from tiers.row_import import import_rows, parse_export
 from tiers.storage import SCHEMA_VERSION
-from tiers.user_tables import user_tables
+from tiers.user_tables import TableInfo, user_tables
 from unified_memory._version import __version__
 from unified_memory.coordinator.view import MemoryView
 from unified_memory.errors import wrong_type
-from unified_memory.io.text_files import read_text_source, text_destination
+from unified_memory.io.text_files import text_destination, text_lines
 from unified_memory.validation import check_scope_id
 
 __all__ = ["export_jsonl", "import_jsonl"]
@@ -58,13 +58,6 @@ def export_jsonl(view: MemoryView, destination: Any, *, all_users: bool = False)
         return export_rows(backend.storage, out, users=users, header=header)
 
 
-def _read_lines(source: Any) -> tuple[str, list[str]]:
-    """``(name for errors, lines)`` of a path or a text stream (split on newlines only:
-    exported JSON may hold U+2028 unescaped)."""
-    name, text = read_text_source(source)
-    return name, text.split("\n")
-
-
 def import_jsonl(view: MemoryView, source: Any, *, user_id: str | None = None) -> int:
     """Validate then import an export into the view's file in one transaction (rows
     already present are skipped); returns the rows imported. See
@@ -80,9 +73,9 @@ def import_jsonl(view: MemoryView, source: Any, *, user_id: str | None = None) -
     if user_id is not None:
         user_id = check_scope_id("user_id", user_id)
     backend = view.backend
-    name, lines = _read_lines(source)
-    _ensure_lazy_tables(backend.storage, lines)
-    parsed = parse_export(lines, source=name, tables=user_tables(backend.storage), user_id=user_id)
+    with text_lines(source) as (name, lines):  # read a line at a time: the file is never held whole
+        parsed = parse_export(lines, source=name, tables=user_tables(backend.storage), user_id=user_id,
+                              create=lambda kind: _create_lazy_table(backend.storage, kind))
     if backend.scrub:  # the redactor runs on every row before anything is written
         parsed.rows = [(number, table, backend.scrub.export_row(table.name, row)) for number, table, row in parsed.rows]
     target = view if user_id is None or user_id == view.user_id else view.rescoped(user_id=user_id)
@@ -102,27 +95,12 @@ def import_jsonl(view: MemoryView, source: Any, *, user_id: str | None = None) -
     return result.rows
 
 
-def _ensure_lazy_tables(storage: Any, lines: list[str]) -> None:
-    """Create the tables other modules create on first use (``ingested``) when the
-    export has rows for them and this file does not have them yet."""
-    if not any('"ingested"' in line for line in lines):
-        return
-    present = {t.name for t in user_tables(storage)}
-    if "ingested" in present:
-        return
-    for line in lines:
-        if '"ingested"' not in line:
-            continue
-        try:
-            row = json.loads(line)
-        except (ValueError, RecursionError):  # parse_export reports it, with its line
-            continue
-        if isinstance(row, dict) and row.get("kind") == "ingested":
-            break
-    else:
-        return
-    try:
-        from tiers.ingested import IngestedKeys
-    except ImportError:  # pragma: no cover - the module is part of the package
-        return
+def _create_lazy_table(storage: Any, kind: str) -> TableInfo | None:
+    """Create a table another module creates on first use (``ingested``) when an export has rows
+    for it and this file does not have it yet; returns it (None for any other kind)."""
+    if kind != "ingested":
+        return None
+    from tiers.ingested import IngestedKeys
+
     IngestedKeys(storage).ensure()
+    return next((t for t in user_tables(storage) if t.name == kind), None)

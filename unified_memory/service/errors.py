@@ -43,8 +43,8 @@ log = logging.getLogger("unified_memory.service")
 class TooLarge(Exception):  # noqa: N818 - an answer, not a failure
     """The request body is over the configured size."""
 
-    def __init__(self, limit: int) -> None:
-        super().__init__(f"request body over {limit} bytes")
+    def __init__(self, limit: int, message: str | None = None) -> None:
+        super().__init__(message or f"request body over {limit} bytes")
         self.limit = limit
 
 

@@ -22,6 +22,7 @@ from pydantic import BaseModel
 from unified_memory.errors import MemoryTypeError, MemoryValueError, NotFoundError
 from unified_memory.memory import UnifiedMemory
 from unified_memory.service.auth import Principal, Refusal
+from unified_memory.service.errors import TooLarge
 from unified_memory.service.schemas import (
     ContextIn,
     Deleted,
@@ -272,12 +273,28 @@ def _file_name(user_id: str) -> str:
 
 @router.post("/import", response_model=Imported, summary="Import an export (JSON Lines) into this user")
 async def import_rows(request: Request, mem: Memory) -> Imported:
-    body = await request.body()
-    try:
-        text = body.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise MemoryValueError(f"source: not UTF-8: {exc}", field="source") from None
-    return Imported(imported=await mem.aimport_jsonl(io.StringIO(text), user_id=mem.user_id))
+    """The body is streamed to a spool (memory, then a temporary file past 8 MiB), never held
+    whole; a line over ``max_body_bytes`` (what one write may send) is refused (413) as soon as
+    it passes that size. Every row then meets the checks of the single-item routes."""
+    limit = request.app.state.settings.max_body_bytes
+    spool = tempfile.SpooledTemporaryFile(max_size=8 << 20, mode="w+b")  # noqa: SIM115 - closed below
+    with spool:
+        line = 0  # bytes of the line being read
+        number = 1
+        async for chunk in request.stream():
+            *ends, tail = chunk.split(b"\n")
+            for end in ends:
+                if line + len(end) > limit:
+                    raise TooLarge(limit, f"line {number} of the import is over {limit} bytes "
+                                          "(the most one write may send)")
+                line, number = 0, number + 1
+            line += len(tail)
+            if line > limit:
+                raise TooLarge(limit, f"line {number} of the import is over {limit} bytes "
+                                      "(the most one write may send)")
+            spool.write(chunk)
+        spool.seek(0)
+        return Imported(imported=await mem.aimport_jsonl(spool, user_id=mem.user_id))
 
 
 @router.delete("", response_model=Deleted, summary="Forget everything of this user")
