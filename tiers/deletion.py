@@ -136,7 +136,7 @@ def derived_from_facts(storage: Storage, user_id: str, facts: Sequence[Mapping[s
             continue  # promoted from turns: its relations carry the turn (derived_from_messages)
         words = term_set(str(fact.get("text") or ""))
         triples += [triple_id for triple_id, name in storage.execute(
-            "SELECT t.id, o.name FROM triples t JOIN entities o ON o.id = t.object_id WHERE t.user_id = ? "
+            "SELECT t.id, o.name FROM triples t JOIN entities o ON o.id = t.object_id AND o.user_id = t.user_id WHERE t.user_id = ? "
             "AND t.source_message_id IS NULL AND t.mention_count <= 1 AND t.created_at = ?",
             [user_id, fact.get("created_at")]).fetchall() if term_set(name) and term_set(name) <= words]
     return {"triples": sorted(set(triples))}
@@ -161,7 +161,7 @@ def mentioned_only_in(storage: Storage, user_id: str, items: Sequence[Mapping[st
                 "SELECT id, name, first_seen FROM entities e WHERE user_id = ? AND mention_count <= 1 "
                 f"AND first_seen IN ({','.join('?' * len(chunk))}) AND name != 'user' "
                 f"AND COALESCE({storage.dialect.json_text('attributes', 'relation')}, '') != 'self' "
-                "AND NOT EXISTS (SELECT 1 FROM triples t WHERE t.subject_id = e.id OR t.object_id = e.id)",
+                "AND NOT EXISTS (SELECT 1 FROM triples t WHERE (t.subject_id = e.id OR t.object_id = e.id) AND t.user_id = e.user_id)",
                 [user_id, *chunk]).fetchall():
             words = term_set(name)
             if words and any(words <= said for said in texts.get(float(seen), [])):
@@ -176,7 +176,7 @@ def bare_values(storage: Storage, user_id: str, entity_ids: Iterable[str]) -> li
         return []
     return [row[0] for row in storage.execute(
         f"SELECT id FROM entities e WHERE user_id = ? AND type = 'thing' AND id IN ({','.join('?' * len(ids))}) "
-        "AND NOT EXISTS (SELECT 1 FROM triples t WHERE t.subject_id = e.id OR t.object_id = e.id)",
+        "AND NOT EXISTS (SELECT 1 FROM triples t WHERE (t.subject_id = e.id OR t.object_id = e.id) AND t.user_id = e.user_id)",
         [user_id, *ids]).fetchall()]
 
 

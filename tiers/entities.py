@@ -93,12 +93,12 @@ class EntityGraph:
             # The first relations of each side, oldest first: bounded work for popular entities.
             rows = self.storage.execute(
                 f"SELECT s.name, t.predicate, o.name, 1, t.valid_to FROM triples t {self.storage.dialect.hint('triples_subject')} "
-                "JOIN entities s ON s.id = t.subject_id JOIN entities o ON o.id = t.object_id "
+                "JOIN entities s ON s.id = t.subject_id AND s.user_id = t.user_id JOIN entities o ON o.id = t.object_id AND o.user_id = t.user_id "
                 f"WHERE t.subject_id = ?{until} ORDER BY t.seq LIMIT ?",
                 [entity_id, *bound, _MAX_RELATIONS_IN_DOC]).fetchall()
             rows += self.storage.execute(
                 f"SELECT s.name, t.predicate, o.name, 0, t.valid_to FROM triples t {self.storage.dialect.hint('triples_object')} "
-                "JOIN entities s ON s.id = t.subject_id JOIN entities o ON o.id = t.object_id "
+                "JOIN entities s ON s.id = t.subject_id AND s.user_id = t.user_id JOIN entities o ON o.id = t.object_id AND o.user_id = t.user_id "
                 f"WHERE t.object_id = ?{until} ORDER BY t.seq LIMIT ?",
                 [entity_id, *bound, _MAX_RELATIONS_IN_DOC]).fetchall()
             out[entity_id] = [
@@ -147,7 +147,7 @@ class EntityGraph:
         if not ids:
             return
         marks = ",".join("?" * len(ids))
-        rows = self.storage.query(f"SELECT {_ENTITY_COLUMNS} FROM entities WHERE id IN ({marks})", ids)
+        rows = self.storage.query(f"SELECT {_ENTITY_COLUMNS} FROM entities WHERE id IN ({marks}) AND user_id = ?", [*ids, user_id])
         relations = self._relations([r["id"] for r in rows])
         entities = {r["id"]: _to_entity(r) for r in rows}
         selves = self._selves(user_id)
@@ -189,11 +189,11 @@ class EntityGraph:
         # Indexed existence checks that stop at the first row: a busy entity ("my sister")
         # can have thousands of relations, and all it takes is one that is current.
         rows = self.storage.execute(
-            f"WITH ids(e) AS (VALUES {values}) SELECT e FROM ids WHERE "
-            f"NOT EXISTS (SELECT 1 FROM triples {self.storage.dialect.hint('triples_subject')} WHERE subject_id = e AND valid_to IS NULL) "
-            f"AND NOT EXISTS (SELECT 1 FROM triples {self.storage.dialect.hint('triples_object')} WHERE object_id = e AND valid_to IS NULL) "
-            f"AND (EXISTS (SELECT 1 FROM triples {self.storage.dialect.hint('triples_subject')} WHERE subject_id = e) "
-            f"OR EXISTS (SELECT 1 FROM triples {self.storage.dialect.hint('triples_object')} WHERE object_id = e))",
+            f"WITH ids(e) AS (VALUES {values}) SELECT e FROM ids JOIN entities n ON n.id = e WHERE "
+            f"NOT EXISTS (SELECT 1 FROM triples {self.storage.dialect.hint('triples_subject')} WHERE subject_id = e AND user_id = n.user_id AND valid_to IS NULL) "
+            f"AND NOT EXISTS (SELECT 1 FROM triples {self.storage.dialect.hint('triples_object')} WHERE object_id = e AND user_id = n.user_id AND valid_to IS NULL) "
+            f"AND (EXISTS (SELECT 1 FROM triples {self.storage.dialect.hint('triples_subject')} WHERE subject_id = e AND user_id = n.user_id) "
+            f"OR EXISTS (SELECT 1 FROM triples {self.storage.dialect.hint('triples_object')} WHERE object_id = e AND user_id = n.user_id))",
             list(entity_ids)).fetchall()
         return {row[0] for row in rows}
 
@@ -210,7 +210,7 @@ class EntityGraph:
         ['Ada']
         """
         rows = self.storage.execute(
-            "SELECT o.name FROM triples t JOIN entities s ON s.id = t.subject_id JOIN entities o ON o.id = t.object_id "
+            "SELECT o.name FROM triples t JOIN entities s ON s.id = t.subject_id AND s.user_id = t.user_id JOIN entities o ON o.id = t.object_id AND o.user_id = t.user_id "
             "WHERE t.user_id = ? AND s.norm_name = ? AND t.predicate = 'name' AND t.valid_to IS NULL "
             "ORDER BY t.seq", [user_id, USER_ENTITY]).fetchall()
         return list(dict.fromkeys(row[0] for row in rows))
@@ -373,7 +373,7 @@ class EntityGraph:
         rows = self.storage.query(
             "SELECT t.id, s.name AS subject, t.predicate, o.name AS object, t.confidence, t.created_at, "
             "t.source_message_id, t.metadata, t.user_id, t.agent_id, t.valid_to FROM triples t "
-            "JOIN entities s ON s.id = t.subject_id JOIN entities o ON o.id = t.object_id "
+            "JOIN entities s ON s.id = t.subject_id AND s.user_id = t.user_id JOIN entities o ON o.id = t.object_id AND o.user_id = t.user_id "
             f"WHERE {sql} ORDER BY t.seq", params)
         return [Triple.model_construct(  # stored rows were validated on the way in
             id=r["id"], subject=r["subject"], predicate=r["predicate"], object=r["object"],

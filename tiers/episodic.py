@@ -234,7 +234,7 @@ class EpisodicLog:
         :meth:`from_head` makes messages of them)."""
         return self.storage.execute(
             f"SELECT w.tokens, m.seq, m.role, {_WINDOW_COLUMNS} FROM \"window\" w "
-            "JOIN messages m ON m.seq = w.message_seq WHERE w.user_id = ? AND w.agent_id = ? AND w.session_id = ? "
+            "JOIN messages m ON m.seq = w.message_seq AND m.user_id = w.user_id WHERE w.user_id = ? AND w.agent_id = ? AND w.session_id = ? "
             "ORDER BY w.message_seq LIMIT ?", [scope.user_id, scope.agent_id, scope.session_id, limit]).fetchall()
 
     @staticmethod
@@ -250,7 +250,7 @@ class EpisodicLog:
     def in_window(self, scope: Scope, *, last: int | None = None) -> list[LoggedMessage]:
         """The messages of this conversation's window (table ``window``), oldest first; only
         the newest ``last`` when given. One statement: the window's rows joined to the log."""
-        sql = (f"SELECT {_WINDOW_COLUMNS} FROM \"window\" w JOIN messages m ON m.seq = w.message_seq "
+        sql = (f"SELECT {_WINDOW_COLUMNS} FROM \"window\" w JOIN messages m ON m.seq = w.message_seq AND m.user_id = w.user_id "
                "WHERE w.user_id = ? AND w.agent_id = ? AND w.session_id = ? ORDER BY w.message_seq")
         params: list[Any] = [scope.user_id, scope.agent_id, scope.session_id]
         if last is None:

@@ -111,7 +111,7 @@ def end_stated(graph: EntityGraph, scope: Scope, stated: Sequence[tuple[Sequence
             continue
         marks, words = ",".join("?" * len(sources)), term_set(text)
         for triple_id, predicate, object_id, name in graph.storage.execute(
-                "SELECT t.id, t.predicate, t.object_id, o.name FROM triples t JOIN entities o ON o.id = t.object_id "
+                "SELECT t.id, t.predicate, t.object_id, o.name FROM triples t JOIN entities o ON o.id = t.object_id AND o.user_id = t.user_id "
                 f"WHERE t.user_id = ? AND t.agent_id = ? AND t.valid_to IS NULL AND t.source_message_id IN ({marks})",
                 [scope.user_id, scope.agent_id, *sources]).fetchall():
             if single_valued(predicate) and term_set(name) <= words:

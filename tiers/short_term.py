@@ -79,7 +79,7 @@ class ShortTermWindow:
     def _slots(self, scope: Scope) -> list[_Slot]:
         rows = self.storage.execute(
             "SELECT w.message_seq, w.tokens, m.role, m.tool_calls, m.tool_call_id FROM \"window\" w "
-            "JOIN messages m ON m.seq = w.message_seq WHERE w.user_id = ? AND w.agent_id = ? AND w.session_id = ? "
+            "JOIN messages m ON m.seq = w.message_seq AND m.user_id = w.user_id WHERE w.user_id = ? AND w.agent_id = ? AND w.session_id = ? "
             "ORDER BY w.message_seq", [scope.user_id, scope.agent_id, scope.session_id]).fetchall()
         return [_Slot(seq, tokens, role, loads(calls) if calls is not None else None, call_id)
                 for seq, tokens, role, calls, call_id in rows]
@@ -146,7 +146,7 @@ class ShortTermWindow:
                                 None if total is None else total - sum(row[0] for row in head[:cut]))
             held_now = int(tokens)
             rows = self.storage.execute(
-                "SELECT w.message_seq, w.tokens, m.role FROM \"window\" w JOIN messages m ON m.seq = w.message_seq "
+                "SELECT w.message_seq, w.tokens, m.role FROM \"window\" w JOIN messages m ON m.seq = w.message_seq AND m.user_id = w.user_id "
                 "WHERE w.user_id = ? AND w.agent_id = ? AND w.session_id = ? ORDER BY w.message_seq LIMIT ?",
                 [*ids, max(count - max_messages, 0) + _HEAD]).fetchall()
             before = 0  # tokens of the entries before the cut

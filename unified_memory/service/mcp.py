@@ -62,7 +62,7 @@ from starlette.types import ASGIApp
 
 from unified_memory._version import __version__
 from unified_memory.errors import MemoryTypeError, MemoryValueError, invalid
-from unified_memory.retrieval.context import clean_item
+from unified_memory.retrieval.context import escape_item
 from unified_memory.types import TIERS, RecallHit
 
 if TYPE_CHECKING:
@@ -172,8 +172,8 @@ def _line(number: int, hit: RecallHit) -> str:
     if hit.components.get("superseded") or hit.components.get("status") == "superseded":
         tags.append("superseded")
     role = hit.components.get("role")
-    said = f"{clean_item(role)[:20]}: " if isinstance(role, str) and hit.tier in ("episodic", "short_term") else ""
-    return f"{number}. [{', '.join(tags)}] {said}{clean_item(hit.text)} (score {hit.score:.2f}, id {hit.id})"
+    said = f"{escape_item(role)[:20]}: " if isinstance(role, str) and hit.tier in ("episodic", "short_term") else ""
+    return f"{number}. [{', '.join(tags)}] {said}{escape_item(hit.text)} (score {hit.score:.2f}, id {hit.id})"
 
 
 def _result(text: str, data: BaseModel) -> CallToolResult:
@@ -251,7 +251,7 @@ def build_mcp_server(memory_for: Callable[[], UnifiedMemory] = memory_from_conte
     ) -> Annotated[CallToolResult, RememberResult]:
         async def run() -> CallToolResult:
             fact_id = await memory_for().aremember(text, importance=importance, category=category)
-            shown = clean_item(text.strip())
+            shown = escape_item(text.strip())
             return _result(f"Remembered: {shown} (id {fact_id})", RememberResult(id=fact_id, text=text.strip()))
 
         return await _guarded(run)
