@@ -162,6 +162,7 @@ _ROLE_WORDS = frozenset({"system", "developer", "assistant", "user", "tool", "fu
 # a Cyrillic "у" looks like "system" to a model, and is marked like it.
 _LOOKALIKES = str.maketrans("аеорсухѕіјԁһӏкмнтвԛԝαεοριυκντβχγ", "aeopcyxsijdhlkmhtbqwaeopiukvtbxy")
 _WORDS = re.compile(r"[^\W\d_]+")
+_COLONS = re.compile(r"\s*:+\s*")
 
 
 def _role_like(name: str) -> set[str]:
@@ -175,7 +176,7 @@ def _speaker(name: str, role: str | None = None) -> str:
     """The shown speaker; a name that reads as another role's word keeps its real role beside it
     (a user named "system", "System:" or "sуstem" shows as ``system (user)``, not as the system).
     A colon, which ends the speaker on a line, is not shown inside a name."""
-    name = clean_item(name).replace(":", " ").strip()
+    name = _COLONS.sub(" ", clean_item(name)).strip()
     name = name if len(name) <= _MAX_SPEAKER else name[: _MAX_SPEAKER - 1].rstrip() + "…"
     if role and _role_like(name) - {role.casefold()}:
         return f"{name} ({clean_item(role)})"
