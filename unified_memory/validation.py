@@ -26,7 +26,7 @@ from unified_memory.types import LONE_SURROGATE, TIERS, Message, holds_nul, text
 __all__ = [
     "check_text", "check_scope_id", "check_limit", "check_unit", "check_metadata", "parse_when",
     "to_message", "pydantic_error", "check_bool", "check_ttl_days", "check_optional_text", "check_messages",
-    "check_path", "check_json", "check_tiers", "check_ids", "check_fact_keys", "FACT_KEYS",
+    "check_path", "check_json", "check_no_nul", "check_tiers", "check_ids", "check_fact_keys", "FACT_KEYS",
 ]
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
@@ -207,6 +207,18 @@ def check_json(field: str, value: Any) -> None:
         raise invalid(field, f"must be JSON-serialisable: {exc}") from None
     if LONE_SURROGATE.search(text):
         raise invalid(field, "must be valid unicode text (it holds a lone surrogate)")
+    check_no_nul(field, value)
+
+
+def check_no_nul(field: str, value: Any) -> None:
+    """No key or string anywhere in the JSON ``value`` holds a NUL character: one rule for
+    metadata and keyed items' values (PostgreSQL cannot store one in text or read one in JSON).
+
+    >>> check_no_nul("value", {"a": ["ok", "x\\x00"]})
+    Traceback (most recent call last):
+    ...
+    unified_memory.errors.MemoryValueError: value: must not contain NUL characters (U+0000)
+    """
     if holds_nul(value):
         raise invalid(field, "must not contain NUL characters (U+0000)")
 

@@ -210,7 +210,17 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_argument("--max-body-bytes", type=_positive_int, default=2 * 1024 * 1024, metavar="N",
                      help="refuse request bodies over N bytes with 413 (default 2 MiB; imports: 256 MiB)")
     sub.add_argument("--max-failed-auth", type=_positive_int, default=20, metavar="N",
-                     help="answer 429 to a client address after N failed authentications in a minute (default 20)")
+                     help="answer 429 to a client address after N failed authentications in a minute (default 20; "
+                          "a valid key is still admitted)")
+    sub.add_argument("--trusted-proxy", dest="trusted_proxies", action="append", default=[], metavar="ADDR",
+                     help="a proxy (address, network or '*') whose X-Forwarded-For names the client (repeatable; "
+                          "default: none, the client is the TCP peer)")
+    sub.add_argument("--header-timeout", type=_positive_float, default=10.0, metavar="S",
+                     help="close a connection whose request head is not complete within S seconds (default 10)")
+    sub.add_argument("--body-timeout", type=_positive_float, default=30.0, metavar="S",
+                     help="answer 408 to a request whose body pauses for S seconds (default 30)")
+    sub.add_argument("--max-connections", type=_positive_int, default=1000, metavar="N",
+                     help="answer 503 on connections beyond N open ones, per process (default 1000)")
     sub.add_argument("--workers", type=_positive_int, default=1, metavar="N",
                      help="N service processes on the one port and file, to use more cores (default 1)")
     sub.add_argument("--pool-size", type=_positive_int, metavar="N",

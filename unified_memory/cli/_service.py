@@ -94,12 +94,23 @@ def cmd_keys_revoke(args: argparse.Namespace) -> int:
 def cmd_serve(args: argparse.Namespace) -> int:
     """Run the HTTP service (and MCP at /mcp) until interrupted, in one process or ``--workers N``."""
     try:
-        from unified_memory.service.app import serve, serve_workers
+        from pydantic import ValidationError
+
+        from unified_memory.service.app import ServiceSettings, serve, serve_workers
     except ImportError as exc:
         raise DependencyError(f"serve needs the server extra: {INSTALL_HINT} ({exc})") from None
-    memory = open_memory(args, must_exist=False)  # a bad file or option fails here, before any worker starts
     settings = {"max_body_bytes": args.max_body_bytes, "max_failed_auth": args.max_failed_auth,
-                "mcp": not args.no_mcp}
+                "mcp": not args.no_mcp, "trusted_proxies": args.trusted_proxies,
+                "header_timeout": args.header_timeout, "body_timeout": args.body_timeout,
+                "max_connections": args.max_connections}
+    try:
+        ServiceSettings(**settings)
+    except ValidationError as exc:  # a bad --trusted-proxy, a timeout over an hour: said before the file opens
+        first = exc.errors()[0]
+        name = str(first["loc"][0])
+        option = "--trusted-proxy" if name == "trusted_proxies" else "--" + name.replace("_", "-")
+        raise CliError(f"serve: {option}: {str(first['msg']).removeprefix('Value error, ')}", code=2) from None
+    memory = open_memory(args, must_exist=False)  # a bad file or option fails here, before any worker starts
     workers = f", {args.workers} worker processes" if args.workers > 1 else ""
     target = db_path(args)
     shown = repr(target) if isinstance(target, DatabaseURL) else repr(str(target))  # a URL without its password

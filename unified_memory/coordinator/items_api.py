@@ -24,7 +24,7 @@ from tiers.item_checks import check_filter, check_index, check_key, check_namesp
 from tiers.keyed_items import ItemRow, Similarity
 from unified_memory.coordinator.write_api import WritingAPI
 from unified_memory.types import StoredItem
-from unified_memory.validation import check_bool, check_limit, check_optional_text
+from unified_memory.validation import check_bool, check_limit, check_no_nul, check_optional_text
 
 __all__ = ["ItemsAPI"]
 
@@ -57,7 +57,8 @@ class ItemsAPI(WritingAPI):
                  index: list[str] | bool | None = None, ttl: float | None = None) -> None:
         """Store ``value`` (a JSON object) under ``namespace`` / ``key``, replacing what was there.
 
-        ``namespace``: a tuple of labels (non-empty, without ``.`` or NUL). ``index``: which fields a
+        ``namespace``: a tuple of labels (non-empty, without ``.`` or NUL); ``value``: no NUL in any of
+        its keys or strings (as in metadata). ``index``: which fields a
         query searches (``None``: every string; a list of paths like ``"title"`` or
         ``"chapters[*].text"``; ``False``: none). ``ttl``: minutes until the item expires,
         restarted when a read refreshes it (``None``: never). Use :meth:`delete_item` to delete.
@@ -72,6 +73,7 @@ class ItemsAPI(WritingAPI):
         labels = check_namespace("namespace", namespace)
         checked_key = check_key("key", key)
         data, _ = check_value("value", value)
+        check_no_nul("value", data)  # as in metadata: nowhere in the value, keys included
         fields = check_index("index", index)
         minutes = check_ttl("ttl", ttl)
         backend.items.put(self._view.user_id, labels, checked_key, data, index=fields, ttl=minutes,

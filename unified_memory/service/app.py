@@ -19,6 +19,7 @@ closed on its worker, after every write queued before it.
 from __future__ import annotations
 
 import contextlib
+import ipaddress
 import logging
 import signal
 import threading
@@ -28,7 +29,7 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 from starlette.exceptions import HTTPException
 from starlette.routing import Route
 
@@ -54,7 +55,16 @@ class ServiceSettings(BaseModel):
     """What an operator may tune. ``max_body_bytes``: any request body (413 above it);
     ``max_import_bytes``: ``POST /import`` bodies; ``max_failed_auth`` failed
     authentications per client address per ``failed_auth_window`` seconds before 429;
-    ``mcp``: mount the MCP server at ``/mcp``."""
+    ``mcp``: mount the MCP server at ``/mcp``. Slow and numerous clients (applied by
+    :func:`serve`): a request head must arrive within ``header_timeout`` seconds (else the
+    connection is closed), a body may pause at most ``body_timeout`` seconds (else 408), and
+    more than ``max_connections`` open connections are answered 503. ``trusted_proxies``:
+    the addresses (or networks, or ``*``) whose ``X-Forwarded-For`` names the client; none by
+    default, so the client is the TCP peer.
+
+        >>> ServiceSettings(trusted_proxies=["10.0.0.0/8"]).header_timeout
+        10.0
+    """
 
     model_config = ConfigDict(extra="forbid")
 
@@ -63,10 +73,39 @@ class ServiceSettings(BaseModel):
     max_failed_auth: int = Field(default=20, ge=1)
     failed_auth_window: float = Field(default=60.0, gt=0)
     mcp: bool = True
+    trusted_proxies: list[str] = Field(default_factory=list)
+    header_timeout: float = Field(default=10.0, gt=0, le=3600)
+    body_timeout: float = Field(default=30.0, gt=0, le=3600)
+    max_connections: int = Field(default=1000, ge=1)
+
+    @field_validator("trusted_proxies")
+    @classmethod
+    def _addresses(cls, value: list[str]) -> list[str]:
+        for i, address in enumerate(value):
+            try:
+                if address != "*":
+                    ipaddress.ip_network(address, strict=False)
+            except ValueError:
+                raise ValueError(f"{address[:80]!r} (item {i}) is not an IP address, a network "
+                                 "(10.0.0.0/8) or '*'") from None
+        return value
 
 
 def _request_id(request: Request) -> str | None:
     return getattr(request.state, "request_id", None)
+
+
+#: FastAPI's answer to a JSON body ``json.loads`` fails on other than by a syntax error.
+_UNPARSED_BODY = "There was an error parsing the body"
+
+
+def _unparsed_reason(cause: BaseException | None) -> str:
+    """Why a body could not be parsed, for the ``malformed_json`` answer."""
+    if isinstance(cause, UnicodeDecodeError):
+        return f"not UTF-8 (byte {cause.start})"
+    if isinstance(cause, RecursionError):
+        return "nested too deeply"
+    return "it could not be read"
 
 
 def _install_error_handlers(app: FastAPI) -> None:
@@ -82,15 +121,17 @@ def _install_error_handlers(app: FastAPI) -> None:
         return JSONResponse(error_body(exc.type, exc.message, exc.field, _request_id(request)),
                             status_code=exc.status, headers=exc.headers)
 
+    def malformed_json(request: Request, reason: str) -> JSONResponse:
+        return JSONResponse(error_body("malformed_json", "the body must be a JSON object in UTF-8 (Content-Type: "
+                                       f"application/json): {reason}", "body", _request_id(request)), status_code=400)
+
     @app.exception_handler(RequestValidationError)
     async def schema_error(request: Request, exc: RequestValidationError) -> JSONResponse:
         errors = list(exc.errors())
         first = errors[0] if errors else {}
         if first.get("type") == "json_invalid" or (
                 tuple(first.get("loc", ())) == ("body",) and isinstance(first.get("input"), bytes | str)):
-            return JSONResponse(error_body("malformed_json", "the body must be a JSON object (Content-Type: "
-                                           f"application/json): {first.get('msg', '')}", "body",
-                                           _request_id(request)), status_code=400)
+            return malformed_json(request, str(first.get("msg", "")))
         # the most specific error: a union's members each fail, the one naming a field says most
         first = max(errors, key=lambda e: len(field_of_location(e.get("loc", ())) or ""), default=first)
         field = field_of_location(first.get("loc", ()))
@@ -105,6 +146,8 @@ def _install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(HTTPException)
     async def http_error(request: Request, exc: HTTPException) -> JSONResponse:
+        if exc.status_code == 400 and exc.detail == _UNPARSED_BODY:  # FastAPI: json.loads raised, not JSONDecodeError
+            return malformed_json(request, _unparsed_reason(exc.__cause__))
         kind = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "invalid")
         return JSONResponse(error_body(kind, str(exc.detail), None, _request_id(request)),
                             status_code=exc.status_code, headers=getattr(exc, "headers", None))
@@ -174,7 +217,8 @@ def create_app(memory: UnifiedMemory, *, keys: KeyRing | None = None,
     if mcp_app is not None:  # a Route, not a mount: clients use exactly /mcp (a mount would redirect it)
         app.router.routes.append(Route("/mcp", endpoint=mcp_app, methods=["GET", "POST", "DELETE"]))
     # Outermost first: request id and access log, then keys, then the body limit.
-    app.add_middleware(BodyLimit, limit=chosen.max_body_bytes, limits={"/import": chosen.max_import_bytes})
+    app.add_middleware(BodyLimit, limit=chosen.max_body_bytes, limits={"/import": chosen.max_import_bytes},
+                       idle_timeout=chosen.body_timeout)
     app.add_middleware(Gatekeeper, gate=Gate(ring, max_failures=chosen.max_failed_auth,
                                              window=chosen.failed_auth_window))
     app.add_middleware(AccessLog)
@@ -213,11 +257,20 @@ def serve(memory: UnifiedMemory, *, host: str = "127.0.0.1", port: int = 8080,
     """Run the service until SIGINT / SIGTERM (requests in flight finish, then the memory closes)."""
     import uvicorn
 
+    chosen = _settings(settings)
     logging.basicConfig(level=log_level.upper(), format="%(message)s")
     tune_gc()
-    config = uvicorn.Config(create_app(memory, settings=settings), host=host, port=port, log_level=log_level,
-                            access_log=False, timeout_graceful_shutdown=30, lifespan="on")
+    config = uvicorn.Config(create_app(memory, settings=chosen), host=host, port=port, log_level=log_level,
+                            access_log=False, timeout_graceful_shutdown=30, lifespan="on", **_connections(chosen))
     _graceful_server(config).run()
+
+
+def _connections(settings: ServiceSettings) -> dict[str, Any]:
+    """uvicorn's options for ``settings``: head deadline, connection limit, trusted proxies."""
+    from unified_memory.service.connections import uvicorn_options
+
+    return uvicorn_options(trusted_proxies=settings.trusted_proxies, header_timeout=settings.header_timeout,
+                           max_connections=settings.max_connections)
 
 
 #: The cyclic garbage collector's thresholds in a service process (Python's: 700, 10, 10).
@@ -251,11 +304,13 @@ def serve_workers(db: str, *, workers: int, overrides: dict[str, Any] | None = N
 
     import uvicorn
 
-    os.environ[WORKER_SPEC] = json.dumps({"db": db, "overrides": overrides or {}, "settings": settings or {},
+    chosen = _settings(settings)
+    os.environ[WORKER_SPEC] = json.dumps({"db": db, "overrides": overrides or {}, "settings": chosen.model_dump(),
                                           "log_level": log_level})
     logging.basicConfig(level=log_level.upper(), format="%(message)s")
     uvicorn.run("unified_memory.service.app:app_from_environment", factory=True, workers=workers, host=host,
-                port=port, log_level=log_level, access_log=False, timeout_graceful_shutdown=30, lifespan="on")
+                port=port, log_level=log_level, access_log=False, timeout_graceful_shutdown=30, lifespan="on",
+                **_connections(chosen))
 
 
 def app_from_environment() -> FastAPI:
@@ -266,7 +321,9 @@ def app_from_environment() -> FastAPI:
     spec = json.loads(os.environ[WORKER_SPEC])
     logging.basicConfig(level=str(spec.get("log_level", "info")).upper(), format="%(message)s")
     tune_gc()
-    return create_app(UnifiedMemory(spec["db"], **spec.get("overrides", {})), settings=spec.get("settings"))
+    settings = _settings(spec.get("settings"))
+    _connections(settings)  # this process's head deadline (uvicorn builds the protocol here)
+    return create_app(UnifiedMemory(spec["db"], **spec.get("overrides", {})), settings=settings)
 
 
 def _graceful_server(config: Any) -> Any:

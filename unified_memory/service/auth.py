@@ -1,11 +1,18 @@
 """Who is calling: the bearer key of a request, checked against the :class:`~tiers.keys.KeyRing`,
 and a limit on failed attempts per client address.
 
-A key belongs to one user or is an admin key. :meth:`Gate.admit` answers 401 (no key, a
-malformed, unknown or revoked key), 403 (a valid key for another user: the body says only
-that the key does not grant that user) or 429 (too many failed attempts from this address
-in the last window; valid keys are refused too while the window lasts, so guessing gains
-nothing). Digests are compared in constant time (:meth:`~tiers.keys.KeyRing.verify`).
+A key belongs to one user or is an admin key. :meth:`Gate.authenticate` answers 401 (no key,
+a malformed, unknown or revoked key) or 429 (too many failed attempts from this address in the
+last window), :meth:`Gate.authorize` 403 (a valid key for another user: the body says only
+that the key does not grant that user). Digests are compared in constant time
+(:meth:`~tiers.keys.KeyRing.verify`).
+
+The key is checked first: a valid key is admitted even from a throttled address, so callers
+who share an address (a NAT, a proxy) with someone guessing are not locked out, and nobody can
+lock a tenant out by failing on purpose. Only a failed attempt from a throttled address is
+answered 429. That a throttled guess can still succeed gives nothing away: a key's secret is
+256 random bits, so no number of guesses finds one; the limiter bounds the work and the log
+noise a guesser causes, it is not what keeps keys secret.
 """
 
 from __future__ import annotations
@@ -50,7 +57,7 @@ class Refusal(Exception):  # noqa: N818 - an answer, not a failure
 
 class Gate:
     """Authenticates requests and limits failed attempts (``max_failures`` per ``window`` seconds
-    per client address)."""
+    per client address; valid keys are admitted whatever the address)."""
 
     def __init__(self, keys: KeyRing, *, max_failures: int = 20, window: float = 60.0,
                  clock: Callable[[], float] = time.monotonic) -> None:
@@ -87,23 +94,22 @@ class Gate:
                     del self._failures[stale]
 
     def authenticate(self, authorization: str | None, client: str) -> Principal:
-        """The caller proved by ``Authorization: Bearer <key>``, or a :class:`Refusal` (401 / 429)."""
+        """The caller proved by ``Authorization: Bearer <key>`` (from any address), or a
+        :class:`Refusal`: 429 when ``client`` is throttled, else 401 (and the failure counts)."""
+        scheme, _, key = (authorization or "").partition(" ")
+        record: KeyRecord | None = None
+        if scheme.lower() == "bearer" and key.strip():
+            record = self.keys.verify(key.strip())
+        if record is not None:
+            return Principal(key_id=record.id, owner=record.owner)
         wait = self._throttled(client)
         if wait:
             raise Refusal(429, "too_many_attempts",
                           f"too many failed authentications from this address; retry in {int(wait) + 1} s",
                           headers={"Retry-After": str(int(wait) + 1)})
-        scheme, _, key = (authorization or "").partition(" ")
-        record: KeyRecord | None = None
-        if scheme.lower() == "bearer" and key.strip():
-            record = self.keys.verify(key.strip())
-        if record is None:
-            self._failed(client)
-            message = ("missing API key: send 'Authorization: Bearer <key>'" if not authorization
-                       else "invalid API key")
-            raise Refusal(401, "unauthorized", message, field="authorization",
-                          headers={"WWW-Authenticate": "Bearer"})
-        return Principal(key_id=record.id, owner=record.owner)
+        self._failed(client)
+        message = "missing API key: send 'Authorization: Bearer <key>'" if not authorization else "invalid API key"
+        raise Refusal(401, "unauthorized", message, field="authorization", headers={"WWW-Authenticate": "Bearer"})
 
     @staticmethod
     def authorize(principal: Principal, user_id: str) -> None:

@@ -8,12 +8,15 @@ is the caller's ``X-Request-ID`` when it is a short printable token, else a new 
 sent back in ``X-Request-ID`` and inside error bodies.
 
 A body over ``limit`` bytes is refused with 413 before the handler runs: at once when
-``Content-Length`` says so, else as soon as the streamed body passes the limit. A refused
-request writes nothing (handlers read the whole body before they write).
+``Content-Length`` says so, else as soon as the streamed body passes the limit. A body whose
+next part does not come within ``idle_timeout`` seconds is answered 408 (and the connection
+closed): a client that stalls mid-body holds nothing for long. A refused request writes
+nothing (handlers read the whole body before they write).
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import re
@@ -24,13 +27,14 @@ from typing import Any
 
 from unified_memory.service.errors import TooLarge, error_body
 
-__all__ = ["AccessLog", "BodyLimit", "send_json"]
+__all__ = ["AccessLog", "BodyLimit", "BodyTimeout", "send_json"]
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+Answer = tuple[int, dict[str, Any], dict[str, str]]  # status, JSON body, headers
 
 access_log = logging.getLogger("unified_memory.service.access")
 _REQUEST_ID = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
@@ -80,13 +84,20 @@ class AccessLog:
                 "user": state.get("user_id")}))
 
 
-class BodyLimit:
-    """Refuse request bodies over ``limit`` bytes (``limits`` may raise it per path prefix) with 413."""
+class BodyTimeout(Exception):  # noqa: N818 - an answer, not a failure
+    """The request body stalled: no part of it came within the idle timeout (408)."""
 
-    def __init__(self, app: ASGIApp, limit: int, *, limits: dict[str, int] | None = None) -> None:
+
+class BodyLimit:
+    """Refuse request bodies over ``limit`` bytes (``limits`` may raise it per path prefix) with 413,
+    and bodies that stall for ``idle_timeout`` seconds (None: no timeout) with 408."""
+
+    def __init__(self, app: ASGIApp, limit: int, *, limits: dict[str, int] | None = None,
+                 idle_timeout: float | None = None) -> None:
         self.app = app
         self.limit = limit
         self.limits = limits or {}
+        self.idle_timeout = idle_timeout
 
     def _limit_for(self, path: str) -> int:
         for suffix, limit in self.limits.items():
@@ -100,33 +111,43 @@ class BodyLimit:
             return
         limit = self._limit_for(scope.get("path", ""))
         request_id = scope.get("state", {}).get("request_id")
+        too_large: Answer = (413, error_body("too_large", f"request body over {limit} bytes", "body", request_id), {})
         length = dict(scope.get("headers") or []).get(b"content-length")
         if length is not None and (not length.isdigit() or int(length) > limit):
-            await send_json(send, 413, error_body("too_large", f"request body over {limit} bytes", "body", request_id))
+            await send_json(send, *too_large)
             return
         received = 0
-        over = False  # the streamed body passed the limit: whatever the app answers becomes a 413
+        whole = False  # the last part of the body came: receive() waits for a disconnect from now on
+        refusal: Answer | None = None  # the body failed: whatever the app answers becomes this
         started = False
 
         async def receiving() -> Message:
-            nonlocal received, over
-            message = await receive()
+            nonlocal received, whole, refusal
+            if whole or self.idle_timeout is None:
+                message = await receive()
+            else:
+                try:
+                    message = await asyncio.wait_for(receive(), self.idle_timeout)
+                except TimeoutError:
+                    refusal = (408, error_body("timeout", f"no part of the request body came for {self.idle_timeout:g} s",
+                                               "body", request_id), {"Connection": "close"})
+                    raise BodyTimeout() from None
             if message["type"] == "http.request":
                 received += len(message.get("body", b""))
+                whole = not message.get("more_body", False)
                 if received > limit:
-                    over = True
+                    refusal = too_large
                     raise TooLarge(limit)
             return message
 
         async def sending(message: Message) -> None:
             nonlocal started
-            if over:
-                # The app may have caught TooLarge (Starlette answers a failed body read with 400):
-                # the answer is 413, and what the app would have sent is dropped.
+            if refusal is not None:
+                # The app may have caught the failed read (Starlette answers it with 400): the answer
+                # is the refusal, and what the app would have sent is dropped.
                 if not started:
                     started = True
-                    await send_json(send, 413, error_body("too_large", f"request body over {limit} bytes", "body",
-                                                          request_id))
+                    await send_json(send, *refusal)
                 return
             if message["type"] == "http.response.start":
                 started = True
@@ -134,8 +155,7 @@ class BodyLimit:
 
         try:
             await self.app(scope, receiving, sending)
-        except TooLarge:
-            if not started:
+        except (TooLarge, BodyTimeout):
+            if not started and refusal is not None:
                 started = True
-                await send_json(send, 413, error_body("too_large", f"request body over {limit} bytes", "body",
-                                                      request_id))
+                await send_json(send, *refusal)
