@@ -21,7 +21,15 @@ from typing import Any, Literal, overload
 from pydantic import ValidationError
 
 from unified_memory.errors import MemoryValueError, check_path, invalid, wrong_type
-from unified_memory.types import LONE_SURROGATE, TIERS, Message, holds_nul, text_fault
+from unified_memory.types import (
+    LONE_SURROGATE,
+    MAX_JSON_DEPTH,
+    TIERS,
+    Message,
+    holds_nul,
+    json_depth,
+    text_fault,
+)
 
 __all__ = [
     "check_text", "check_scope_id", "check_limit", "check_unit", "check_metadata", "parse_when",
@@ -201,6 +209,8 @@ def check_json(field: str, value: Any) -> None:
     """
     if type(value) is dict and not value:  # no metadata, the usual case: nothing to check
         return
+    if json_depth(value) > MAX_JSON_DEPTH:  # else reads of the row could not serialise it again
+        raise invalid(field, f"nests more than {MAX_JSON_DEPTH} levels deep")
     try:
         text = json.dumps(value, allow_nan=False, ensure_ascii=False)
     except (TypeError, ValueError) as exc:
