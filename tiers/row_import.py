@@ -30,7 +30,7 @@ import hashlib
 import json
 import math
 import re
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -374,7 +374,7 @@ def _settle_ids(storage: Storage, groups: Groups) -> None:
                                          for v in json.loads(value)])
 
 
-def _check_references(storage: Storage, source: str, groups: Groups, surrogates: dict[str, str | None]) -> None:
+def _check_references(storage: Storage, source: str, groups: Groups, surrogates: Mapping[str, str]) -> None:
     """Every foreign key of a row to a stable id (a relation's ends: ``triples.subject_id`` ->
     ``entities.id``) must name a row of the same user, in the export or in this file; else the
     import is refused whole. The message is the same whether the id is another user's or
