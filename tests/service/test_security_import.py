@@ -181,3 +181,22 @@ def test_cli_import_refuses_a_forged_relation_and_writes_nothing(tmp_path):
     assert done.returncode != 0 and "neither in the export nor this user's" in done.stderr, done.stderr
     with UnifiedMemory(db, retrieval="lexical") as base:
         assert [t.predicate for t in base.scoped(user_id="eve").triples()] == ["likes"]
+
+
+def test_an_id_another_tenant_holds_answers_as_a_free_one_over_http(served):
+    service, bob_key, eve_key = served
+    with httpx.Client(base_url=service.url, timeout=30) as client:
+        bob_fact = client.post("/v1/users/bob/facts", headers=bearer(bob_key), json={"text": "Bob keeps bees"}).json()
+        client.post("/v1/users/eve/facts", headers=bearer(eve_key), json={"text": "Eve keeps wasps"})
+        rows = _export(client, "eve", eve_key)
+        fact = next(line for line in rows if line["kind"] == "facts")
+        answers = []
+        for new_id in (bob_fact["id"], "fact_" + "1" * 32):  # Bob's id, and an id nobody holds
+            fact["row"].update(id=new_id, text=f"Eve keeps hornets {new_id[-4:]}", seq=fact["row"]["seq"] + 1)
+            answer = client.post("/v1/users/eve/import", headers=bearer(eve_key), content=_lines(rows))
+            answers.append((answer.status_code, answer.json()))
+        assert answers == [(200, {"imported": 1})] * 2
+        assert [f["text"] for f in client.get("/v1/users/bob/facts", headers=bearer(bob_key)).json()["facts"]] == [
+            "Bob keeps bees"]
+        eve_ids = {f["id"] for f in client.get("/v1/users/eve/facts", headers=bearer(eve_key)).json()["facts"]}
+        assert bob_fact["id"] not in eve_ids and len(eve_ids) == 3
