@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import doctest
 import inspect
+import random
+import threading
 import time
 
 import pytest
@@ -11,6 +14,7 @@ import pytest
 from unified_memory import UnifiedMemory
 from unified_memory.coordinator.async_api import ASYNC_TWINS, AsyncAPI
 from unified_memory.errors import ClosedError, MemoryValueError
+from unified_memory.extraction.rules import RuleExtractor
 
 # Public methods that deliberately have no async twin: cheap, in-memory, lifecycle or
 # registration (``on_event`` subscribes a hook; hooks of async calls run in the worker thread).
@@ -212,3 +216,168 @@ def test_works_inside_an_already_running_loop_like_jupyter(mem):
     finally:
         loop.close()
     assert asyncio.run(mem.astats()) == mem.stats()  # a new loop: still fine
+
+
+# -- one lane per user: a slow call of one user holds back only that user's later calls -----------
+
+class Blocking(RuleExtractor):
+    """Extracts as the rules do, once ``release`` is set (``entered`` says it is waiting)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.entered, self.release = threading.Event(), threading.Event()
+
+    def extract(self, message, *, context=()):
+        self.entered.set()
+        assert self.release.wait(60), "never released"
+        return super().extract(message, context=context)
+
+
+def test_a_slow_call_of_one_user_does_not_hold_back_another_users_calls(db_path, clock):
+    """While A's add_turn is stuck in its extractor, B recalls, lists and writes; A's next call waits
+    for A's turn and sees it. (With one worker per file, or the extraction inside the write
+    transaction, B's recall waited for A's turn: the 10 s below ran out.)"""
+    blocking = Blocking()
+
+    async def run(mem: UnifiedMemory):
+        a, b = mem.scoped(user_id="A"), mem.scoped(user_id="B")
+        await b.aremember("I keep bees")
+        await b.aadd_turn("My sister Maria lives in Lisbon", "Nice.")
+        slow = asyncio.ensure_future(a.aadd_turn("I live in Porto and I play the cello", extractor=blocking))
+        then = asyncio.ensure_future(a.afacts())  # A's next call: after A's turn, whatever it waits for
+        try:
+            assert await asyncio.to_thread(blocking.entered.wait, 10)
+            hits = await asyncio.wait_for(b.arecall("bees"), 10)
+            facts = await asyncio.wait_for(b.afacts(), 10)
+            await asyncio.wait_for(b.aadd_turn("I play chess on Sundays"), 10)  # B's writes too
+            context = await asyncio.wait_for(b.acontext("chess", max_tokens=300), 10)
+            await asyncio.sleep(0.2)
+            assert not slow.done() and not then.done()
+        finally:
+            blocking.release.set()
+        await slow
+        return hits, facts, context, await then
+
+    with UnifiedMemory(db_path, clock=clock) as mem:
+        hits, facts, context, a_facts = asyncio.run(run(mem))
+        assert [h.text for h in hits if h.tier == "long_term"] == ["I keep bees"]
+        assert "I keep bees" in {f.text for f in facts} and "chess" in context.text
+        assert any("Porto" in f.text for f in a_facts)  # A's second call ran after A's turn
+        assert mem.scoped(user_id="A").facts() == a_facts
+
+
+def test_the_calls_of_one_user_run_one_at_a_time_in_call_order(db_path, clock):
+    """Twenty gathered turns of each of two users, interleaved: each user's land in call order and
+    never overlap (an extractor notes when each runs), while the two users' do overlap."""
+    running: dict[str, int] = {"A": 0, "B": 0}
+    most: dict[str, int] = {"A": 0, "B": 0}
+    both = threading.Event()
+    lock = threading.Lock()
+
+    class Noting(RuleExtractor):
+        def extract(self, message, *, context=()):
+            user = message.user_id
+            with lock:
+                running[user] += 1
+                most[user] = max(most[user], running[user])
+                if running["A"] and running["B"]:
+                    both.set()
+            both.wait(0.05)  # long enough for the other user's call to start beside this one
+            with lock:
+                running[user] -= 1
+            return super().extract(message, context=context)
+
+    noting = Noting()
+
+    async def run(mem: UnifiedMemory):
+        a, b = mem.scoped(user_id="A"), mem.scoped(user_id="B")
+        users = ["A"] * 20 + ["B"] * 20
+        random.Random(7).shuffle(users)  # an interleaving; each user's turns numbered in call order
+        count = {"A": 0, "B": 0}
+        calls = []
+        for user in users:
+            calls.append((a if user == "A" else b).aadd_turn(f"{user} says {count[user]}", extractor=noting))
+            count[user] += 1
+        await asyncio.gather(*calls)
+        return await a.astats(), await b.astats()
+
+    with UnifiedMemory(db_path, clock=clock, short_term_limit=100) as mem:
+        a_stats, b_stats = asyncio.run(run(mem))
+        assert a_stats.messages == b_stats.messages == 20
+        for user in ("A", "B"):
+            assert [m.content for m in mem.scoped(user_id=user).window()] == [f"{user} says {i}" for i in range(20)]
+        assert most == {"A": 1, "B": 1} and both.is_set()
+
+
+def test_lanes_order_fence_cancel_and_doctest():
+    """Lanes: one user's calls in order, other users' beside them; a call about every user waits for
+    all before it and holds back all after it (a read across users only waits); a cancelled call
+    that has not started never runs, and its lane goes on."""
+    from unified_memory.coordinator import lanes as lanes_module
+    from unified_memory.coordinator.lanes import EVERY_USER, Lanes
+
+    assert doctest.testmod(lanes_module).failed == 0
+    lanes, gate, seen = Lanes(workers=4), threading.Event(), []
+    first = lanes.submit(lambda: gate.wait(10) and seen.append("ada 1"), ("ada",))
+    second = lanes.submit(lambda: seen.append("ada 2"), ("ada",))
+    cancelled = lanes.submit(lambda: seen.append("ada cancelled"), ("ada",))
+    assert cancelled.cancel()
+    reader = lanes.submit(lambda: seen.append("users"), EVERY_USER, wait_only=True)
+    bo = lanes.submit(lambda: seen.append("bo"), ("bo",))
+    bo.result(10)  # not held back by ada's calls, nor by the read across users
+    assert seen == ["bo"] and not reader.done()
+    fence = lanes.submit(lambda: seen.append("fence"), EVERY_USER)
+    after = lanes.submit(lambda: seen.append("bo after the fence"), ("bo",))
+    time.sleep(0.1)
+    assert not after.done() and not fence.done()
+    gate.set()
+    after.result(10)
+    assert first.result(10) is None and second.done() and reader.done()
+    assert seen[:3] == ["bo", "ada 1", "ada 2"] and seen[-2:] == ["fence", "bo after the fence"]
+    assert "users" in seen and "ada cancelled" not in seen
+
+
+def test_async_with_closes_after_every_users_calls_queued_before(db_path):
+    async def run():
+        async with UnifiedMemory(db_path) as mem:
+            views = [mem.scoped(user_id=f"u{i}") for i in range(6)]
+            tasks = [asyncio.ensure_future(v.aremember(f"I keep {i} hives")) for i, v in enumerate(views)]
+            await asyncio.sleep(0)  # each task queues its call; the close is queued after them
+        return await asyncio.gather(*tasks, return_exceptions=True)
+
+    results = asyncio.run(run())
+    assert all(isinstance(r, str) for r in results), results
+    with UnifiedMemory(db_path) as again:
+        assert sorted(again.users()) == [f"u{i}" for i in range(6)]
+
+
+def test_concurrent_writes_of_users_report_their_own_events(db_path, clock):
+    """Events of writes of several users at once reach the hooks as their own: one user's failed
+    writes report only its own events failed, the others' complete."""
+    seen: list = []
+    lock = threading.Lock()
+
+    class Failing(RuleExtractor):
+        def extract(self, message, *, context=()):
+            raise RuntimeError("extractor down")
+
+    async def run(mem: UnifiedMemory):
+        async def writes(user: str):
+            view = mem.scoped(user_id=user)
+            for i in range(8):
+                if user == "bad":
+                    with pytest.raises(RuntimeError):
+                        await view.aadd_turn(f"I live in Porto {i}", extractor=Failing())
+                else:
+                    await view.aadd_turn(f"I live in Porto {i}", "Nice.")
+        await asyncio.gather(*(writes(u) for u in ("good1", "good2", "good3", "bad")))
+
+    with UnifiedMemory(db_path, clock=clock, short_term_limit=2) as mem:
+        mem.on_event(lambda e: (lock.acquire(), seen.append((e.user_id, e.kind, e.stage)), lock.release()))
+        asyncio.run(run(mem))
+    assert not [e for e in seen if e[0] != "bad" and e[2] == "failed"]
+    assert not [e for e in seen if e[0] == "bad" and e[2] == "completed"]
+    for user in ("good1", "good2", "good3"):
+        assert sum(1 for e in seen if e == (user, "promote", "completed")) == 8
+        assert sum(1 for e in seen if e == (user, "trim", "completed")) == 7
+    assert sum(1 for e in seen if e == ("bad", "promote", "failed")) == 8

@@ -15,16 +15,27 @@ BM25 index and embedding never stall the loop. They are plain coroutines (no
     ['I keep bees']
 
 Why a dedicated executor rather than ``asyncio.to_thread``: every memory file (one
-:class:`~tiers.storage.Storage`, shared by all ``scoped`` views)
-gets one worker thread, so the async calls on it run one at a time, in call order.
-SQLite and the storage lock serialise the work anyway, so nothing is lost; in return
-(1) concurrent calls never race on the in-memory BM25 postings, which are searched
-outside the storage lock, (2) twenty gathered ``aadd_turn`` calls hold one thread,
-not twenty of the loop's shared default executor, and (3) the executor belongs to
-the memory, not to a loop, so the memory can be used from successive loops
-(``asyncio.run`` twice, Jupyter kernels). The context variables of the caller are
-carried into the worker, as ``asyncio.to_thread`` does. Cancelling the awaiting task
-abandons a call that has not started; one already running completes in its thread.
+:class:`~tiers.storage.Storage`, shared by all ``scoped`` views) has a few worker threads
+(:data:`~unified_memory.coordinator.lanes.WORKERS`) and one lane per user
+(:class:`~unified_memory.coordinator.lanes.Lanes`): the calls of one user run one at a time,
+in call order, and the calls of different users run side by side, so one user's slow call
+(a 100 KB message to extract from) never holds back another's recall. A call about every
+user (``close`` at the end of ``async with``, ``reindex(all_users=True)``, an import or
+ingest naming no user) waits for every call queued before it, and every call queued after
+it waits for it; ``users()`` and ``export_jsonl(all_users=True)`` wait for the calls before
+them only. In return (1) twenty gathered ``aadd_turn`` calls of one user hold one thread,
+not twenty of the loop's shared default executor, and (2) the workers belong to the
+memory, not to a loop, so the memory can be used from successive loops (``asyncio.run``
+twice, Jupyter kernels).
+
+What calls of different users share is guarded as for threads calling the sync API: the
+storage's lock (SQLite's one connection, the in-memory BM25 postings, the window tail kept
+between writes), the access log's lock, and the lock a write holds while the event bus
+holds its events. A write extracts before it takes the storage's lock, so another user's
+reads go on meanwhile (:meth:`~unified_memory.coordinator.writer.Writer.write_messages`).
+The context variables of the caller are carried into the worker, as ``asyncio.to_thread``
+does. Cancelling the awaiting task abandons a call that has not started; one already
+running completes in its thread.
 """
 
 from __future__ import annotations
@@ -33,15 +44,14 @@ import asyncio
 import contextvars
 import functools
 import os
-import threading
-import weakref
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Executor
 from datetime import datetime
 from typing import Any, Literal, TypeVar
 
 from tiers.storage import Storage
 from unified_memory.coordinator.items_api import ItemsAPI
+from unified_memory.coordinator.lanes import EVERY_USER, Lane, fenced_executor, lanes_for
 from unified_memory.io.ingest import IngestReport
 from unified_memory.protocols import Extractor
 from unified_memory.types import (
@@ -99,37 +109,41 @@ ASYNC_TWINS: dict[str, str] = {
     )
 }
 
-_executors: weakref.WeakKeyDictionary[Storage, ThreadPoolExecutor] = weakref.WeakKeyDictionary()
-_executors_lock = threading.Lock()
 
-
-def _executor_for(owner: Storage) -> ThreadPoolExecutor:
-    """The single worker of one memory file (created on first use, dropped with the file's storage;
-    its idle thread exits once the executor is garbage-collected)."""
-    with _executors_lock:
-        executor = _executors.get(owner)
-        if executor is None:
-            executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="unified-memory")
-            _executors[owner] = executor
-        return executor
+def _executor_for(owner: Storage) -> Executor:
+    """An executor over the file's lanes whose calls are each about every user
+    (``loop.run_in_executor(_executor_for(storage), fn)``, as benchmarks/server.py times calls)."""
+    return fenced_executor(owner)
 
 
 class AsyncAPI(ItemsAPI):
     """The async layer: ``await mem.arecall(...)`` is ``mem.recall(...)`` run in a worker thread,
     with the same signature. Also ``async with UnifiedMemory() as mem:`` (closes the memory in
-    the worker on exit)."""
+    a worker on exit, after every call queued before)."""
 
     async def _run(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
-        """Run ``fn(*args, **kwargs)`` in this memory's worker thread and await its result."""
-        loop = asyncio.get_running_loop()
+        """Run ``fn(*args, **kwargs)`` in a worker thread, in this memory's user's lane, and await its result."""
+        return await self._queued((self._view.user_id,), fn, *args, **kwargs)
+
+    async def _queued(self, lanes: tuple[Lane, ...], fn: Callable[..., T], /, *args: Any, wait_only: bool = False,
+                      **kwargs: Any) -> T:
+        """Run ``fn(*args, **kwargs)`` in a worker thread in ``lanes`` (see
+        :class:`~unified_memory.coordinator.lanes.Lanes`) and await its result."""
         call = functools.partial(contextvars.copy_context().run, fn, *args, **kwargs)
-        return await loop.run_in_executor(_executor_for(self._view.backend.storage), call)
+        future = lanes_for(self._view.backend.storage).submit(call, lanes, wait_only=wait_only)
+        return await asyncio.wrap_future(future)
+
+    def _lanes_of(self, user_id: object = None) -> tuple[Lane, ...]:
+        """This memory's user's lane, and ``user_id``'s too (a call that works on another user; a
+        value that is no user id is refused by the call itself)."""
+        own = self._view.user_id
+        return (own, user_id) if isinstance(user_id, str) and user_id != own else (own,)
 
     async def __aenter__(self) -> AsyncAPI:
         return self
 
     async def __aexit__(self, *exc: object) -> None:
-        await self._run(self.close)
+        await self._queued(EVERY_USER, self.close)
 
     async def aadd_turn(
         self,
@@ -266,7 +280,8 @@ class AsyncAPI(ItemsAPI):
 
     async def areindex(self, *, all_users: bool = False) -> int:
         """Async :meth:`reindex` (runs in a worker thread)."""
-        return await self._run(self.reindex, all_users=all_users)
+        lanes = EVERY_USER if all_users is True else self._lanes_of()
+        return await self._queued(lanes, self.reindex, all_users=all_users)
 
     async def afacts(
         self,
@@ -319,23 +334,26 @@ class AsyncAPI(ItemsAPI):
 
     async def ausers(self) -> list[str]:
         """Async :meth:`users` (runs in a worker thread)."""
-        return await self._run(self.users)
+        return await self._queued(EVERY_USER, self.users, wait_only=True)
 
     async def aexport_jsonl(
         self, destination: str | os.PathLike[str] | Any, *, all_users: bool = False
     ) -> int:
         """Async :meth:`export_jsonl` (runs in a worker thread)."""
-        return await self._run(self.export_jsonl, destination, all_users=all_users)
+        every = all_users is True
+        lanes = EVERY_USER if every else self._lanes_of()
+        return await self._queued(lanes, self.export_jsonl, destination, all_users=all_users, wait_only=every)
 
     async def aimport_jsonl(self, source: str | os.PathLike[str] | Any, *, user_id: str | None = None) -> int:
         """Async :meth:`import_jsonl` (runs in a worker thread)."""
-        return await self._run(self.import_jsonl, source, user_id=user_id)
+        lanes = EVERY_USER if user_id is None else self._lanes_of(user_id)
+        return await self._queued(lanes, self.import_jsonl, source, user_id=user_id)
 
     async def aforget(
         self, *, user_id: str | None = None, ids: Sequence[str] | None = None
     ) -> dict[str, int]:
         """Async :meth:`forget` (runs in a worker thread)."""
-        return await self._run(self.forget, user_id=user_id, ids=ids)
+        return await self._queued(self._lanes_of(user_id), self.forget, user_id=user_id, ids=ids)
 
     async def aingest(
         self,
@@ -347,8 +365,9 @@ class AsyncAPI(ItemsAPI):
         extract: bool | None = None,
     ) -> IngestReport:
         """Async :meth:`ingest` (runs in a worker thread)."""
-        return await self._run(
-            self.ingest, path, format=format, user_id=user_id, progress=progress, extract=extract
+        lanes = EVERY_USER if user_id is None else self._lanes_of(user_id)
+        return await self._queued(
+            lanes, self.ingest, path, format=format, user_id=user_id, progress=progress, extract=extract
         )
 
     async def aput_item(self, namespace: Sequence[str], key: str, value: Mapping[str, Any], *,

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -113,6 +114,9 @@ class Backend:
     window_read: tuple[Any, list[Message]] | None = field(default=None)
     #: The newest window messages of the conversation written last (an extractor's context), kept until a write.
     window_tail: WindowTail = field(default_factory=WindowTail)
+    #: Held by a write (:meth:`~unified_memory.coordinator.view.MemoryView.write`) from its first event held
+    #: to its events delivered: the bus keeps one stack of held events, so writes of threads take turns.
+    writing: threading.RLock = field(default_factory=threading.RLock)
 
     @property
     def indexes(self) -> tuple[DocumentIndex, ...]:

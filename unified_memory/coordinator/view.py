@@ -62,33 +62,36 @@ class MemoryView:
         backend = self.backend
         if backend.dense is not None:  # a model loads once, before the lock other writers wait for
             backend.dense.prepare()
-        backend.events.begin()
         storage, tail = backend.storage, backend.window_tail
-        try:
-            # Vectors are embedded at the end of the transaction, in one batch per tier
-            # (inside it: an embedder failure rolls the write back like any other). The window's
-            # tail a write offers is kept at the mark taken once all is written; a failure (the
-            # commit's too) forgets it before another thread can take the lock.
-            with storage.lock:
-                try:
-                    with storage.atomic():
-                        tail.enter()
-                        done = False
-                        try:
-                            with backend.dense.defer() if backend.dense is not None else contextlib.nullcontext():
-                                yield
-                            done = True
-                        finally:
-                            tail.leave(storage.change_mark if done else None)
-                except BaseException:
-                    tail.clear()
-                    raise
-        except BaseException as exc:
-            for index in backend.indexes:
-                index.invalidate(self.scope.user_id)
-            backend.events.fail(exc)
-            raise
-        backend.events.deliver()
+        # The bus holds one list of events per open write, the innermost last: writes of other
+        # threads take turns from the first event held to the last delivered (reads do not wait).
+        with backend.writing:
+            backend.events.begin()
+            try:
+                # Vectors are embedded at the end of the transaction, in one batch per tier
+                # (inside it: an embedder failure rolls the write back like any other). The window's
+                # tail a write offers is kept at the mark taken once all is written; a failure (the
+                # commit's too) forgets it before another thread can take the lock.
+                with storage.lock:
+                    try:
+                        with storage.atomic():
+                            tail.enter()
+                            done = False
+                            try:
+                                with backend.dense.defer() if backend.dense is not None else contextlib.nullcontext():
+                                    yield
+                                done = True
+                            finally:
+                                tail.leave(storage.change_mark if done else None)
+                    except BaseException:
+                        tail.clear()
+                        raise
+            except BaseException as exc:
+                for index in backend.indexes:
+                    index.invalidate(self.scope.user_id)
+                backend.events.fail(exc)
+                raise
+            backend.events.deliver()
 
     def event(self, kind: str, stage: Stage, **counts: int) -> None:
         """Report what this write did (delivered when it commits, see :mod:`unified_memory.events`)."""

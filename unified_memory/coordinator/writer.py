@@ -24,12 +24,20 @@ from typing import Any
 
 from tiers.episodic import LoggedMessage
 from tiers.long_term import EvictionWeights
+from tiers.rows import new_id
 from tiers.trimming import message_token_counts
 from unified_memory.coordinator.view import MemoryView
 from unified_memory.errors import wrong_type
-from unified_memory.extraction.promotion import CONTEXT_MESSAGES, PromotionReport, Proposal
+from unified_memory.extraction.promotion import CONTEXT_MESSAGES, Extracted, PromotionReport, Proposal
 from unified_memory.protocols import Extractor
-from unified_memory.types import ExtractedFact, ExtractedTriple, Extraction, Message, trusted_record
+from unified_memory.types import (
+    ExtractedFact,
+    ExtractedTriple,
+    Extraction,
+    Message,
+    trusted_record,
+    utc_from_timestamp,
+)
 from unified_memory.validation import (
     check_fact_keys,
     check_metadata,
@@ -40,6 +48,16 @@ from unified_memory.validation import (
 )
 
 __all__ = ["Writer"]
+
+
+@dataclass(frozen=True, slots=True)
+class _Ahead:
+    """A write's extraction made before its transaction: the context it was given, the storage's
+    change mark when that context was read, and what came of it."""
+
+    mark: Any
+    context: list[Message]
+    extracted: Extracted
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,23 +84,27 @@ class Writer:
         view, backend = self.view, self.view.backend
         messages = backend.scrub.messages("messages", messages)  # the redactor runs before anything is written
         now = backend.clock()
+        # The pure work runs before the write takes the lock other users' reads wait for: the
+        # importance scores, the token counts, and the extraction (see _ahead).
         importances = [backend.scorer(m.content) if m.role == "user" and m.content else 0.0 for m in messages]
         tokens = message_token_counts(messages, backend.count_tokens)
+        # the extractor's context: only when a message of a promoted role is there to extract from
+        wanted = extract and any(m.role in backend.promoter.roles and m.content for m in messages)
+        ahead = self._ahead(messages, now, extractor) if wanted else None
         with view.write():
-            # the extractor's context: only when a message of a promoted role is there to extract from
-            # (what the window ends with, kept from the last write when nothing was written since)
             before: list[Message] | None = None
-            if extract and any(m.role in backend.promoter.roles and m.content for m in messages):
-                before = backend.window_tail.get(view.scope, backend.storage.change_mark)
-                if before is None:
-                    before = backend.window.messages(view.scope, last=CONTEXT_MESSAGES)
+            extracted: Extracted | None = None
+            if ahead is not None:
+                before = self._context_now(ahead)
+                if before is ahead.context:  # the window ends as it did: what was extracted holds
+                    extracted = ahead.extracted
             rows: list[tuple[Any, ...]] = []
             logged = backend.log.append(view.scope, messages, now=now, importances=importances, promoted=extract,
                                         rows=rows)
             protect: list[str] = []
             if extract:  # logged already marked promoted: one write of each row
                 report = self.promote(logged, now=now, source="turn", extractor=extractor, context=before or [],
-                                      marked=True)
+                                      marked=True, extracted=extracted)
                 protect = [*report.facts_created, *report.facts_reinforced]
             trimmed, held = backend.window.extend_counted(  # the tokens held only matter to compaction
                 view.scope, logged, token_counts=tokens, held=backend.config.compaction_ratio is not None)
@@ -94,6 +116,40 @@ class Writer:
             if before is not None and backend.window_tail.outermost():
                 self._offer_tail(before, logged, rows, [*trimmed, *compacted])
         return [m.id for m in logged]
+
+    def _ahead(self, messages: Sequence[Message], now: float, extractor: Extractor | None) -> _Ahead:
+        """Before the write: the extractor's context (what the window ends with: kept from the last
+        write when nothing was written since, else read) and the mark it was read at, under the
+        storage's lock for a moment; then, outside it, the extraction of ``messages`` as the log
+        will store them (their time and scope; their ids are the log's to give)."""
+        view, backend = self.view, self.view.backend
+        storage, scope = backend.storage, view.scope
+        mark = storage.change_mark()
+        if mark is None:  # PostgreSQL: no mark, nothing kept; read beside a write (a spare connection)
+            context = backend.window.messages(scope, last=CONTEXT_MESSAGES)
+        else:
+            with storage.lock:  # the mark and the context read together
+                mark = storage.change_mark()
+                kept = backend.window_tail.get(scope, lambda: mark)
+                context = kept if kept is not None else backend.window.messages(scope, last=CONTEXT_MESSAGES)
+        update = {"user_id": scope.user_id, "agent_id": scope.agent_id or None, "session_id": scope.session_id or None}
+        logged = [m.model_copy(update={**update, "id": new_id("msg"), "created_at": utc_from_timestamp(
+            m.created_at.timestamp() if m.created_at else now)}) for m in messages]
+        return _Ahead(mark, context, backend.promoter.ahead(logged, context=context, extractor=extractor))
+
+    def _context_now(self, ahead: _Ahead) -> list[Message]:
+        """Inside the write: the extractor's context as the window ends now; ``ahead.context`` itself
+        when it still is (the same mark; else the same messages read again: PostgreSQL has no mark,
+        and on SQLite any write to the file, another user's too, moves it)."""
+        view, backend = self.view, self.view.backend
+        storage = backend.storage
+        mark = storage.change_mark()
+        if mark is not None and mark == ahead.mark:
+            return ahead.context
+        now = backend.window_tail.get(view.scope, lambda: mark)
+        if now is None:
+            now = [m.message for m in backend.window.logged(view.scope, last=CONTEXT_MESSAGES)]
+        return ahead.context if now == ahead.context else now
 
     def _offer_tail(self, before: list[Message], logged: list[LoggedMessage], rows: list[tuple[Any, ...]],
                     left: list[LoggedMessage]) -> None:
@@ -147,14 +203,14 @@ class Writer:
 
     def promote(self, logged: Sequence[LoggedMessage], *, now: float, source: str,
                 extractor: Extractor | None = None, context: Sequence[Message] = (),
-                marked: bool = False) -> PromotionReport:
+                marked: bool = False, extracted: Extracted | None = None) -> PromotionReport:
         """Extract from logged messages into facts, entities and triples, reported as
         ``promote`` events (at write time ``source="turn"``, on leaving the window ``"promotion"``;
-        ``marked``: see :meth:`~unified_memory.extraction.promotion.Promoter.promote`)."""
+        ``marked``, ``extracted``: see :meth:`~unified_memory.extraction.promotion.Promoter.promote`)."""
         view = self.view
         view.event("promote", "started")
         report = view.backend.promoter.promote(view.scope, logged, now=now, source=source, extractor=extractor,
-                                               context=context, marked=marked)
+                                               context=context, marked=marked, extracted=extracted)
         view.event("promote", "completed", messages=report.messages, facts_created=len(report.facts_created),
                    facts_reinforced=len(report.facts_reinforced), facts_superseded=len(report.facts_superseded),
                    entities=report.entities, triples=report.triples)

@@ -40,7 +40,7 @@ from tiers.storage import Scope
 from unified_memory.protocols import Extractor
 from unified_memory.types import ExtractedFact, Extraction, Message
 
-__all__ = ["Promoter", "PromotionReport", "Proposal", "fact_inputs", "CONTEXT_MESSAGES"]
+__all__ = ["Promoter", "PromotionReport", "Proposal", "Extracted", "fact_inputs", "CONTEXT_MESSAGES"]
 
 CONTEXT_MESSAGES = 4
 """How many preceding messages an extractor sees with each message it extracts from."""
@@ -97,6 +97,22 @@ class Proposal:
     ttl_days: float | None = None
 
 
+@dataclass(slots=True)
+class Extracted:
+    """What the extractor made of some messages ahead of the write that stores them (outside its
+    lock): one extraction per message of a promoted role with content, in order, or the error
+    the extractor raised (raised again where the write would have called it)."""
+
+    extractions: list[Extraction]
+    error: Exception | None = None
+
+    def take(self) -> list[Extraction]:
+        """The extractions, or the extractor's error raised."""
+        if self.error is not None:
+            raise self.error
+        return self.extractions
+
+
 class Promoter:
     """Promotes logged messages of one scope into facts, entities and triples (call
     inside ``storage.atomic()``; the memory passes the messages due for promotion)."""
@@ -113,7 +129,8 @@ class Promoter:
 
     def promote(self, scope: Scope, logged: Sequence[LoggedMessage], *, now: float,
                 source: str, extractor: Extractor | None = None,
-                context: Sequence[Message] = (), marked: bool = False) -> PromotionReport:
+                context: Sequence[Message] = (), marked: bool = False,
+                extracted: Extracted | None = None) -> PromotionReport:
         """Extract from these logged messages (those of a promoted role) and store what is
         found; mark them promoted so leaving the window later does not extract them again.
         ``extractor`` replaces the memory's own for these messages. Each message is
@@ -121,22 +138,44 @@ class Promoter:
         in the conversation), then the earlier ones of ``logged``, at most
         :data:`CONTEXT_MESSAGES` of them (so "Lisbon" answering "Where do you live?" is
         understood). ``marked``: the messages were logged already marked promoted (in
-        this transaction), so they are not marked again."""
+        this transaction), so they are not marked again. ``extracted``: what :meth:`ahead`
+        made of these messages with this ``context`` before the transaction (then the
+        extractor is not called again here)."""
         report = PromotionReport(messages=len(logged))
         if not logged:
             return report
-        extractor = extractor or self.extractor
-        history = [*context, *(m.message for m in logged)]
-        offset = len(context)
-        proposals = [
-            Proposal(extractor.extract(message, context=history[max(0, at - CONTEXT_MESSAGES):at]), message=message)
-            for at, message in enumerate(history[offset:], start=offset)
-            if message.role in self.roles and message.content
-        ]
+        messages = [m.message for m in logged]
+        extractions = (extracted.take() if extracted is not None
+                       else self.extract(messages, context=context, extractor=extractor))
+        promoted = [message for message in messages if message.role in self.roles and message.content]
+        proposals = [Proposal(extraction, message=message)
+                     for extraction, message in zip(extractions, promoted, strict=True)]
         self.store(scope, proposals, now=now, report=report, source=source)
         if not marked:
             self.log.mark_promoted([m.seq for m in logged])
         return report
+
+    def extract(self, messages: Sequence[Message], *, context: Sequence[Message] = (),
+                extractor: Extractor | None = None) -> list[Extraction]:
+        """What ``extractor`` (the memory's own by default) makes of each message of a promoted role
+        with content, given the messages before it: ``context``, then the earlier ones of
+        ``messages``, at most :data:`CONTEXT_MESSAGES` of them. Pure: reads and writes nothing."""
+        extractor = extractor or self.extractor
+        history = [*context, *messages]
+        offset = len(context)
+        return [extractor.extract(message, context=history[max(0, at - CONTEXT_MESSAGES):at])
+                for at, message in enumerate(history[offset:], start=offset)
+                if message.role in self.roles and message.content]
+
+    def ahead(self, messages: Sequence[Message], *, context: Sequence[Message] = (),
+              extractor: Extractor | None = None) -> Extracted:
+        """:meth:`extract` run before the write that stores ``messages`` (as they will be logged),
+        so that the write holds its lock for less; an error of the extractor is kept, to be
+        raised where the write extracts (see :class:`Extracted`)."""
+        try:
+            return Extracted(self.extract(messages, context=context, extractor=extractor))
+        except Exception as exc:  # noqa: BLE001 - raised again inside the write, as without the head start
+            return Extracted([], exc)
 
     def store(self, scope: Scope, proposals: Sequence[Proposal], *, now: float, report: PromotionReport,
               source: str, threshold: float | None = None) -> list[list[str]]:
