@@ -381,3 +381,45 @@ def test_concurrent_writes_of_users_report_their_own_events(db_path, clock):
         assert sum(1 for e in seen if e == (user, "promote", "completed")) == 8
         assert sum(1 for e in seen if e == (user, "trim", "completed")) == 7
     assert sum(1 for e in seen if e == ("bad", "promote", "failed")) == 8
+
+
+# -- a write extracts before its transaction, and again inside it only when the window changed ----
+
+def test_a_turn_extracts_again_when_the_window_changed_before_its_transaction(db_path, clock):
+    """The extraction runs before the write takes the lock; when another write to the same
+    conversation (here: another connection, while the extractor runs) changed what the window
+    ends with, the turn extracts again inside its transaction, with the window as it is then, and
+    stores what a turn written after that other one stores."""
+    calls: list[tuple[str, list[str]]] = []
+
+    class Interloping(RuleExtractor):
+        def __init__(self) -> None:
+            super().__init__()
+            self.other: UnifiedMemory | None = None
+
+        def extract(self, message, *, context=()):
+            calls.append((message.content, [m.content for m in context]))
+            if self.other is not None and message.content == "Lisbon":
+                other, self.other = self.other, None
+                other.add_turn("Hi", "Where do you live?")  # the same conversation, written meanwhile
+            return super().extract(message, context=context)
+
+    interloping = Interloping()
+    with UnifiedMemory(db_path, user_id="ada", clock=clock, extractor=interloping) as mem, \
+            UnifiedMemory(db_path, user_id="ada", clock=clock) as other:
+        mem.add_turn("I keep bees", "Nice.")
+        assert calls == [("I keep bees", [])]  # once, before the write: nothing changed meanwhile
+        interloping.other = other
+        mem.add_turn("Lisbon")
+        facts = sorted(f.text for f in mem.facts())
+        window = [m.content for m in mem.window()]
+    assert calls[1:] == [("Lisbon", ["I keep bees", "Nice."]),  # ahead: "Lisbon" alone says nothing
+                         ("Lisbon", ["I keep bees", "Nice.", "Hi", "Where do you live?"])]  # again, inside
+    assert facts == ["I live in Lisbon"]  # understood as the answer it now is
+    with UnifiedMemory(clock=clock) as alone:  # the same turns, one after the other
+        alone.add_turn("I keep bees", "Nice.")
+        alone.add_turn("Hi", "Where do you live?")
+        alone.add_turn("Lisbon")
+        assert sorted(f.text for f in alone.facts()) == facts
+        assert [m.content for m in alone.window()] == window == ["I keep bees", "Nice.", "Hi", "Where do you live?",
+                                                                 "Lisbon"]
