@@ -121,7 +121,8 @@ class Writer:
         """Before the write: the extractor's context (what the window ends with: kept from the last
         write when nothing was written since, else read) and the mark it was read at, under the
         storage's lock for a moment; then, outside it, the extraction of ``messages`` as the log
-        will store them (their time and scope; their ids are the log's to give)."""
+        will store them: their time and scope, and an id of the same form (the log gives each its
+        own inside the transaction; the facts found name that one as their source)."""
         view, backend = self.view, self.view.backend
         storage, scope = backend.storage, view.scope
         mark = storage.change_mark()
