@@ -93,13 +93,13 @@ def read_text_source(source: Any, field: str = "source") -> tuple[str, str]:
 @contextlib.contextmanager
 def text_lines(source: Any, field: str = "source") -> Iterator[tuple[str, Iterator[str]]]:
     """``(name for errors, lines)`` of a path or a stream, read a chunk at a time (never whole) and
-    split on ``\n`` only (exported JSON may hold U+2028 raw); bytes must be UTF-8. The path's
+    split on ``\\n`` only (exported JSON may hold U+2028 raw); bytes must be UTF-8. The path's
     file is closed when the block ends.
 
     >>> import io
-    >>> with text_lines(io.StringIO("a\nb\u2028c\n")) as (name, lines):
+    >>> with text_lines(io.StringIO("a\\nb\\u2028c\\n")) as (name, lines):
     ...     name, list(lines)
-    ('<stream>', ['a', 'b\u2028c', ''])
+    ('<stream>', ['a', 'b\\u2028c', ''])
     """
     if is_path(source):
         path = Path(check_path(field, source))
