@@ -232,3 +232,16 @@ def test_a_restated_sibling_does_not_outrank_the_value_it_came_with():
             mem.add_turn(said, "Noted.")
         named = [h.text for h in mem.recall("where do I live?", limit=10) if h.tier == "long_term"]
         assert named[0] == "Home is Antwerp.", named
+
+
+def test_a_fact_a_message_repeats_is_one_statement():
+    """'I play the violin. I play the violin. ...' in one message is stated once: one fact, reinforced as
+    once (a 100 KB message of repeats cost one UPDATE per repeat inside its transaction)."""
+    mem = UnifiedMemory(user_id="ada", retrieval="lexical")
+    mem.add_turn("I play the violin. " * 200, "ok")
+    once = UnifiedMemory(user_id="other", retrieval="lexical")
+    once.add_turn("I play the violin.", "ok")
+    [fact], [single] = mem.facts(), once.facts()
+    assert fact.text == single.text and fact.reinforcement_count == single.reinforcement_count
+    mem.add_turn("I play the violin.", "ok")  # another message states it again: reinforced
+    assert mem.facts()[0].reinforcement_count == single.reinforcement_count + 1

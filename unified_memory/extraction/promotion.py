@@ -35,7 +35,7 @@ from tiers.entities import EntityGraph
 from tiers.episodic import EpisodicLog, LoggedMessage
 from tiers.graph_batch import GraphBatch
 from tiers.history import end_stated, statements
-from tiers.long_term import FactInput, LongTermFacts
+from tiers.long_term import FactInput, LongTermFacts, fact_key
 from tiers.storage import Scope
 from unified_memory.protocols import Extractor
 from unified_memory.types import ExtractedFact, Extraction, Message
@@ -62,7 +62,9 @@ def fact_inputs(extracted: Sequence[ExtractedFact], *, scorer: Callable[[str], f
                 message: Message | None, source: str, metadata: dict[str, Any] | None = None,
                 ttl_days: float | None = None) -> list[FactInput]:
     """The proposed facts that clear ``threshold``, as long-term inputs carrying the
-    source turn's id, time and metadata (or the given ``metadata``).
+    source turn's id, time and metadata (or the given ``metadata``). A fact one message states
+    again ("I like tea, tea, tea, ...") is one statement: it is proposed once, so a 100 KB
+    message of repeats costs one write, not one reinforcement per repeat.
 
     >>> [f.text for f in fact_inputs([ExtractedFact(text="I'm Ada", importance=0.9)],
     ...                               scorer=lambda t: 0.0, threshold=0.7, message=None, source="remember")]
@@ -73,10 +75,15 @@ def fact_inputs(extracted: Sequence[ExtractedFact], *, scorer: Callable[[str], f
         metadata = dict(message.metadata) if message is not None else {}
     sources = [message.id] if message is not None and message.id else []
     out: list[FactInput] = []
+    seen: set[tuple[Any, ...]] = set()
     for fact in extracted:
+        said = (fact_key(fact.text), fact.subject, fact.attribute, fact.value, tuple(fact.replaces))
+        if said in seen:
+            continue
         importance = fact.importance if fact.importance is not None else float(scorer(fact.text))
         if importance < threshold:
             continue
+        seen.add(said)
         out.append(FactInput(
             text=fact.text, importance=min(1.0, max(0.0, importance)), category=fact.category,
             confidence=fact.confidence, subject=fact.subject, attribute=fact.attribute, value=fact.value,
