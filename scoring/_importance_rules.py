@@ -9,6 +9,7 @@ trigger words starts (:data:`TRIGGERS`), which keeps scoring fast.
 
 from __future__ import annotations
 
+import itertools
 import re
 
 __all__ = ["ABBREV", "AUX", "BOUNDARY", "CAPWORD", "CHECKED", "COMMON", "FIRST", "MEMREQ", "MEM_KEYS",
@@ -263,8 +264,11 @@ _CAP_RULES = frozenset({"rel_named", "from_place", "in_place", "went_place"})
 CHECKED = _CAP_RULES | {"name_is", "im_name", "sched_event", "likes"}
 
 
-def check(rule: str, s: str, m: re.Match[str]) -> tuple[float, str] | None:
-    """Rule-specific validation of a cue: ``(multiplier, note)``, or None to drop the cue."""
+def check(rule: str, s: str, m: re.Match[str], shouted: bool | None = None) -> tuple[float, str] | None:
+    """Rule-specific validation of a cue: ``(multiplier, note)``, or None to drop the cue. ``shouted``:
+    whether ``s`` is all capitals (``s.isupper()``, which the caller of many cues computes once)."""
+    if shouted is None:
+        shouted = s.isupper()
     nxt = _NEXT_WORD.match(s, m.end())
     word = nxt.group(1) if nxt else ""
     low = word.lower()
@@ -274,15 +278,29 @@ def check(rule: str, s: str, m: re.Match[str]) -> tuple[float, str] | None:
         if not word or low in COMMON:
             return None
     elif rule in _CAP_RULES or rule == "im_name":  # a name must follow: capitalised, not a common word
-        if not word or low in COMMON or s.isupper() or (rule == "im_name" and low.endswith("ing")):
+        if not word or low in COMMON or shouted or (rule == "im_name" and low.endswith("ing")):
             return None
         if not word[0].isupper() and not m.group(0).startswith(("call", "they")):
             return None
-    elif rule == "sched_event" and not _MY_BEFORE.search(s, 0, m.start()):
+    elif rule == "sched_event" and not _my_before(s, m.start()):
         return None
     elif rule == "likes" and (low in _GENERIC_OBJ or not word):
         return 0.45, "generic object"
     return 1.0, ""
+
+
+def _my_before(s: str, at: int) -> bool:
+    """Does :data:`_MY_BEFORE` match the text before ``at`` ("my exam", "I have a big interview")? Each of
+    its matches ends with whitespace and spans at most four words, so only those four are searched."""
+    if not at or not s[at - 1].isspace():
+        return False
+    start = at
+    for _ in range(4):  # back over four runs of whitespace and the words before them
+        while start and s[start - 1].isspace():
+            start -= 1
+        while start and not s[start - 1].isspace():
+            start -= 1
+    return _MY_BEFORE.search(s, start, at) is not None
 
 
 def hedged(text: str, at: int = 0) -> bool:
@@ -296,12 +314,25 @@ def hedged(text: str, at: int = 0) -> bool:
     """
     if _HEDGE_GATE.search((text if text.isascii() else text.translate(_FOLD)).lower()) is None:
         return False  # most sentences hold no hedge word at all
+    # One pass over the clause marks after ``at`` (none overlaps a hedge), beside the hedges: ``last``
+    # is the last mark before the hedge, ``mark`` the first after it; each clause is measured once.
+    marks = _CLAUSE.finditer(text, at)
+    last, mark = None, next(marks, None)
+    measured = None
     for m in _HEDGE.finditer(text):
-        later = [c for c in _CLAUSE.finditer(text, at, m.start())]
-        if not later:
+        while mark is not None and mark.end() <= m.start():
+            last, mark = mark, next(marks, None)
+        if last is None:  # no mark between ``at`` and the hedge: same clause
             return True
-        end = _CLAUSE.search(text, m.end())
-        if len(_WORD.findall(text, later[-1].end(), end.start() if end else len(text))) < 5:
-            return True
+        clause = (last.end(), mark.start() if mark is not None else len(text))
+        if clause != measured:
+            if _fewer_words(text, *clause, 5):  # a short clause of its own (", I think")
+                return True
+            measured = clause
     return False
+
+
+def _fewer_words(text: str, start: int, end: int, count: int) -> bool:
+    """Are there fewer than ``count`` words in ``text[start:end]``? (Reads at most ``count`` of them.)"""
+    return sum(1 for _ in itertools.islice(_WORD.finditer(text, start, end), count)) < count
 

@@ -128,15 +128,24 @@ def split_sentences(text: str) -> list[str]:
     """
     out: list[str] = []
     for line in text.splitlines():
-        joinable = False  # never join across a line break
+        held: list[str] = []  # the pieces of the sentence being read (never joined across a line break)
         for piece in SPLIT.split(line):
             piece = piece.strip()
-            if piece and joinable and out[-1].endswith(".") and ABBREV.search(out[-1]):
-                out[-1] = f"{out[-1]} {piece}"
-            elif piece:
-                out.append(piece)
-                joinable = True
+            if not piece:
+                continue
+            if held and not _abbreviated(held[-1]):
+                out.append(" ".join(held))  # joined once: "Dr. Dr. Dr. ..." costs no more than its length
+                held = []
+            held.append(piece)
+        if held:
+            out.append(" ".join(held))
     return out
+
+
+def _abbreviated(piece: str) -> bool:
+    """Does ``piece`` end with an abbreviation ("Dr.", "e.g.")? :data:`ABBREV` matches at most its last
+    7 characters (and ``\\b`` sees the one before), so only those are searched, whatever the length."""
+    return piece.endswith(".") and ABBREV.search(piece, max(0, len(piece) - 7)) is not None
 
 
 class HeuristicImportanceScorer:
@@ -210,7 +219,7 @@ class HeuristicImportanceScorer:
         (``toks``: the :data:`TOKEN` matches of ``low``, ``texts`` their strings)."""
         idx = [i for i, t in enumerate(texts) if t not in PUNCT]
         cues: list[tuple[float, str, str, int]] = []
-        implicit = False
+        implicit, shouted = False, s.isupper()  # all capitals: a capital marks no name (asked once, not per cue)
         for j in [j for j, i in enumerate(idx) if texts[i] in _STARTS or texts[i][0] in _DIGITS]:
             i = idx[j]
             key = texts[i]
@@ -227,7 +236,7 @@ class HeuristicImportanceScorer:
                 candidates += TRIGGERS[head, nxt]
             for rule, rx in candidates:
                 m = rx.match(low, toks[i].start())
-                checked = None if m is None else check(rule, s, m) if rule in CHECKED else (1.0, "")
+                checked = None if m is None else check(rule, s, m, shouted) if rule in CHECKED else (1.0, "")
                 if m is None or checked is None:
                     continue
                 cat, off, neg_mode = RULE_INFO[rule]

@@ -2,7 +2,11 @@
 
 Private: the shapes here may change. :func:`find_hits` turns one sentence into
 :class:`Hit` records (who, predicate, value, slot attribute), :func:`mentions`
-finds entities that carry no relation of their own ("with Jo", "Acme Inc").
+finds entities that carry no relation of their own ("with Jo", "Acme Inc"). Who a
+hit is about is read by :mod:`unified_memory.extraction._subjects`. The work of
+both grows linearly with the length of a sentence: no pattern is tried where it
+would rescan a run of whitespace or a long word, and the unanchored parts of the
+patterns are bounded (see ``RUN_START``, ``_WORDISH`` and ``_GAP``).
 
     >>> [(h.who.key, h.predicate, h.value) for h in find_hits("my sister Maria lives in Lisbon")]
     [('maria', 'has_sister', 'Maria'), ('maria', 'lives_in', 'Lisbon')]
@@ -16,37 +20,26 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
+from unified_memory.extraction._subjects import (
+    ADJ,
+    COMMON,
+    NAME,
+    NATIONALITIES,
+    PET_WORDS,
+    REL,
+    REL_WORDS,
+    Subject,
+    possessor,
+    subject,
+    tail,
+    verb_use,
+)
+
 __all__ = ["Subject", "Hit", "find_hits", "mentions", "clean_value", "folded", "letter_runs",
-           "ATTRIBUTE_CATEGORY", "COMMON", "GateChoices"]
+           "ATTRIBUTE_CATEGORY", "COMMON", "GateChoices", "RUN_START", "MAX_VALUE"]
 
 _T = TypeVar("_T")
 
-COMMON = frozenset("""a an the and or but so not no yes ok okay sure fine good great bad well very really just
-also still here there back home now then sorry glad happy sad tired hungry busy ready done new old free sick
-bored excited nervous scared afraid worried confused lost alone cold hot late early going trying looking getting
-doing thinking coming working feeling being having about with from for into in on at to of by as if than that
-this these those it its what which who when where why how all any some every each both many much more most
-other such only own same too can will would should could might must may do does did is are was were am be been
-i me my mine we us our you your he him his she her they them their yesterday today tomorrow tonight monday
-tuesday wednesday thursday friday saturday sunday january february march april june july august september
-october november december hi hello hey thanks thank please maybe probably perhaps actually honestly pretty
-quite like love hate want need know think guess hope wish mean interested curious alright right sure unsure
-finally anyway single married divorced engaged vegan vegetarian allergic pregnant retired unemployed student
-fan out off up down over again after before because since while until though yet call name lol haha""".split())
-NATIONALITIES = frozenset("""american british english scottish irish welsh canadian mexican brazilian argentinian
-chilean colombian peruvian spanish portuguese french german italian dutch belgian swiss austrian swedish
-norwegian danish finnish polish czech russian ukrainian greek turkish israeli egyptian moroccan nigerian kenyan
-south indian pakistani bangladeshi chinese japanese korean vietnamese thai filipino indonesian malaysian
-australian kiwi african asian european latino latina hispanic jewish muslim christian catholic hindu buddhist
-atheist""".split())
-_REL_WORDS = """mom mum mother dad father parents sister brother sibling wife husband partner spouse girlfriend
-boyfriend fiance fiancee son daughter kid child baby grandma grandpa grandmother grandfather grandson
-granddaughter aunt uncle cousin niece nephew friend roommate flatmate boss manager coworker colleague neighbor
-neighbour therapist mentor""".split()
-_PET_WORDS = "dog cat puppy kitten parrot rabbit hamster horse bird turtle snake lizard fish pony".split()
-REL = r"(?:best\s+friend|" + "|".join(_REL_WORDS + _PET_WORDS) + ")"
-_ADJ = r"(?:(?:best|older|younger|little|big|twin|step|late|baby|new|ex|oldest|youngest|eldest)[\s-]+)?"
-_NAME = r"(?-i:[A-Z][a-z-]+(?:\s+[A-Z][a-z-]+)?)"
 _JOB = (r"(?:(?:[\w-]+\s+){0,2}?(?:engineer|developer|programmer|designer|teacher|professor|lecturer|nurse|"
         r"doctor|physician|surgeon|dentist|lawyer|attorney|accountant|architect|scientist|researcher|analyst|"
         r"consultant|manager|director|chef|cook|waiter|waitress|bartender|barista|pilot|firefighter|officer|"
@@ -59,7 +52,14 @@ _DATE = (r"(?:(?:jan|feb|mar|apr|may|jun|jul|aug|sep|sept|oct|nov|dec)[a-z]*\.?\
          r"(?:,?\s+\d{4})?|\d{1,2}(?:st|nd|rd|th)?\s+(?:of\s+)?(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)"
          r"[a-z]*(?:,?\s+\d{4})?|\d{4}-\d\d-\d\d|\d{1,2}/\d{1,2}(?:/\d{2,4})?)")
 _OBJ = r"(?P<obj>[^,.;:!?()\"]+)"
+# Unanchored parts are bounded, so that the scan from each place a pattern is tried is bounded too
+# (extraction stays linear in the length of a sentence): a word before a trigger ("peanut allergy") has at
+# most 64 characters (taken whole: whitespace follows it), what lies between two triggers ("moved from X
+# to") at most 200.
+_WORDISH, _GAP = r"[\w-]{1,64}+", r"[^,.;]{1,200}?"
 _LIST = r"(?P<obj>[^.;:!?()\"]+)"
+#: The longest value (a place, a name, a food...) a hit carries: longer, it is no value but a run of text.
+MAX_VALUE = 100
 ATTRIBUTE_CATEGORY = {
     "name": "identity", "age": "identity", "birthplace": "identity", "birth_year": "identity",
     "residence": "location", "hometown": "location", "employer": "work", "job_title": "work", "school": "work",
@@ -70,23 +70,23 @@ ATTRIBUTE_CATEGORY = {
 # once (allergies, likes), so no slot. Subject modes: "subj" the subject before the verb, "poss" the owner of
 # the noun the match starts at ("my sister's birthday"), "user" the speaker, "rel" the named relative.
 _PREDICATES: tuple[tuple[str, str | None, str, str, str, str], ...] = (
-    ("name", "name", "name", "identity", "poss", r"\b(?:(?:full|first|real|last|nick)\s*)?name\s*(?:'s|is)\s+(?P<obj>" + _NAME
+    ("name", "name", "name", "identity", "poss", r"\b(?:(?:full|first|real|last|nick)\s*)?name\s*(?:'s|is)\s+(?P<obj>" + NAME
      + r"|[a-z]+\b)"),
-    ("name", "name", "name", "identity", "user", r"(?:\bi'm|\bi\s+am|\bcall\s+me)\s+(?P<obj>" + _NAME + r")"),
-    ("has_@", "relation", "relative", "relationship", "rel", r"\bmy\s+" + _ADJ + r"(?P<rel>" + REL + r")(?:'s\s+name\s+is|,"
-     r"|\s+named|\s+called)?\s+(?P<obj>" + _NAME + r")"),
-    ("has_@", "relation", "relative", "relationship", "rel", r"(?P<obj>" + _NAME + r")\s+is\s+my\s+" + _ADJ + r"(?P<rel>"
+    ("name", "name", "name", "identity", "user", r"(?:\bi'm|\bi\s+am|\bcall\s+me)\s+(?P<obj>" + NAME + r")"),
+    ("has_@", "relation", "relative", "relationship", "rel", r"\bmy\s+" + ADJ + r"(?P<rel>" + REL + r")(?:'s\s+name\s+is|,"
+     r"|\s+named|\s+called)?\s+(?P<obj>" + NAME + r")"),
+    ("has_@", "relation", "relative", "relationship", "rel", r"(?P<obj>" + NAME + r")\s+is\s+my\s+" + ADJ + r"(?P<rel>"
      + REL + r")\b"),
     ("lives_in", "residence", "place", "location", "subj", r"\b(?:live|lives|living|reside|resides|residing|based|settled|"
      r"moved|relocated)\s+(?:back\s+)?(?:in|to|into)\s+" + _OBJ),
     ("lives_in", "residence", "place", "location", "subj", r"\b(?:moved|relocated)\s+(?:back\s+)?(?:away\s+)?from\s+"
-     r"[^,.;]+?\s+(?:to|into)\s+" + _OBJ),
+     + _GAP + r"\s+(?:to|into)\s+" + _OBJ),
     ("lived_in", None, "place", "location", "subj", r"\blived\s+in\s+" + _OBJ),
     ("moving_to", None, "place", "location", "subj", r"\b(?:moving|relocating|move)\s+(?:back\s+)?to\s+" + _OBJ),
     ("grew_up_in", "hometown", "place", "location", "subj", r"\b(?:grew\s+up|was\s+raised)\s+in\s+" + _OBJ),
     ("is_from", "hometown", "place", "location", "subj", r"(?:'m|\bam|\bis|\bare|'re|\bwas)\s+(?:originally\s+)?from\s+"
-     r"(?P<obj>" + _NAME + r")"),
-    ("born_in", "birthplace", "place", "identity", "subj", r"\bwas\s+born\s+in\s+(?P<obj>" + _NAME + r")"),
+     r"(?P<obj>" + NAME + r")"),
+    ("born_in", "birthplace", "place", "identity", "subj", r"\bwas\s+born\s+in\s+(?P<obj>" + NAME + r")"),
     ("born_in_year", "birth_year", "value", "identity", "subj", r"\bwas\s+born\s+in\s+(?P<obj>\d{4})\b"),
     ("birthday", "birthday", "value", "schedule", "subj", r"\bwas\s+born\s+on\s+(?P<obj>" + _DATE + r")"),
     ("birthday", "birthday", "value", "schedule", "poss", r"\b(?:birthday|bday)\s+is\s+(?:on\s+)?(?P<obj>" + _DATE + r")"),
@@ -96,10 +96,10 @@ _PREDICATES: tuple[tuple[str, str | None, str, str, str, str], ...] = (
     ("works_at", "employer", "organization", "work", "subj", r"\b(?:got|started|landed|accepted)\s+(?:a\s+|an\s+|the\s+)?"
      r"(?:new\s+)?(?:job|position|role|offer)\s+(?:at|with)\s+" + _OBJ),
     ("works_at", "employer", "organization", "work", "subj", r"\b(?:started|starting|began|beginning)\s+(?:work(?:ing)?\s+"
-     r"(?:at|for)|as\s+(?:a|an)\s+[^,.;]+?\s+(?:at|with|for))\s+" + _OBJ),
+     r"(?:at|for)|as\s+(?:a|an)\s+" + _GAP + r"\s+(?:at|with|for))\s+" + _OBJ),
     ("studies_at", "school", "organization", "work", "subj", r"\b(?:study|studies|studying|student)\s+(?:[a-z]+\s+){0,3}?"
      r"at\s+" + _OBJ),
-    ("works_as", "job_title", "value", "work", "subj", r"\b(?:work|works|working)\s+(?:at|for)\s+[^,.;]+?\s+as\s+"
+    ("works_as", "job_title", "value", "work", "subj", r"\b(?:work|works|working)\s+(?:at|for)\s+" + _GAP + r"\s+as\s+"
      r"(?:a|an)\s+(?P<obj>" + _JOB + r")s?\b"),
     ("works_as", "job_title", "value", "work", "subj", r"\b(?:work|works|working)\s+as\s+(?:a|an)\s+(?P<obj>" + _JOB + r")s?\b"),
     ("works_as", "job_title", "value", "work", "subj", r"\b(?:started|starting|began|beginning)\s+(?:work(?:ing)?\s+)?"
@@ -121,8 +121,9 @@ _PREDICATES: tuple[tuple[str, str | None, str, str, str, str], ...] = (
      r"flexitarian)\b"),
     ("diet", "diet", "value", "health", "subj", r"\b(?:on|follow)\s+a\s+(?P<obj>[\w-]+)\s+diet\b"),
     ("allergic_to", None, "list", "health", "subj", r"\b(?:allergic|allergy|allergies)\s+to\s+" + _LIST),
-    ("allergic_to", None, "list", "health", "subj", r"\b(?P<obj>(?:[\w-]+\s+){0,2}[\w-]+)\s+(?:allergy|allergies)\b"),
-    ("intolerant_to", None, "list", "health", "subj", r"\b(?P<obj>[\w-]+)\s+intoleran(?:t|ce)\b"),
+    ("allergic_to", None, "list", "health", "subj", r"\b(?P<obj>(?:" + _WORDISH + r"\s+){0,2}" + _WORDISH
+     + r")\s+(?:allergy|allergies)\b"),
+    ("intolerant_to", None, "list", "health", "subj", r"\b(?P<obj>" + _WORDISH + r")\s+intoleran(?:t|ce)\b"),
     ("avoids", None, "list", "health", "subj", r"\b(?:can't|cannot|can\s+not|don't|do\s+not|never|shouldn't)\s+(?:eat|drink|"
      r"have|consume)\s+" + _LIST),
     ("has_condition", None, "value", "health", "subj", r"\b(?:have|has|'ve\s+got|suffer\s+from|suffers\s+from|diagnosed\s+"
@@ -138,15 +139,15 @@ _PREDICATES: tuple[tuple[str, str | None, str, str, str, str], ...] = (
     ("favorite_@", "favorite_@", "phrase", "preference", "poss", r"\bfav(?:ou?rite|e)\s+(?P<thing>[a-z]+(?:\s+[a-z]+)?)"
      r"\s+(?:is|are|was)\s+" + _OBJ),
     ("has_@", None, "animal", "possession", "subj", r"\b(?:have|has|got|adopted)\s+(?:a|an|two|three|four|\d+)\s+"
-     r"(?:[\w-]+\s+){0,2}?(?P<rel>(?:" + "|".join(_PET_WORDS) + r"|retriever|labrador|poodle|terrier|beagle)"
-     r"(?:s|es)?)\s+(?:named|called)\s+(?P<obj>" + _NAME + r"(?:(?:\s*,\s*|\s+and\s+)" + _NAME + r")*)"),
+     r"(?:[\w-]+\s+){0,2}?(?P<rel>(?:" + "|".join(PET_WORDS) + r"|retriever|labrador|poodle|terrier|beagle)"
+     r"(?:s|es)?)\s+(?:named|called)\s+(?P<obj>" + NAME + r"(?:(?:\s*,\s*|\s+and\s+)" + NAME + r")*)"),
 )
 _COMPILED = tuple((p, a, k, c, mode, re.compile(rx, re.I)) for p, a, k, c, mode, rx in _PREDICATES)
 # Gates: a pattern runs only where each group of its gate has a word in the folded sentence ("=word": a whole
 # run of letters). Each group is necessary for a match, so gates change no result; they spare ~40 scans.
-_SOME_BE, _IM, _RELS = "'m am is 's", "i'm am call", "=" + " =".join(_REL_WORDS + _PET_WORDS)
+_SOME_BE, _IM, _RELS = "'m am is 's", "i'm am call", "=" + " =".join(REL_WORDS + PET_WORDS)
 _JOB_WORDS = re.findall(r"[a-z]+", _JOB.split("?(?:", 1)[1])
-_PETS = [*_PET_WORDS, "retriever", "labrador", "poodle", "terrier", "beagle"]
+_PETS = [*PET_WORDS, "retriever", "labrador", "poodle", "terrier", "beagle"]
 _GATE_SPECS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("name", ("name",)), ("name", (_IM,)), ("has_@", ("my", _RELS)), ("has_@", ("my", "is", _RELS)),
     ("lives_in", ("liv resid based settled moved relocated", "in to")),
@@ -187,21 +188,18 @@ _ORG_GATE = re.compile("University|College|Institute|Bank|School|Academy|Inc|Ltd
                        "Group|Foundation")  # case-sensitive, as _ORG is
 _TRAVEL_GATE = re.compile("visit|trip|travel|fl[ye]|went|going|vacation|holiday")  # on the folded sentence
 _NAMED_OBJECT = frozenset({"name", "relative", "animal"})
-_SUBJECT = re.compile(
-    r"(?:\b(?P<i>i|we)|\bmy\s+" + _ADJ + r"(?P<rel>" + REL + r")(?:,?\s+(?P<rname>" + _NAME + r"))?|(?P<name>"
-    + _NAME + r")|\b(?P<pro>he|she|they|it|you))(?:'s)?(?:\s*(?:'m|'re|'ve|'s|'d|'ll)|\s+(?:and\s+i|\w+ly|just|now|"
-    r"also|still|already|recently|finally|currently|really|then|soon|will|have|has|had|am|is|are|was|were|been|do|"
-    r"does|did|not|don't|doesn't|didn't|can't|cannot|never|no\s+longer|used\s+to|got|going|gonna|to|want|plan|"
-    r"planning|can|originally|absolutely|totally|truly|especially|definitely))*[\s,]*$", re.I)
-_POSSESSOR = re.compile(r"(?:\bmy\s+" + _ADJ + r"(?P<rel>" + REL + r")(?:\s+(?P<rname>" + _NAME + r"))?'s|(?P<name>"
-                        + _NAME + r")'s|\b(?P<my>my|our))\s+(?:(?:all[\s-]time|new|current|real|very|own)\s+)?$", re.I)
 _NEG = re.compile(r"\b(?:not|never|no\s+longer)\b|n't\b|\bcannot\b", re.I)
 _CUT_WORDS = ("but|because|since|with|for|as|where|which|who|so|when|while|although|though|until|now|anymore|"
               "nowadays|currently|lately|already|again|anyway|if|than|right|these|last|next|this|every|tomorrow|"
               r"yesterday|today|tonight|over|after|before|very|too|a\s+lot|so\s+much")
-_CUT = re.compile(r"\s+(?:and|" + _CUT_WORDS + r")\b.*$", re.I)
-_CUT_PHRASE = re.compile(r"\s+(?:" + _CUT_WORDS + r")\b.*$", re.I)
-_PLACE_CUT = re.compile(r"\s+(?:in|at|on|from|to|by)\b.*$", re.I)
+# RUN_START: a match never starts inside a run of whitespace, only at its first character. Each pattern that
+# starts with whitespace matches from there whenever it matches from inside (the run's start can take the
+# run in), with the same end; tried inside, each start would rescan the rest of the run (a long run would
+# cost its square). Every match ends after its whitespace, so a next match never starts inside a run either.
+RUN_START = r"(?!(?<=\s)\s)"
+_CUT = re.compile(RUN_START + r"\s+(?:and|" + _CUT_WORDS + r")\b.*$", re.I)
+_CUT_PHRASE = re.compile(RUN_START + r"\s+(?:" + _CUT_WORDS + r")\b.*$", re.I)
+_PLACE_CUT = re.compile(RUN_START + r"\s+(?:in|at|on|from|to|by)\b.*$", re.I)
 _LEAD = re.compile(r"^(?:(?:a|an|the|my|some|severe|mild|bad|serious|slight|life-threatening|deadly|terrible|"
                    r"food|seasonal|minor|known|multiple|several|all|to|i|have|has|had|got|really|also|just|eating|"
                    r"drinking)\s+)+", re.I)
@@ -212,50 +210,29 @@ any what how when to one stuff things idea and or is was were are be been why wh
 somewhere everyone everybody anyone someone do does did would has have had that's it's thanks thank huh
 oh yeah yes lol haha""".split())
 _ORG = re.compile(r"\b(?:University|College|Institute|Bank|School|Academy)\s+of\s+(?:the\s+)?[A-Z]\w+(?:\s+[A-Z]\w+)?"
-                  r"|\b(?!The\b)(?:[A-Z][\w&-]*\s+){1,3}(?:Inc|Ltd|LLC|Corp|Corporation|Company|University|College|"
+                  r"|\b(?!The\b)(?:[A-Z][\w&-]{0,63}+\s+){1,3}(?:Inc|Ltd|LLC|Corp|Corporation|Company|University|College|"
                   r"Institute|Bank|Hospital|Labs|Group|Foundation|School|Academy)\b")
 _WITH = re.compile(r"\b(?:dinner|lunch|breakfast|coffee|drinks|met|meeting|talked|spoke|went|hung\s+out|hanging\s+out|"
                    r"dating|live|lives|living|married|travel\w*|chatted|played|stayed|staying)\b[^.,;!?]{0,30}?\bwith\s+"
-                   r"(?P<obj>" + _NAME + r"(?:(?:\s*,\s*|\s+and\s+)" + _NAME + r")*)", re.I)
+                   r"(?P<obj>" + NAME + r"(?:(?:\s*,\s*|\s+and\s+)" + NAME + r")*)", re.I)
 _TRAVEL = re.compile(r"\b(?P<verb>visit|visiting|visited|trip\s+to|travel(?:l?ing|l?ed)?\s+to|flying\s+to|"
-                     r"flew\s+to|fly\s+to|went\s+to|going\s+to|vacation\s+in|holiday\s+in)\s+(?P<obj>" + _NAME + r")",
+                     r"flew\s+to|fly\s+to|went\s+to|going\s+to|vacation\s+in|holiday\s+in)\s+(?P<obj>" + NAME + r")",
                      re.I)
 # Where an object runs into the next clause: "peanuts, so never ...", "jazz - mostly bebop", "jazz and I play".
-_CLAUSE_END = re.compile(r"\s*(?:[;:\u2013\u2014]|\s-+\s|,?\s+(?:so|but|because|'?cause|since|which|who|whereas|"
-                         r"although|though|while|yet|unless|except|especially|mostly|plus)\b|,?\s+and\s+(?:i|i'm|"
-                         r"i've|i'd|we|we're|my|our|he|she|they|it|it's|that|this|so|then|also|now)\b|,\s*(?:i|i'm|"
-                         r"we|my|it|it's|not|just|maybe|probably|too|as\s+well|like|if|when)\b).*$", re.I | re.S)
-_ITEMS = re.compile(r"\s*,\s*(?:(?:and|or)\s+)?|\s+(?:and|or|&)\s+", re.I)
-_AND_SPLIT = re.compile(r"\s*,\s*|\s+and\s+")
-_ARTICLE, _PAUSE = re.compile(r"^(?:the|a|an)\s+", re.I), re.compile(r"[,;:]|\bbut\b|\bso\b")
-# A verb after "and" whose clause began with "I" / "we": "I quit the hospital and started as a tester at Zillow".
-_SHARED_I = re.compile(r"(?:^|[.;!?]\s+)\W*(?:i|we)\s+(?!(?:am|'m|was|is)\b)[^.;!?,]*?\band\s+"
-                       r"(?:then\s+|now\s+|also\s+|just\s+|recently\s+|finally\s+)?$", re.I)
-_AND_I, _USED_TO = re.compile(r"\band\s+i\b", re.I), re.compile(r"\bused\s+to\s+$", re.I)
-_SPACES, _NON_WORD = re.compile(r"\s+"), re.compile(r"\W+")
+# The whitespace before a mark is taken by the leading \s* (a "(?<=\s)" stands for the \s+ it ends with):
+# a second, nested run of whitespace would make a long run cost its cube.
+_CLAUSE_END = re.compile(RUN_START + r"\s*(?:[;:\u2013\u2014]|(?<=\s)-+\s|(?:,\s+|(?<=\s))(?:so|but|because|'?cause|since|"
+                         r"which|who|whereas|although|though|while|yet|unless|except|especially|mostly|plus)\b|"
+                         r"(?:,\s+|(?<=\s))and\s+(?:i|i'm|i've|i'd|we|we're|my|our|he|she|they|it|it's|that|this|so|"
+                         r"then|also|now)\b|,\s*(?:i|i'm|we|my|it|it's|not|just|maybe|probably|too|as\s+well|like|if|"
+                         r"when)\b).*$", re.I | re.S)
+_ITEMS = re.compile(RUN_START + r"(?:\s*,\s*(?:(?:and|or)\s+)?|\s+(?:and|or|&)\s+)", re.I)
+_AND_SPLIT = re.compile(RUN_START + r"(?:\s*,\s*|\s+and\s+)")
+_ARTICLE, _USED_TO = re.compile(r"^(?:the|a|an)\s+", re.I), re.compile(r"\bused\s+to\s+$", re.I)
+_NON_WORD = re.compile(r"\W+")
 _FORGET = re.compile(r"(?:n't|\bnot|\bnever)\s+forget\b", re.I)  # "don't forget my peanut allergy" is no negation
 _PAST = {"lives_in": "lived_in", "works_at": "worked_at"}  # "I used to live in Paris" is not where I live
-# "like" after these is a preposition ("Sounds like fun", "stuff, like my bowl", "feels like home")
-_LIKE_AS = re.compile(r"(?:,|\b(?:sounds?|sounded|looks?|looked|seems?|seemed|feels?|felt|smells?|tastes?|more|"
-                      r"something|anything|nothing|stuff|things|kinda|exactly|lot))\s*$", re.I)
 _CLAUSE_OBJECT = re.compile(r"\s*(?:how|what|why|when|where|who|whether|if|it's|it\s+is)\b", re.I)
-_BASE_FORMS = frozenset("love like enjoy adore prefer hate dislike detest loathe".split())
-_HELPER = re.compile(r"\b(?:do|does|did|don't|doesn't|didn't|will|would|can|could|should|might|must|to)\b|'ll|'d", re.I)
-
-
-@dataclass(frozen=True)
-class Subject:
-    """Who a statement is about: ``key`` is the fact slot's subject ("user", "sister", "maria");
-    ``relation`` the relation to the user; ``name`` the person's name when known."""
-
-    key: str
-    relation: str | None = None
-    name: str | None = None
-
-    @property
-    def is_user(self) -> bool:
-        """True for the speaker themselves ("I", "we")."""
-        return self.key == "user"
 
 
 @dataclass
@@ -294,33 +271,6 @@ def clean_value(raw: str, kind: str) -> str:
     return " ".join(raw.split()[:5]).strip(" '-[]")
 
 
-def _tail(sentence: str, start: int, size: int = 80) -> str:
-    """The (whole) words of the ``size`` characters before ``start``: a subject sits right before its verb."""
-    if start <= size:
-        return sentence[:start]
-    pre = sentence[start - size:start]
-    return pre[pre.find(" ") + 1:] if " " in pre else ""
-
-
-def _subject(sentence: str, start: int) -> Subject | None:
-    pre = _tail(sentence, start)
-    m = _SUBJECT.search(pre)
-    if m is None:  # "Allergic to nuts." has an implicit "I"; "I quit my job and started at Acme" shares it
-        if not _PAUSE.split(pre)[-1].strip() or _SHARED_I.search(sentence[:start]):
-            return Subject("user")
-        return None
-    if m.group("i") or _AND_I.search(m.group(0)):
-        return Subject("user")
-    if m.group("rel"):
-        rel = _SPACES.sub("_", m.group("rel").lower())
-        name = m.group("rname")
-        return Subject(name.lower() if name else rel, rel, name)
-    name = m.group("name")
-    if name and name.split()[0].lower() not in COMMON and name.lower() not in NATIONALITIES:
-        return Subject(name.lower(), None, name)
-    return None
-
-
 def find_hits(sentence: str) -> list[Hit]:
     """Every relation the patterns recognise in one sentence, in order of position.
 
@@ -337,6 +287,8 @@ def find_hits(sentence: str) -> list[Hit]:
         bits |= _run_bits(run) if found is None else found
     for pred, attr, kind, cat, mode, rx in _chosen(bits):
         for m in rx.finditer(sentence):
+            if pred in ("likes", "dislikes") and not verb_use(sentence, m):
+                continue  # a preposition, not a verb (the same for every item of the match)
             if kind in ("list", "animal"):
                 whole = _CLAUSE_END.sub("", m.group("obj"))
                 if _CLAUSE_OBJECT.match(whole):  # "I love how you tell stories and teach people": no list of things
@@ -420,18 +372,19 @@ def _one(sentence: str, m: re.Match[str], pred: str, attr: str | None, kind: str
         while keep and words[keep - 1].lower() not in COMMON and "'" not in words[keep - 1]:
             keep -= 1
         raw = _LEAD.sub("", " ".join(words[keep:]) + " ")
-        owner = _possessor(_tail(sentence, m.start()) + " ".join(words[:keep]) + " ")
+        owner = possessor(tail(sentence, m.start()) + " ".join(words[:keep]) + " ")
         before += " ".join(words[:keep])
     value = clean_value(raw, kind)
     low = value.lower()
     head = low.split()[0] if low.split() else ""
-    if not head or low in _GENERIC or head in _GENERIC:
+    if not head or low in _GENERIC or head in _GENERIC or len(value) > MAX_VALUE:
         return []
     if kind in _NAMED_OBJECT and (head in COMMON or low in NATIONALITIES):
         return []
-    groups = m.groupdict()
-    rel = _NON_WORD.sub("_", (groups.get("rel") or groups.get("thing") or "").lower()).strip("_")
-    if kind == "animal" and rel.endswith("s") and rel[:-1] in _PET_WORDS + ["retriever", "terrier", "poodle"]:
+    named = m.re.groupindex  # not m.groupdict(): it would copy the object (one per item) again and again
+    rel = next((m.group(g) for g in ("rel", "thing") if g in named and m.group(g)), "")
+    rel = _NON_WORD.sub("_", rel.lower()).strip("_")
+    if kind == "animal" and rel.endswith("s") and rel[:-1] in PET_WORDS + ["retriever", "terrier", "poodle"]:
         rel = rel[:-1]
     if pred == "favorite_@" and len(rel) > 3 and rel.endswith("s") and not rel.endswith(("ss", "series")):
         rel = rel[:-1]  # "favorite movies" and "favorite movie" are one slot
@@ -445,43 +398,14 @@ def _one(sentence: str, m: re.Match[str], pred: str, attr: str | None, kind: str
     elif mode == "user":
         who = Subject("user")
     elif mode == "poss":
-        who = _possessor(_tail(sentence, m.start()))
+        who = possessor(tail(sentence, m.start()))
     else:
-        who = _subject(sentence, m.start())
-    if who is None or (pred in ("likes", "dislikes") and not _verb_use(sentence, m)):
+        who = subject(sentence, m.start())
+    if who is None:
         return []
     window = before.split(",")[-1]
     negated = _NEG.search(_FORGET.sub("", window)) is not None and pred not in ("avoids", "dislikes")
     return [Hit(m.start(), who, p, value, a, kind, cat, negated, {"species": rel} if kind == "animal" else {})]
-
-
-def _verb_use(sentence: str, m: re.Match[str]) -> bool:
-    """Whether a preference's trigger is a verb of its subject: not "Sounds like fun", "stuff, like my bowl"
-    (prepositions), "Unconditional love is", "Maria like" (a name takes "loves" but "Maria does love")."""
-    verb = m.group(0).split()[0].casefold()
-    if verb == "like" and _LIKE_AS.search(sentence[:m.start()]):
-        return False
-    if verb not in _BASE_FORMS:
-        return True
-    pre = _tail(sentence, m.start())
-    found = _SUBJECT.search(pre)
-    if found is None or not found.group("name") or found.group("rel") or _AND_I.search(found.group(0)):
-        return True
-    return bool(_HELPER.search(found.group(0))) or pre[:found.start()].rstrip().casefold().endswith(" and")
-
-
-def _possessor(pre: str) -> Subject | None:
-    """Whose is the noun right after ``pre`` ("my ...", "my sister's ...", "Maria's ...")?"""
-    m = _POSSESSOR.search(pre)
-    if m is None:
-        return None
-    if m.group("rel"):
-        rel = _SPACES.sub("_", m.group("rel").lower())
-        name = m.group("rname")
-        return Subject(name.lower() if name else rel, rel, name)
-    if m.group("name") and m.group("name").split()[0].lower() not in COMMON:
-        return Subject(m.group("name").lower(), None, m.group("name"))
-    return Subject("user") if m.group("my") else None
 
 
 def mentions(sentence: str) -> list[tuple[str, str]]:
@@ -497,4 +421,4 @@ def mentions(sentence: str) -> list[tuple[str, str]]:
         found += [(m.group("obj"), "place") for m in _TRAVEL.finditer(sentence)]
     if "with" in low:
         found += [(name, "person") for m in _WITH.finditer(sentence) for name in _AND_SPLIT.split(m.group("obj"))]
-    return [(n, t) for n, t in found if n.split()[0].lower() not in COMMON]
+    return [(n, t) for n, t in found if n.split()[0].lower() not in COMMON and len(n) <= MAX_VALUE]

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import re
 
-from unified_memory.extraction._patterns import GateChoices, Hit, Subject, clean_value, letter_runs
+from unified_memory.extraction._patterns import MAX_VALUE, GateChoices, Hit, Subject, clean_value, letter_runs
 
 __all__ = ["slot_hits", "MAX_SENTENCE"]
 
@@ -287,8 +287,9 @@ _frames: GateChoices[tuple[str, re.Pattern[str]]] = GateChoices(lambda: _GATED_F
 
 def _make(m: re.Match[str], attribute: str | None, value: str, category: str,
           predicate: str | None = None) -> Hit | None:
-    """A slot hit (none without an attribute or a value); its triple's predicate is ``my_<attribute>``."""
-    if not attribute or not value:
+    """A slot hit (none without an attribute or a value, or with a value too long to be one); its triple's
+    predicate is ``my_<attribute>``."""
+    if not attribute or not value or len(value) > MAX_VALUE:
         return None
     return Hit(m.start(), _USER, predicate or "my_" + attribute, value, attribute, "value", category, extra=_FRAME)
 

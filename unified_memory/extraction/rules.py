@@ -33,6 +33,12 @@ Choices worth knowing:
 * Dates, weekdays and months are never entities; they stay in the fact text.
 * A short answer to the assistant's question ("Where do you live?" -> "Lisbon")
   becomes a templated fact ("I live in Lisbon") with confidence 0.8.
+* A message is read up to :data:`MAX_CHARS` (20,000) characters, cut after the
+  last sentence that ends within them (or, when none does, after the last whole
+  word): facts about a person are told in short statements, and the work per
+  message stays bounded. Below the bound it grows linearly with the length, whatever
+  the text (no pattern rescans what it has read). No LoCoMo turn comes near the
+  bound (the longest has 1,423 characters).
 
     >>> from unified_memory.types import Message
     >>> out = RuleExtractor().extract(Message(role="user", content="My sister Maria lives in Lisbon."))
@@ -47,13 +53,14 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from scoring._importance_rules import REMINDER, hedged
+from scoring._importance_rules import REMINDER, SPLIT, hedged
 from scoring.importance import HeuristicImportanceScorer, assess_importance, split_sentences
 from unified_memory.errors import wrong_type
 from unified_memory.extraction._changes import replaced
 from unified_memory.extraction._patterns import (
     ATTRIBUTE_CATEGORY,
     COMMON,
+    RUN_START,
     Hit,
     find_hits,
     letter_runs,
@@ -70,12 +77,15 @@ from unified_memory.types import (
     trusted_record,
 )
 
-__all__ = ["RuleExtractor"]
+__all__ = ["RuleExtractor", "MAX_CHARS"]
+
+#: The characters of a message rule extraction reads at most (see the module docstring).
+MAX_CHARS = 20_000
 
 _FIRST_PERSON = re.compile(r"\b(?:i|i'm|i've|i'd|i'll|me|my|mine|myself|we|we're|our|us)\b", re.I)
 # Where a sentence may hold two statements: "I live in Lisbon and I work at Acme", "...; I'm 34", " - ".
-_CLAUSE_SPLIT = re.compile(r"\s*(?:;|\s[-\u2013\u2014]+\s|[\u2013\u2014])\s*(?:(?:and|but|so|plus)\s+(?=(?:i|we)\b))?|"
-                           r",?\s+(?:and|but|so|plus)\s+(?:also\s+|then\s+|now\s+)?(?=(?:i|we)\b)", re.I)
+_CLAUSE_SPLIT = re.compile(RUN_START + r"(?:\s*(?:;|\s[-\u2013\u2014]+\s|[\u2013\u2014])\s*(?:(?:and|but|so|plus)\s+"
+                           r"(?=(?:i|we)\b))?|,?\s+(?:and|but|so|plus)\s+(?:also\s+|then\s+|now\s+)?(?=(?:i|we)\b))", re.I)
 _SPLIT_MARKS, _JOINS, _SELF = frozenset(";-\u2013\u2014"), frozenset({"and", "but", "so", "plus"}), frozenset({"i", "we"})
 _F = "hi|hello|hey|hiya|ok|okay|oh|so|well|yes|yeah|yep|great|perfect|cool|nice|sure|btw|also|anyway|and|but"
 _FILLER = re.compile(rf"(?:(?:{_F})(?:\s+there)?(?:\s*[,!:]|\s+(?=(?:{_F})\b))\s*)+", re.I)
@@ -136,7 +146,7 @@ class RuleExtractor:
         """
         if not isinstance(message, Message):
             raise wrong_type("message", "Message", message)
-        original = message.text()
+        original = _read_part(message.text())
         text = original.replace("\u2019", "'").replace("\u2018", "'")  # same length: sentences line up
         if not text.strip():
             return Extraction()
@@ -243,6 +253,25 @@ class RuleExtractor:
             for fact in out.facts[before:]:
                 fact.confidence = 0.8
             return
+
+
+def _read_part(text: str) -> str:
+    """What rule extraction reads of a message: all of it up to :data:`MAX_CHARS` characters; of a longer
+    one, the sentences (or lines) that end within them, else the whole words that do, else the characters.
+
+    >>> len(_read_part("I live in Lisbon. " * 1200)), len(_read_part("x" * 30000))
+    (19998, 20000)
+    """
+    if len(text) <= MAX_CHARS:
+        return text
+    head = text[:MAX_CHARS + 1]  # one more: a sentence that ends right at the bound is whole
+    ends = [m.end() for m in SPLIT.finditer(head)]  # after a sentence's mark and the whitespace after it
+    cut = min(MAX_CHARS, max(ends[-1] if ends else 0, head.rfind("\n") + 1))
+    if cut == 0:  # no sentence ends within the bound: up to the last whitespace
+        cut = MAX_CHARS
+        while cut and not head[cut].isspace():
+            cut -= 1
+    return text[:cut or MAX_CHARS]
 
 
 def _question_start(sentence: str) -> int:
