@@ -71,12 +71,16 @@ def test_a_worker_process_collects_garbage_less_often(tmp_path, monkeypatch):
     import gc
     import json
 
-    from unified_memory.service.app import GC_THRESHOLDS, WORKER_SPEC, app_from_environment
+    import sys
 
-    before = gc.get_threshold()
+    from unified_memory.service.app import GC_THRESHOLDS, SWITCH_INTERVAL, WORKER_SPEC, app_from_environment
+
+    before, interval = gc.get_threshold(), sys.getswitchinterval()
     monkeypatch.setenv(WORKER_SPEC, json.dumps({"db": str(tmp_path / "memory.db")}))
     try:
         app_from_environment()
         assert gc.get_threshold() == GC_THRESHOLDS != before
+        assert sys.getswitchinterval() == SWITCH_INTERVAL < interval  # another tenant's threads yield sooner
     finally:
         gc.set_threshold(*before)
+        sys.setswitchinterval(interval)

@@ -45,7 +45,7 @@ from unified_memory.service.middleware import AccessLog, BodyLimit
 from unified_memory.service.routes import admin_router, router
 from unified_memory.validation import pydantic_error
 
-__all__ = ["ServiceSettings", "create_app", "serve", "serve_workers", "app_from_environment", "WORKER_SPEC", "GC_THRESHOLDS",
+__all__ = ["ServiceSettings", "create_app", "serve", "serve_workers", "app_from_environment", "WORKER_SPEC", "GC_THRESHOLDS", "SWITCH_INTERVAL",
            "tune_gc"]
 
 log = logging.getLogger("unified_memory.service")
@@ -277,16 +277,28 @@ def _connections(settings: ServiceSettings) -> dict[str, Any]:
 GC_THRESHOLDS = (10_000, 20, 20)
 
 
+#: How long a thread may hold the GIL while another waits for it, in a service process (Python's: 5 ms).
+#: A recall gives the GIL up at every database call and waits to get it back; while another tenant's
+#: 100 KB turns keep two threads busy, each wait was a whole interval. ``benchmarks/tenant_fairness.py
+#: --recalls 300 --max-seconds 60`` (SQLite): B's recall p50 / p95 200 / 368 ms at 5 ms, 37 / 76 ms at
+#: 0.5 ms; A's turns 9.6 / s and 7.8 / s.
+SWITCH_INTERVAL = 0.0005
+
+
 def tune_gc() -> None:
     """Collect the young generation every 10,000 allocations, not every 700: a recall allocates
     thousands of objects, so the default ran several collections per request (6.5% of the memory
     worker's samples), and the full ones paused a request for ~100 ms now and then. Measured with
     ``benchmarks/server.py --servers 2 --pin`` at 16 clients, 40 s, twice each way: 380 / 378 req/s
     and turn p99 156 / 149 ms by default, 402 / 392 req/s and 64 / 68 ms with these. Only the
-    processes the service runs: a program that embeds the memory keeps its own settings."""
+    processes the service runs: a program that embeds the memory keeps its own settings. Also
+    sets the GIL's switch interval to :data:`SWITCH_INTERVAL`, so one tenant's busy threads do not
+    make another's short calls wait 5 ms at each database call."""
     import gc
+    import sys
 
     gc.set_threshold(*GC_THRESHOLDS)
+    sys.setswitchinterval(SWITCH_INTERVAL)
 
 
 #: The environment variable that hands each worker process of ``serve_workers`` what to open.
