@@ -70,7 +70,6 @@ def test_a_worker_process_collects_garbage_less_often(tmp_path, monkeypatch):
     """Each worker of ``serve --workers`` (and ``serve``) raises the young-generation threshold."""
     import gc
     import json
-
     import sys
 
     from unified_memory.service.app import GC_THRESHOLDS, SWITCH_INTERVAL, WORKER_SPEC, app_from_environment
