@@ -26,6 +26,7 @@ else nothing is written; a row whose id another user holds gets an id of its own
 from __future__ import annotations
 
 import base64
+import functools
 import hashlib
 import json
 import math
@@ -360,18 +361,8 @@ def _settle_ids(storage: Storage, groups: Groups) -> None:
     if not renames:
         return
     for table, rows in groups:
-        columns = _ID_COLUMNS | {column for column, _, target in table.references if target == "id"}
         for _, row in rows:
-            user = row["user_id"]
-            for column in table.column_names:
-                value = row[column]
-                if not isinstance(value, str):
-                    continue
-                if column in columns:
-                    row[column] = renames.get((user, value), value)
-                elif column in _ID_LIST_COLUMNS and any((user, v) in renames for v in json.loads(value)):
-                    row[column] = dumps([renames.get((user, v), v) if isinstance(v, str) else v
-                                         for v in json.loads(value)])
+            _map_ids(table, row, functools.partial(_renamed, renames, row["user_id"]))
 
 
 def _check_references(storage: Storage, source: str, groups: Groups, surrogates: Mapping[str, str]) -> None:
@@ -422,18 +413,31 @@ def fresh_id(old: str, user_id: str) -> str:
     return f"{head}{separator}{digest}" if separator else digest
 
 
+def _renamed(renames: Mapping[tuple[str, str], str], user: str, value: str) -> str:
+    return renames.get((user, value), value)
+
+
 def _rename_ids(table: TableInfo, row: dict[str, Any], user_id: str) -> None:
     """Give a row moving to ``user_id`` fresh ids: its own, and those it refers to (by a
     foreign key to an ``id`` column, or the columns of :data:`_ID_COLUMNS` and :data:`_ID_LIST_COLUMNS`)."""
+    _map_ids(table, row, lambda value: fresh_id(value, user_id))
+
+
+def _map_ids(table: TableInfo, row: dict[str, Any], rename: Callable[[str], str]) -> None:
+    """Replace each id the row holds (its own, and those it refers to) by ``rename(id)``; a list of
+    ids is written again only when one of them changes."""
     referring = _ID_COLUMNS | {column for column, _, target in table.references if target == "id"}
     for column in table.column_names:
         value = row[column]
         if not isinstance(value, str):
             continue
         if column in referring:
-            row[column] = fresh_id(value, user_id)
+            row[column] = rename(value)
         elif column in _ID_LIST_COLUMNS:  # parse_export checked it holds a JSON list
-            row[column] = dumps([fresh_id(v, user_id) if isinstance(v, str) else v for v in json.loads(value)])
+            ids = json.loads(value)
+            renamed = [rename(v) if isinstance(v, str) else v for v in ids]
+            if renamed != ids:
+                row[column] = dumps(renamed)
 
 
 def _number_surrogates(storage: Storage, table: TableInfo, plans: list[tuple[int, dict[str, Any], Any]],
