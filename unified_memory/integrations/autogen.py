@@ -16,7 +16,8 @@ user that memory is scoped to:
   in Porto" after "... Lisbon") supersedes it, as in any use of the memory.
 - ``query(text)`` is the memory's recall over its long-term facts (``tiers=`` widens it:
   ``"entity"``, ``"episodic"``): at most ``k`` ``MemoryContent`` items, best first, each with
-  its metadata and ``score`` (the recall score, 0 to about 1), ``id``, ``tier``,
+  its metadata and ``score`` (the recall score: relevance to the query, weighed by importance
+  and recency; a full match scores 0.6 to 1), ``id``, ``tier``,
   ``created_at`` (ISO 8601) and ``status`` when the fact is ``superseded`` or ``archived``.
   Keyword options: ``k`` (also ``limit`` / ``top_k``), ``score_threshold``, ``where`` (metadata
   values the items must have), ``tiers``. A blank query finds nothing.
@@ -24,7 +25,8 @@ user that memory is scoped to:
   context, adds the memory's context block for it (facts, people and places, past turns: at
   most ``k`` memories within ``max_tokens``, their text escaped) as a ``SystemMessage``, and
   returns the memories in it. Nothing is added when nothing is relevant (or nothing reaches
-  ``score_threshold``).
+  ``score_threshold``). A context with no message to query by gets the most important facts
+  (their ``score`` is then their importance).
 - ``clear()`` forgets the facts this adapter's ``add`` stored under its ``name`` (active,
   superseded and archived alike), with what the memory drew only from them (people, places
   and relations). Nothing else of the user is touched: facts said in conversations, facts
@@ -339,16 +341,15 @@ class AutoGenMemory(Memory, Component[AutoGenMemoryConfig]):
                                           if threshold is None or hit.score >= threshold])
 
     async def update_context(self, model_context: ChatCompletionContext) -> UpdateContextResult:
-        """Add the memory's context block for the latest user message(s) as a system message;
-        returns the memories in it (none, and nothing added, when nothing is relevant)."""
+        """Add the memory's context block for the latest user message(s) (with no message to
+        query by, the most important facts) as a system message; returns the memories in it
+        (none, and nothing added, when nothing is relevant)."""
         if not isinstance(model_context, ChatCompletionContext):
             raise wrong_type("model_context", "ChatCompletionContext", model_context)
-        query = self._context_query(await model_context.get_messages())
+        query = self._context_query(await model_context.get_messages()) or None
         nothing = UpdateContextResult(memories=MemoryQueryResult(results=[]))
-        if not query:
-            return nothing
         limit = self.k
-        if self.score_threshold is not None:  # the context holds the best `limit` of recall's hits
+        if query is not None and self.score_threshold is not None:  # the block holds recall's best `limit`
             hits = await self._memory.arecall(query, limit=self.k)
             limit = sum(1 for hit in hits if hit.score >= self.score_threshold)
             if not limit:
@@ -427,7 +428,7 @@ class AutoGenMemory(Memory, Component[AutoGenMemoryConfig]):
             text = _model_text(message)
             role = "user" if isinstance(message, UserMessage) else "assistant"
             source = getattr(message, "source", None)
-        elif isinstance(message, SystemMessage | FunctionExecutionResultMessage | _EVENTS):
+        elif isinstance(message, (SystemMessage, FunctionExecutionResultMessage, *_EVENTS)):
             return None  # the memory's own block, a tool's result, an agent's event
         elif isinstance(message, _CHAT):
             chat: Any = message
