@@ -20,6 +20,7 @@ A namespace is a tuple of labels (``("memories", "ada")``), stored as the labels
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -29,14 +30,18 @@ from unified_memory.types import LONE_SURROGATE, MAX_JSON_DEPTH, json_depth, tex
 
 __all__ = ["SEPARATOR", "OPERATORS", "MAX_TTL_MINUTES", "check_namespace", "check_key", "check_value",
            "check_index", "check_ttl", "check_filter", "matches", "searchable_text", "joined", "split",
-           "namespace_matches"]
+           "namespace_matches", "field_texts", "filter_to_wire", "filter_from_wire", "ROOT_PATH"]
 
 SEPARATOR = "."
 #: The comparison operators of a filter (LangGraph's).
 OPERATORS = frozenset({"$eq", "$ne", "$gt", "$gte", "$lt", "$lte"})
 #: The longest TTL: a little under 8,000 years (an expiry must stay a date).
 MAX_TTL_MINUTES = 4.0e9
-_PATH_PART = re.compile(r"^([^\[\]]+)((?:\[(?:\*|\d+)\])*)$")
+_PATH_PART = re.compile(r"^([^\[\]]+)((?:\[(?:\*|-?\d+)\])*)$")
+#: The path of the whole value (LangGraph's default ``fields``).
+ROOT_PATH = "$"
+#: How a filter's NaN and infinities travel in JSON, which has none (:func:`filter_to_wire`).
+_NON_FINITE = "$float"
 
 
 def _label(field: str, value: Any, *, wildcard: bool = False) -> str:
@@ -79,11 +84,11 @@ def check_key(field: str, value: Any) -> str:
     return value
 
 
-def _json_text(field: str, value: Any) -> str:
+def _json_text(field: str, value: Any, *, allow_nan: bool = False) -> str:
     if json_depth(value) > MAX_JSON_DEPTH:
         raise invalid(field, f"nests more than {MAX_JSON_DEPTH} levels deep")
     try:
-        text = json.dumps(value, allow_nan=False, ensure_ascii=False, separators=(",", ":"))
+        text = json.dumps(value, allow_nan=allow_nan, ensure_ascii=False, separators=(",", ":"))
     except (TypeError, ValueError, RecursionError) as exc:
         raise invalid(field, f"must be JSON-serialisable: {exc}") from None
     if LONE_SURROGATE.search(text):
@@ -121,7 +126,7 @@ def check_value(field: str, value: Any) -> tuple[dict[str, Any], str]:
 def check_index(field: str, value: Any) -> list[str] | bool | None:
     """``None`` (every string in the value is searched), ``False`` (the item is not searched by
     query) or a list of field paths (``"title"``, ``"meta.title"``, ``"chapters[*].text"``,
-    ``"authors[0]"``).
+    ``"authors[0]"``, ``"authors[-1]"``: the last; ``"$"``: the whole value).
 
     >>> check_index("index", ["title", "chapters[*].text"])
     ['title', 'chapters[*].text']
@@ -134,7 +139,8 @@ def check_index(field: str, value: Any) -> list[str] | bool | None:
     for i, path in enumerate(value):
         if not isinstance(path, str):
             raise wrong_type(f"{field}[{i}]", "str", path)
-        if not all(_PATH_PART.match(part) for part in path.split(".")) or LONE_SURROGATE.search(path):
+        if path != ROOT_PATH and (not all(_PATH_PART.match(part) for part in path.split("."))
+                                  or LONE_SURROGATE.search(path)):
             raise invalid(f"{field}[{i}]", f"not a field path like 'title' or 'chapters[*].text', got {path[:80]!r}")
         paths.append(path)
     return paths
@@ -157,7 +163,8 @@ def check_ttl(field: str, value: Any) -> float | None:
 
 def check_filter(field: str, value: Any) -> dict[str, Any] | None:
     """``None`` or a dict of ``{field: wanted}``: ``wanted`` is a value (equal, nested dicts and
-    lists compared whole) or a dict of operators (``$eq $ne $gt $gte $lt $lte``).
+    lists compared whole) or a dict of operators (``$eq $ne $gt $gte $lt $lte``). Numbers may
+    be infinite or NaN, as in Python (``{"$lt": inf}`` passes every number; NaN equals nothing).
 
     >>> check_filter("filter", {"n": {"$between": 1}})
     Traceback (most recent call last):
@@ -169,7 +176,7 @@ def check_filter(field: str, value: Any) -> dict[str, Any] | None:
     if not isinstance(value, Mapping):
         raise wrong_type(field, "dict", value)
     _string_keys(field, value)
-    checked: dict[str, Any] = json.loads(_json_text(field, dict(value)))
+    checked: dict[str, Any] = json.loads(_json_text(field, dict(value), allow_nan=True))
     stack = [(field, checked)]
     while stack:
         where, item = stack.pop()
@@ -179,6 +186,43 @@ def check_filter(field: str, value: Any) -> dict[str, Any] | None:
                     raise invalid(where, f"unknown operator {key!r:.40} (use {', '.join(sorted(OPERATORS))})")
                 stack.append((f"{where}.{key}", child))
     return checked
+
+
+def _map_numbers(value: Any, change: Any) -> Any:
+    """``value`` with every float replaced by ``change(number)`` (dicts and lists rebuilt)."""
+    if isinstance(value, dict):
+        return {key: _map_numbers(child, change) for key, child in value.items()}
+    if isinstance(value, list):
+        return [_map_numbers(child, change) for child in value]
+    return change(value) if isinstance(value, float) else value
+
+
+def filter_to_wire(value: dict[str, Any] | None) -> dict[str, Any] | None:
+    """A checked filter as JSON can carry it: NaN and the infinities as ``{"$float": "nan"}``
+    (``"inf"``, ``"-inf"``); :func:`filter_from_wire` reads them back.
+
+    >>> filter_to_wire({"price": {"$lt": float("inf")}})
+    {'price': {'$lt': {'$float': 'inf'}}}
+    """
+    def change(number: float) -> Any:
+        return {_NON_FINITE: repr(number)} if not math.isfinite(number) else number
+
+    return None if value is None else _map_numbers(value, change)
+
+
+def filter_from_wire(field: str, value: Any) -> dict[str, Any] | None:
+    """A filter received as JSON: ``{"$float": "inf" | "-inf" | "nan"}`` read as the number, then
+    checked (:func:`check_filter`)."""
+    def read(item: Any) -> Any:
+        if isinstance(item, dict):
+            if set(item) == {_NON_FINITE} and item[_NON_FINITE] in ("inf", "-inf", "nan"):
+                return float(item[_NON_FINITE])
+            return {key: read(child) for key, child in item.items()}
+        if isinstance(item, list):
+            return [read(child) for child in item]
+        return item
+
+    return check_filter(field, read(value)) if isinstance(value, dict) else check_filter(field, value)
 
 
 def _number(value: Any) -> float | None:
@@ -214,16 +258,30 @@ def _compare(value: Any, wanted: Any) -> bool:
 
 
 def matches(value: Mapping[str, Any], filter: Mapping[str, Any] | None) -> bool:
-    """Whether an item's value passes a (checked) filter: every field of the filter is equal to the
-    value's (dicts and lists compared whole, a missing field is ``None``), or passes its operators
-    (``$gt``...: numbers with numbers, strings with strings; other pairs never pass).
+    """Whether an item's value passes a (checked) filter: every field of the filter (a key, or a
+    dotted path into nested objects) is equal to the value's (dicts and lists compared whole, a
+    missing field is ``None``), or passes its operators (``$gt``...: numbers with numbers, strings
+    with strings; other pairs never pass).
 
     >>> matches({"tags": ["a"], "n": 1}, {"tags": ["a"], "n": {"$ne": 2, "$lt": 5}})
     True
     >>> matches({"n": "1"}, {"n": {"$gt": 0}})
     False
     """
-    return all(_compare(value.get(key), wanted) for key, wanted in (filter or {}).items())
+    return all(_compare(_field(value, key), wanted) for key, wanted in (filter or {}).items())
+
+
+def _field(value: Mapping[str, Any], key: str) -> Any:
+    """The value's field ``key``, or, when it has no such key, the one at the dotted path
+    (``"user.level"`` is ``value["user"]["level"]``, as in LangGraph's SQL stores)."""
+    if key in value or "." not in key:
+        return value.get(key)
+    found: Any = value
+    for part in key.split("."):
+        if not isinstance(found, dict) or part not in found:
+            return None
+        found = found[part]
+    return found
 
 
 def _strings(value: Any) -> list[str]:
@@ -240,6 +298,8 @@ def _strings(value: Any) -> list[str]:
 
 
 def _at_path(value: Any, path: str) -> list[Any]:
+    if path == ROOT_PATH:
+        return [value]
     found = [value]
     for part in path.split("."):
         match = _PATH_PART.match(part)
@@ -247,12 +307,27 @@ def _at_path(value: Any, path: str) -> list[Any]:
             return []
         name, brackets = match.groups()
         found = [item[name] for item in found if isinstance(item, dict) and name in item]
-        for index in re.findall(r"\[(\*|\d+)\]", brackets):
+        for index in re.findall(r"\[(\*|-?\d+)\]", brackets):
             if index == "*":
                 found = [child for item in found if isinstance(item, list) for child in item]
             else:
-                found = [item[int(index)] for item in found if isinstance(item, list) and int(index) < len(item)]
+                at = int(index)
+                found = [item[at] for item in found if isinstance(item, list) and -len(item) <= at < len(item)]
     return found
+
+
+def field_texts(value: Mapping[str, Any], index: list[str] | bool | None) -> list[str]:
+    """The texts a query is matched against, one per string found: every string in the value
+    (``index=None``), the strings at the given field paths (in their order), or none (``False``).
+
+    >>> field_texts({"title": "Bees", "tags": ["honey", "wax"]}, ["tags[-1]", "title"])
+    ['wax', 'Bees']
+    """
+    if index is False:
+        return []
+    if index is None or index is True:
+        return _strings(value)
+    return [text for path in index for found in _at_path(value, path) for text in _strings(found)]
 
 
 def searchable_text(value: Mapping[str, Any], index: list[str] | bool | None) -> str:
@@ -262,11 +337,7 @@ def searchable_text(value: Mapping[str, Any], index: list[str] | bool | None) ->
     >>> searchable_text({"title": "Bees", "body": {"text": "Honey"}}, ["body.text"])
     'Honey'
     """
-    if index is False:
-        return ""
-    if index is None or index is True:
-        return "\n".join(_strings(value))
-    return "\n".join(text for path in index for found in _at_path(value, path) for text in _strings(found))
+    return "\n".join(field_texts(value, index))
 
 
 def joined(namespace: Sequence[str]) -> str:

@@ -4,10 +4,20 @@ keeps. Export, import and ``forget(user_id=...)`` cover them like every user-sco
 
 An item may expire: ``ttl`` minutes after it was last written (or read, when the read refreshes
 it). An expired item is never returned nor listed, and expired rows are deleted by the next write.
-Search keeps the items under a namespace prefix that pass a filter; with a query they are ranked
-by BM25 relevance over their text (:class:`scoring.lexical.LexicalIndex`), blended with dense
-similarity when a ``similarity`` function is given, times recency (:func:`scoring.fusion.fuse`);
-items the query does not match come after, unscored, most recently updated first.
+
+Search keeps the items under a namespace prefix that pass a filter. With a query they are ranked
+by BM25 relevance over their indexed text (:class:`scoring.lexical.LexicalIndex`), blended with
+dense similarity, times recency (:func:`scoring.fusion.fuse`). The dense part is the cosine
+similarity of ``query_vector`` to the item's closest stored vector (:mod:`tiers.item_vectors`:
+the caller's embedder, one vector per indexed field; blended as it is, above 0), or else of the
+query to the item's text by a ``similarity`` function (the memory's own embedder, whose
+similarities are mapped through the ranking's calibrated floor and ceiling). Items the query does not reach come
+after, closest first, then most recently updated.
+
+An item's ``score`` (with a query) is that cosine similarity when there is one (LangGraph's
+stores score so), else its BM25 relevance in [0, 1]; ``None`` for an item with nothing indexed
+(``index=False``). ``ranking`` holds the parts of the order: ``fused``, ``lexical``,
+``dense`` (the cosine, or ``None``) and ``recency``.
 
     >>> from tiers.storage import Storage
     >>> items = KeyedItems(Storage(None))
@@ -15,7 +25,7 @@ items the query does not match come after, unscored, most recently updated first
     >>> items.put("ada", ("notes",), "n2", {"text": "I like jazz"}, now=1.0)
     >>> items.get("ada", ("notes",), "n1", now=2.0).value
     {'text': 'I keep bees'}
-    >>> [(row.key, row.score is not None) for row in items.search("ada", ("notes",), query="bees", now=2.0)]
+    >>> [(row.key, row.score > 0) for row in items.search("ada", ("notes",), query="bees", now=2.0)]
     [('n1', True), ('n2', False)]
     >>> items.get("bob", ("notes",), "n1", now=2.0) is None     # another user sees nothing
     True
@@ -44,6 +54,7 @@ from tiers.item_checks import (
     searchable_text,
     split,
 )
+from tiers.item_vectors import best_cosine, check_query_vector, check_vectors, decode_vectors, encode_vectors
 from tiers.storage import Storage
 from unified_memory.errors import StorageError
 
@@ -51,14 +62,14 @@ __all__ = ["KeyedItems", "ItemRow", "Ranking"]
 
 #: Similarity of a query to texts (cosine, in [-1, 1]), one per text: the dense half of ranking.
 Similarity = Callable[[str, list[str]], Sequence[float]]
-_COLUMNS = "seq, namespace, key, value_json, text, created_at, updated_at, expires_at, ttl_minutes"
+_COLUMNS = "seq, namespace, key, value_json, text, created_at, updated_at, expires_at, ttl_minutes, vectors"
 _LIVE = "(expires_at IS NULL OR expires_at > ?)"
 
 
 @dataclass(frozen=True, slots=True)
 class ItemRow:
-    """One stored item: its namespace, key, value, times (POSIX seconds) and, from a ranked
-    search, its score (``None``: not ranked, or not matched by the query)."""
+    """One stored item: its namespace, key, value, times (POSIX seconds) and, from a search with
+    a query, its score and the parts of its rank (see the module docstring)."""
 
     namespace: tuple[str, ...]
     key: str
@@ -66,6 +77,7 @@ class ItemRow:
     created_at: float
     updated_at: float
     score: float | None = None
+    ranking: dict[str, float | None] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,25 +121,29 @@ class KeyedItems:
                                         [now]).rowcount)
 
     def put(self, user_id: str, namespace: Sequence[str], key: str, value: Mapping[str, Any], *,
-            index: list[str] | bool | None = None, ttl: float | None = None, now: float) -> None:
+            index: list[str] | bool | None = None, ttl: float | None = None, vectors: Any = None,
+            now: float) -> None:
         """Store ``value`` under ``namespace`` / ``key`` (replacing what was there: ``created_at`` is
         kept); ``index``: which fields are searched (see :func:`~tiers.item_checks.searchable_text`);
-        ``ttl``: minutes until it expires (``None``: never)."""
+        ``ttl``: minutes until it expires (``None``: never); ``vectors``: what the caller's embedder
+        made of the indexed fields (:func:`~tiers.item_vectors.check_vectors`; none with ``index=False``)."""
         labels = check_namespace("namespace", namespace)
         key = check_key("key", key)
         data, text = check_value("value", value)
-        searched = searchable_text(data, check_index("index", index))
+        fields = check_index("index", index)
+        searched = searchable_text(data, fields)
+        stored_vectors = encode_vectors(check_vectors("vectors", vectors)) if fields is not False else None
         minutes = check_ttl("ttl", ttl)
         expires = None if minutes is None else now + 60.0 * minutes
         with self.storage.atomic():
             self.sweep(now)
             self.storage.execute(
                 "INSERT INTO keyed_items (user_id, namespace, key, value_json, text, created_at, updated_at, "
-                "expires_at, ttl_minutes) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) "
+                "expires_at, ttl_minutes, vectors) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
                 "ON CONFLICT (user_id, namespace, key) DO UPDATE SET value_json = excluded.value_json, "
                 "text = excluded.text, updated_at = excluded.updated_at, expires_at = excluded.expires_at, "
-                "ttl_minutes = excluded.ttl_minutes",
-                [user_id, joined(labels), key, text, searched, now, now, expires, minutes])
+                "ttl_minutes = excluded.ttl_minutes, vectors = excluded.vectors",
+                [user_id, joined(labels), key, text, searched, now, now, expires, minutes, stored_vectors])
 
     def delete(self, user_id: str, namespace: Sequence[str], key: str, *, now: float) -> bool:
         """Delete one item; whether a live one was there."""
@@ -174,20 +190,23 @@ class KeyedItems:
 
     def search(self, user_id: str, namespace_prefix: Sequence[str], *, query: str | None = None,
                filter: Mapping[str, Any] | None = None, limit: int = 10, offset: int = 0, now: float,
-               refresh_ttl: bool = True, similarity: Similarity | None = None) -> list[ItemRow]:
+               refresh_ttl: bool = True, similarity: Similarity | None = None,
+               query_vector: Any = None) -> list[ItemRow]:
         """The live items under ``namespace_prefix`` (``()``: all) whose value passes ``filter``
         (:func:`~tiers.item_checks.matches`): ranked by ``query`` when given (see the module
-        docstring), else most recently updated first; ``offset`` / ``limit`` apply after ranking.
-        ``refresh_ttl`` restarts the TTL of the items returned."""
+        docstring; ``query_vector``: the query as the caller's embedder sees it, compared with the
+        items' stored vectors), else most recently updated first; ``offset`` / ``limit`` apply
+        after ranking. ``refresh_ttl`` restarts the TTL of the items returned."""
         prefix = check_namespace("namespace_prefix", namespace_prefix, empty=True)
         wanted = check_filter("filter", filter)
+        vector = check_query_vector("query_vector", query_vector)
         where, params = _prefix_where(prefix)
         rows = self.storage.query(
             f"SELECT {_COLUMNS} FROM keyed_items WHERE user_id = ?{where} AND {_LIVE} "
             "ORDER BY updated_at DESC, seq DESC", [user_id, *params, now])
         candidates = [(row, item) for row in rows if matches((item := self._row(row)).value, wanted)]
         if query is not None and query.strip():
-            ranked = self._rank(query, candidates, now, similarity)
+            ranked = self._rank(query, candidates, now, similarity, vector)
         else:
             ranked = [item for _, item in candidates]
         page = ranked[offset:offset + limit]
@@ -196,37 +215,51 @@ class KeyedItems:
             self._refresh([by_key[(item.namespace, item.key)] for item in page], now)
         return page
 
+    def _dense(self, query: str, candidates: list[tuple[dict[str, Any], ItemRow]], similarity: Similarity | None,
+               vector: Any) -> list[float | None]:
+        """Each candidate's cosine similarity to the query (``None``: nothing to compare): its
+        closest stored vector to ``vector`` when one is given, else its text by ``similarity``."""
+        if vector is not None:
+            return [best_cosine(decode_vectors(row["vectors"]), vector) for row, _ in candidates]
+        dense: list[float | None] = [None] * len(candidates)
+        texted = [i for i, (row, _) in enumerate(candidates) if row["text"]]
+        if similarity is not None and texted:
+            sims = similarity(query, [candidates[i][0]["text"] for i in texted])
+            for i, sim in zip(texted, sims, strict=True):
+                dense[i] = float(sim)
+        return dense
+
     def _rank(self, query: str, candidates: list[tuple[dict[str, Any], ItemRow]], now: float,
-              similarity: Similarity | None) -> list[ItemRow]:
-        """Scored items best first, then the unmatched ones (in the candidates' order)."""
+              similarity: Similarity | None, vector: Any = None) -> list[ItemRow]:
+        """The candidates ranked (see the module docstring): by fused score, then by cosine
+        similarity, then in the candidates' order (most recently updated first)."""
         ranking = self.ranking
         base, weight = ((ranking.base, ranking.recency_weight) if ranking.base + ranking.recency_weight > 0
                         else (1.0, 0.0))
         index = LexicalIndex(k1=ranking.k1, b=ranking.b)
         index.add_many((str(i), row["text"]) for i, (row, _) in enumerate(candidates) if row["text"])
-        relevance = [0.0] * len(candidates)
+        lexical = [0.0] * len(candidates)
         for match in index.search(query, limit=None):
-            relevance[int(match.key)] = match.relevance
-        if similarity is not None:
-            texted = [i for i, (row, _) in enumerate(candidates) if row["text"]]
-            if texted:
-                sims = similarity(query, [candidates[i][0]["text"] for i in texted])
-                for i, sim in zip(texted, sims, strict=True):
-                    dense = dense_relevance(float(sim), floor=ranking.dense_floor, ceiling=ranking.dense_ceiling)
-                    relevance[i] = hybrid_relevance(relevance[i], dense, lexical_weight=ranking.lexical_weight)
-        scored: list[tuple[float, int, ItemRow]] = []
-        unmatched: list[ItemRow] = []
-        for i, (_, item) in enumerate(candidates):
-            if relevance[i] <= 0.0:
-                unmatched.append(item)
-                continue
+            lexical[int(match.key)] = match.relevance
+        dense = self._dense(query, candidates, similarity, vector)
+        ranked: list[tuple[float, float, int, ItemRow]] = []
+        for i, (row, item) in enumerate(candidates):
+            relevance, cosine = lexical[i], dense[i]
+            if cosine is not None:  # the memory's model is calibrated (floor, ceiling); a caller's is not
+                near = (max(0.0, cosine) if vector is not None else
+                        dense_relevance(cosine, floor=ranking.dense_floor, ceiling=ranking.dense_ceiling))
+                relevance = hybrid_relevance(relevance, near, lexical_weight=ranking.lexical_weight)
             fresh = recency(age_seconds=now - item.updated_at, half_life_days=ranking.half_life_days)
-            score = fuse(relevance=relevance[i], importance=0.0, recency=fresh, tier_weight=1.0, base=base,
-                         importance_weight=0.0, recency_weight=weight).score
-            scored.append((score, i, ItemRow(item.namespace, item.key, item.value, item.created_at,
-                                             item.updated_at, score)))
-        scored.sort(key=lambda entry: (-entry[0], entry[1]))
-        return [item for _, _, item in scored] + unmatched
+            fused = fuse(relevance=relevance, importance=0.0, recency=fresh, tier_weight=1.0, base=base,
+                         importance_weight=0.0, recency_weight=weight).score if relevance > 0.0 else 0.0
+            score = cosine if cosine is not None else (lexical[i] if row["text"] else None)
+            parts: dict[str, float | None] = {"fused": fused, "lexical": lexical[i], "dense": cosine,
+                                              "recency": fresh}
+            ranked.append((fused, -2.0 if cosine is None else cosine, i,
+                           ItemRow(item.namespace, item.key, item.value, item.created_at, item.updated_at, score,
+                                   parts)))
+        ranked.sort(key=lambda entry: (-entry[0], -entry[1], entry[2]))
+        return [item for _, _, _, item in ranked]
 
     def namespaces(self, user_id: str, *, prefix: Sequence[str] | None = None, suffix: Sequence[str] | None = None,
                    max_depth: int | None = None, limit: int = 100, offset: int = 0, now: float

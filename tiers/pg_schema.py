@@ -22,8 +22,8 @@ translations:
 The ``ingested`` table (:mod:`tiers.ingested`) is created on first use, not here:
 :data:`INGESTED_PG` is its DDL.
 
-Version history: PostgreSQL schemas start at :data:`tiers.schema.SCHEMA_VERSION` 3, so
-:data:`MIGRATIONS_PG` is empty; a later version adds its PostgreSQL statements there.
+Version history: PostgreSQL schemas start at :data:`tiers.schema.SCHEMA_VERSION` 3;
+:data:`MIGRATIONS_PG` holds what each later version adds (4: ``keyed_items.vectors``).
 
     >>> from tiers.schema import SCHEMA_OBJECTS
     >>> sorted(SCHEMA_OBJECTS_PG ^ SCHEMA_OBJECTS)  # the trigger is a foreign key here
@@ -226,6 +226,7 @@ CREATE TABLE IF NOT EXISTS keyed_items (
     updated_at DOUBLE PRECISION NOT NULL,
     expires_at DOUBLE PRECISION,
     ttl_minutes DOUBLE PRECISION,
+    vectors TEXT COLLATE "C",
     UNIQUE (user_id, namespace, key)
 );
 CREATE INDEX IF NOT EXISTS keyed_items_expiry ON keyed_items(expires_at) WHERE expires_at IS NOT NULL;
@@ -259,9 +260,11 @@ FIRST_VERSION_PG = 3
 
 #: What brings a PostgreSQL schema of an older version to each later one, in order (as
 #: :data:`tiers.schema.MIGRATIONS`, run in the transaction that records the new version).
-#: Empty: the first PostgreSQL schema is version 3 (:data:`FIRST_VERSION_PG`), today's. Write
-#: its statements so they can run twice (``ADD COLUMN IF NOT EXISTS``).
-MIGRATIONS_PG: dict[int, tuple[str, ...]] = {}
+#: The first PostgreSQL schema is version 3 (:data:`FIRST_VERSION_PG`). Statements are written
+#: so they can run twice (``ADD COLUMN IF NOT EXISTS``).
+MIGRATIONS_PG: dict[int, tuple[str, ...]] = {
+    4: ('ALTER TABLE keyed_items ADD COLUMN IF NOT EXISTS vectors TEXT COLLATE "C"',),
+}
 
 #: The oldest server accepted, as ``server_version_num``.
 MIN_SERVER_VERSION = 150000

@@ -10,7 +10,8 @@ Versions: 1, the first; 2, a fact pushed out by ``long_term_limit`` is ``archive
 (kept, listed and recalled) where version 1 marked it ``evicted`` and unindexed it;
 3, facts are bi-temporal: besides when they were true (``valid_from``, ``valid_to``)
 they keep when the memory stored them (``recorded_at``) and retired them
-(``superseded_at``).
+(``superseded_at``); 4, a keyed item may carry the vectors of its indexed fields
+(``keyed_items.vectors``, :mod:`tiers.item_vectors`).
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from unified_memory.errors import StorageError
 __all__ = ["SCHEMA_VERSION", "SCHEMA", "TRIGGERS", "SCHEMA_OBJECTS", "MIGRATIONS", "refuse_foreign_file", "check_ownership",
            "stored_version", "migrate", "upgrade_row"]
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 SQLITE_MAGIC = b"SQLite format 3\x00"
 
 SCHEMA = """
@@ -200,7 +201,8 @@ CREATE TABLE IF NOT EXISTS api_keys (
     revoked_at REAL
 );
 -- Keyed JSON items (tiers.keyed_items: LangGraph's store): a namespace path (labels joined with '.'),
--- a key, the value and its searchable text, and expires_at when a TTL (minutes) is set.
+-- a key, the value and its searchable text, expires_at when a TTL (minutes) is set, and the vectors
+-- a caller's embedder made of its indexed fields (tiers.item_vectors).
 CREATE TABLE IF NOT EXISTS keyed_items (
     seq INTEGER PRIMARY KEY,
     user_id TEXT NOT NULL,
@@ -212,6 +214,7 @@ CREATE TABLE IF NOT EXISTS keyed_items (
     updated_at REAL NOT NULL,
     expires_at REAL,
     ttl_minutes REAL,
+    vectors TEXT,
     UNIQUE (user_id, namespace, key)
 );
 CREATE INDEX IF NOT EXISTS keyed_items_expiry ON keyed_items(expires_at) WHERE expires_at IS NOT NULL;
@@ -240,6 +243,8 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
         "ALTER TABLE facts ADD COLUMN superseded_at REAL",
         "UPDATE facts SET recorded_at = created_at WHERE recorded_at IS NULL",
         "UPDATE facts SET superseded_at = valid_to WHERE status = 'superseded' AND superseded_at IS NULL"),
+    # Keyed items carry the vectors of their indexed fields (none for the items stored before).
+    4: ("ALTER TABLE keyed_items ADD COLUMN vectors TEXT",),
 }
 
 _ADD_COLUMN = re.compile(r"ALTER TABLE (\w+) ADD COLUMN (\w+)")

@@ -483,8 +483,11 @@ class Extraction(_Record):
 
 class StoredItem(_Record):
     """A keyed item (:meth:`~unified_memory.UnifiedMemory.put_item`): a JSON object stored under a
-    ``namespace`` (a tuple of labels) and a ``key``; ``score`` is set by a search with a query
-    for the items it matched (higher is better).
+    ``namespace`` (a tuple of labels) and a ``key``. A search with a query sets ``score``: the
+    cosine similarity of the query to the item's closest indexed field when the search compares
+    vectors, else its BM25 relevance in [0, 1] (``None``: the item has nothing indexed). The
+    order is the memory's fused ranking, whose parts are in ``ranking`` (``fused``, ``lexical``,
+    ``dense``, ``recency``).
 
     >>> from datetime import UTC, datetime
     >>> now = datetime(2024, 1, 1, tzinfo=UTC)
@@ -498,3 +501,4 @@ class StoredItem(_Record):
     created_at: datetime
     updated_at: datetime
     score: float | None = None
+    ranking: dict[str, float | None] | None = None

@@ -8,6 +8,7 @@ So each test here hands back the encodings it loaded."""
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterator
 from typing import Any
 
@@ -46,3 +47,61 @@ def example(monkeypatch: pytest.MonkeyPatch):
         return module
 
     return load
+
+
+# --- every adapter on the three memories: a SQLite file, PostgreSQL, the service ------------------
+
+MEMORY_KINDS = ("sqlite", "postgresql", "remote")
+_TEST_NUMBERS = itertools.count(1)
+
+
+@pytest.fixture(scope="module")
+def memory_service(tmp_path_factory):
+    """One service (``unified-memory serve``, lexical) per test module, on a SQLite file of its own;
+    tests keep apart by user: ``make_memory`` gives each test users of its own."""
+    pytest.importorskip("fastapi", reason="the service needs the server extra")
+    from unified_memory.service.background import ServiceProcess
+
+    with ServiceProcess(tmp_path_factory.mktemp("service") / "memory.db") as service:
+        yield service
+
+
+@pytest.fixture(params=MEMORY_KINDS)
+def memory_kind(request) -> str:
+    """``"sqlite"``, ``"postgresql"`` or ``"remote"`` (a ``RemoteMemory`` of the module's service)."""
+    return str(request.param)
+
+
+@pytest.fixture
+def make_memory(memory_kind, tmp_path, request):
+    """``make_memory(user_id="ada", **options)``: a memory of this test's kind for that user —
+    a ``UnifiedMemory`` on a SQLite file of the test's own, or on a PostgreSQL database of its own,
+    or a ``RemoteMemory`` with a key for the user. Remote users are the test's own (the service
+    is shared by the module): the user id gets a suffix unique to the test, which ``user_id`` on
+    the memory shows. Every memory made is closed after the test."""
+    from unified_memory import RemoteMemory, UnifiedMemory
+
+    made: list[Any] = []
+    target: str | None = None
+    if memory_kind == "postgresql":
+        target = request.getfixturevalue("pg_url")
+    elif memory_kind == "sqlite":
+        target = str(tmp_path / "memory.db")
+    service = request.getfixturevalue("memory_service") if memory_kind == "remote" else None
+    suffix = f"-{next(_TEST_NUMBERS)}" if service is not None else ""
+    keys: dict[str, str] = {}
+
+    def make(user_id: str = "ada", **options: Any) -> Any:
+        if service is None:
+            memory = UnifiedMemory(target, user_id=user_id, **options)
+        else:
+            user = user_id + suffix
+            if user not in keys:
+                keys[user] = service.create_key(user)
+            memory = RemoteMemory(service.url, keys[user], user_id=user, timeout=30, **options)
+        made.append(memory)
+        return memory
+
+    yield make
+    for memory in made:
+        memory.close()

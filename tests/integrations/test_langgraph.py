@@ -1,7 +1,8 @@
 """unified_memory.integrations.langgraph.MemoryStore with the real langgraph, offline: what LangGraph
-asks of a store (put / get / delete / search / list_namespaces / batch of mixed ops / TTL / filters /
-offset and limit / namespace validation), sync and async, a compiled graph using the store, the
-service with two users' keys, and the example."""
+asks of a store (put / get / delete / search / list_namespaces / batch of mixed ops / TTL / filters,
+infinities included / offset and limit / namespace validation / ``index=`` semantic search with
+per-field vectors and cosine scores), sync and async, on a SQLite file, on PostgreSQL and through the
+service (``make_memory``), a compiled graph using the store, two users' keys, and the example."""
 
 from __future__ import annotations
 
@@ -32,13 +33,15 @@ from unified_memory.integrations.langgraph import MemoryStore  # noqa: E402
 
 @pytest.fixture
 def memory(clock):
+    """A local memory on a controllable clock (TTL, user labels)."""
     with UnifiedMemory(user_id="ada", clock=clock) as mem:
         yield mem
 
 
 @pytest.fixture
-def store(memory) -> MemoryStore:
-    return MemoryStore(memory)
+def store(make_memory) -> MemoryStore:
+    """A store over each kind of memory: a SQLite file, PostgreSQL, the service."""
+    return MemoryStore(make_memory("ada"))
 
 
 def test_put_get_overwrite_delete(store):
@@ -73,9 +76,12 @@ def test_a_query_ranks_matches_first_with_scores(store):
     store.put(("mem",), "food", {"text": "I'm allergic to peanuts"})
     store.put(("mem",), "city", {"text": "My sister lives in Lisbon"})
     store.put(("mem",), "title", {"title": "peanuts", "body": "nothing here"}, index=["body"])
+    store.put(("mem",), "hidden", {"text": "peanuts"}, index=False)
     found = store.search(("mem",), query="what am I allergic to? peanuts")
     assert found[0].key == "food" and found[0].score is not None and found[0].score > 0
-    assert all(i.score is None for i in found[1:]) and {i.key for i in found[1:]} == {"city", "title"}
+    # without embeddings: BM25 relevance, 0.0 for what the query misses, None for what is not indexed
+    assert {i.key: i.score for i in found[1:]} == {"city": 0.0, "title": 0.0, "hidden": None}
+    assert all(i.score is None for i in store.search(("mem",)))  # no query: no scores
 
 
 def test_list_namespaces(store):

@@ -377,14 +377,14 @@ def test_keyed_items_round_trip_with_the_answers_of_a_local_memory(service, keys
         assert isinstance(item, StoredItem) and item.value == {"text": "I keep bees", "n": 2}
         with local(service, "ada") as here:
             assert item == here.get_item(("notes", "home"), "n1", refresh_ttl=False)
-            def shown(items):  # (the score's recency moves with the clock between the two calls)
-                return [(i.model_dump(exclude={"score"}), i.score is None) for i in items]
+            def shown(items):  # (the fused score's recency moves with the clock between the two calls)
+                return [(i.model_dump(exclude={"ranking"}), i.ranking is None) for i in items]
 
             assert shown(ada.search_items(("notes",), query="bees")) == shown(
                 here.search_items(("notes",), query="bees", refresh_ttl=False))
             assert ada.item_namespaces() == here.item_namespaces() == [("notes", "home"), ("notes", "work")]
         found = ada.search_items(("notes",), query="bees")
-        assert [i.key for i in found] == ["n1", "n2"] and found[0].score and found[1].score is None
+        assert [i.key for i in found] == ["n1", "n2"] and found[0].score and found[1].score == 0.0
         assert [i.key for i in ada.search_items((), filter={"n": {"$gt": 3}})] == ["n2"]
         assert ada.item_namespaces(suffix=("work",), max_depth=1) == [("notes",)]
         assert bob.get_item(("notes", "home"), "n1").value == {"text": "Bob keeps wasps"}
@@ -403,6 +403,19 @@ def test_keyed_items_round_trip_with_the_answers_of_a_local_memory(service, keys
             assert await ada.adelete_item(("t",), "k") is True and await ada.adelete_item(("t",), "k") is False
 
         asyncio.run(twins())
+        # vectors and a query vector travel, and so do a filter's infinities and NaN (JSON has none)
+        ada.put_item(("v",), "a", {"text": "alpha", "p": 1.5}, vectors=[[1.0, 0.0], [0.0, 1.0]])
+        ada.put_item(("v",), "b", {"text": "beta", "p": 9}, vectors=[[0.6, 0.8]])
+        near = ada.search_items(("v",), query="zzz", query_vector=[0.0, 1.0], filter={"p": {"$lt": float("inf")}})
+        assert [(i.key, round(i.score, 5)) for i in near] == [("a", 1.0), ("b", 0.8)]
+        assert near[0].ranking["dense"] == pytest.approx(1.0)
+        assert ada.search_items(("v",), filter={"p": float("nan")}) == []
+        with local(service, "ada") as here:
+            assert [i.score for i in here.search_items(("v",), query="zzz", query_vector=[0.0, 1.0])] == \
+                [i.score for i in near]
+        with pytest.raises(MemoryValueError) as caught:
+            ada.put_item(("v",), "c", {}, vectors=[[1.0], [1.0, 2.0]])
+        assert caught.value.field == "vectors[1]"
         assert ada.delete_item(("notes", "home"), "n1") is True and ada.get_item(("notes", "home"), "n1") is None
-        assert ada.forget()["keyed_items"] == 1 and ada.item_namespaces() == []
+        assert ada.forget()["keyed_items"] == 3 and ada.item_namespaces() == []
         assert bob.item_namespaces() == [("notes", "home")]

@@ -145,12 +145,72 @@ def test_a_query_ranks_what_it_matches_first_with_scores(mem, clock):
     mem.put_item(("m",), "titled", {"title": "about bees", "body": "nothing"}, index=["body"])
     found = mem.search_items(("m",), query="where are my bees?")
     assert found[0].key == "bees" and found[0].score is not None and found[0].score > 0
-    assert [i.score for i in found[1:]] == [None] * 4
-    assert {i.key for i in found[1:]} == {"jazz", "other", "hidden", "titled"}
+    # a lexical memory scores by BM25 relevance: 0.0 for what the query misses, None for nothing indexed
+    assert {i.key: i.score for i in found[1:]} == {"jazz": 0.0, "other": 0.0, "hidden": None, "titled": 0.0}
+    assert found[0].ranking is not None and found[0].ranking["fused"] > 0 and found[0].ranking["dense"] is None
     assert [i.key for i in mem.search_items(("m",), query="jazz bees", limit=2)] in (["bees", "jazz"], ["jazz", "bees"])
     page = mem.search_items(("m",), query="bees", offset=1, limit=2)
-    assert [i.score for i in page] == [None, None]
+    assert [(i.key, i.score) for i in page] == [("titled", 0.0), ("hidden", None)]  # then newest first
     assert [i.key for i in mem.search_items(("m",))][:2] == ["titled", "hidden"]  # no query: newest first
+    assert all(i.score is None and i.ranking is None for i in mem.search_items(("m",)))
+
+
+def test_vectors_score_each_item_by_its_closest_field(mem):
+    """With ``query_vector``, an item's score is the cosine similarity of its closest stored vector;
+    the order is the fused rank (BM25 + that similarity + recency), and items the query reaches
+    neither way follow, closest first."""
+    mem.put_item(("v",), "a", {"title": "alpha", "body": "first"}, vectors=[[1.0, 0.0, 0.0], [0.0, 1.0, 0.0]])
+    mem.put_item(("v",), "b", {"title": "beta"}, vectors=[[0.6, 0.8, 0.0]])
+    mem.put_item(("v",), "c", {"title": "gamma"}, index=False, vectors=[[0.0, 1.0, 0.0]])  # index=False: no vectors
+    mem.put_item(("v",), "d", {"title": "delta"})  # indexed text, no vectors
+    found = {i.key: i for i in mem.search_items(("v",), query="zzz", query_vector=[0.0, 1.0, 0.0])}
+    assert found["a"].score == pytest.approx(1.0) and found["b"].score == pytest.approx(0.8)
+    assert found["c"].score is None  # nothing indexed
+    assert found["d"].score == 0.0 and found["d"].ranking["dense"] is None  # no vectors: its BM25 relevance
+    assert [i.key for i in mem.search_items(("v",), query="zzz", query_vector=[0.0, 1.0, 0.0])][:2] == ["a", "b"]
+    assert [i.key for i in mem.search_items(("v",), query="zzz", query_vector=[1.0, 0.1, 0.0])][:2] == ["a", "b"]
+    closest = mem.search_items(("v",), query="zzz", query_vector=[0.6, 0.8, 0.0])[0]
+    assert closest.key == "b" and closest.score == pytest.approx(1.0)
+    # vectors of another length (another embedder) are not compared
+    assert {i.ranking["dense"] for i in mem.search_items(("v",), query="beta", query_vector=[1.0, 0.0])} == {None}
+    mem.put_item(("v",), "a", {"title": "alpha"})  # a put without vectors drops the old ones
+    assert mem.search_items(("v",), query="alpha", query_vector=[1.0, 0.0, 0.0])[0].ranking["dense"] is None
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.lists(st.lists(st.floats(-10, 10, allow_nan=False, width=32), min_size=3, max_size=3), min_size=1,
+                max_size=6),
+       st.lists(st.floats(-10, 10, allow_nan=False, width=32), min_size=3, max_size=3))
+def test_the_score_is_the_best_cosine_of_the_stored_vectors(vectors, query):
+    import numpy as np
+    with UnifiedMemory(user_id="ada") as memory:
+        memory.put_item(("p",), "k", {"text": "x"}, vectors=vectors)
+        [item] = memory.search_items(("p",), query="q", query_vector=query)
+    rows, wanted = np.asarray(vectors, dtype=np.float32).astype(float), np.asarray(query, dtype=np.float32).astype(float)
+    norms = np.linalg.norm(rows, axis=1) * (np.linalg.norm(wanted) or 1.0)
+    expected = max(rows @ wanted / np.where(norms > 0, norms, 1.0))
+    assert item.score == pytest.approx(expected, abs=1e-5)
+    assert -1.0 - 1e-6 <= item.score <= 1.0 + 1e-6
+
+
+def test_non_finite_numbers_in_filters_compare_as_python_does(mem):
+    mem.put_item(("f",), "a", {"price": 3.5})
+    mem.put_item(("f",), "b", {"price": -2})
+    mem.put_item(("f",), "c", {"price": "free"})
+    inf, nan = float("inf"), float("nan")
+    assert sorted(i.key for i in mem.search_items(("f",), filter={"price": {"$lt": inf}})) == ["a", "b"]
+    assert sorted(i.key for i in mem.search_items(("f",), filter={"price": {"$gt": -inf}})) == ["a", "b"]
+    assert [i.key for i in mem.search_items(("f",), filter={"price": nan})] == []
+    assert sorted(i.key for i in mem.search_items(("f",), filter={"price": {"$ne": nan}})) == ["a", "b", "c"]
+
+
+def test_a_filter_key_may_be_a_dotted_path_and_an_index_path_may_count_from_the_end(mem):
+    mem.put_item(("d",), "n", {"user": {"access-level": "nested"}, "tags": ["x", "last one"]}, index=["tags[-1]"])
+    mem.put_item(("d",), "k", {"user.access-level": "literal"}, index=["$"])
+    assert [i.key for i in mem.search_items(("d",), filter={"user.access-level": "nested"})] == ["n"]
+    assert [i.key for i in mem.search_items(("d",), filter={"user.access-level": "literal"})] == ["k"]
+    assert [(i.key, i.score > 0) for i in mem.search_items(("d",), query="last")][0] == ("n", True)
+    assert [i.score for i in mem.search_items(("d",), query="x", filter={"user.access-level": "nested"})] == [0.0]
 
 
 def test_list_namespaces(mem):
@@ -184,6 +244,13 @@ def test_list_namespaces(mem):
     (lambda m: m.search_items(("a",), filter={"n": {"$in": [1]}}), "filter.n", MemoryValueError),
     (lambda m: m.search_items(("a",), limit=0), "limit", MemoryValueError),
     (lambda m: m.item_namespaces(max_depth=0), "max_depth", MemoryValueError),
+    (lambda m: m.put_item(("a",), "k", {}, vectors=[[1.0], [1.0, 2.0]]), "vectors[1]", MemoryValueError),
+    (lambda m: m.put_item(("a",), "k", {}, vectors=[[1.0, float("inf")]]), "vectors[0][1]", MemoryValueError),
+    (lambda m: m.put_item(("a",), "k", {}, vectors=[["1"]]), "vectors[0][0]", MemoryTypeError),
+    (lambda m: m.put_item(("a",), "k", {}, vectors=[[]]), "vectors[0]", MemoryValueError),
+    (lambda m: m.put_item(("a",), "k", {}, vectors="abc"), "vectors", MemoryTypeError),
+    (lambda m: m.put_item(("a",), "k", {}, vectors=[[0.0]] * 1025), "vectors", MemoryValueError),
+    (lambda m: m.search_items(("a",), query="q", query_vector=[float("nan")]), "query_vector[0]", MemoryValueError),
 ])
 def test_bad_input_names_the_field_and_writes_nothing(mem, call, field, error):
     mem.put_item(("a",), "k", {"v": 1})
@@ -211,3 +278,24 @@ def test_forget_export_and_import_cover_items(tmp_path, clock):
         assert gone["keyed_items"] == 2
         assert mem.search_items(()) == [] and mem.item_namespaces() == []
         assert mem.scoped(user_id="bob").get_item(("notes",), "b") is not None
+
+
+@pytest.mark.sqlite_only
+def test_a_schema_3_file_gains_the_vectors_column_and_keeps_its_items(tmp_path):
+    import sqlite3
+
+    from tiers.storage import SCHEMA_VERSION
+
+    path = tmp_path / "old.db"
+    with UnifiedMemory(path, user_id="ada") as memory:
+        memory.put_item(("notes",), "n1", {"text": "I keep bees"})
+    conn = sqlite3.connect(path)  # what schema 3 wrote: no vectors column
+    with conn:
+        conn.execute("ALTER TABLE keyed_items DROP COLUMN vectors")
+        conn.execute("UPDATE meta SET value = '3' WHERE key = 'schema_version'")
+    conn.close()
+    with UnifiedMemory(path, user_id="ada") as memory:
+        assert memory.stats().schema_version == SCHEMA_VERSION == 4
+        assert memory.get_item(("notes",), "n1").value == {"text": "I keep bees"}
+        memory.put_item(("notes",), "n2", {"text": "jazz"}, vectors=[[0.0, 1.0]])
+        assert memory.search_items(("notes",), query="music", query_vector=[0.0, 1.0])[0].key == "n2"

@@ -234,13 +234,13 @@ def test_a_file_of_schema_2_is_migrated_recorded_and_superseded_times_backfilled
     conn.close()
     clock.advance(days=10)
     with UnifiedMemory(db_path, clock=clock) as mem:
-        assert mem.stats().schema_version == SCHEMA_VERSION == 3
+        assert mem.stats().schema_version == SCHEMA_VERSION
         old, new = mem.facts(include_history=True)
         assert (old.id, old.recorded_at, old.superseded_at) == (lisbon, at(T0), at(T0 + 10 * DAY))
         assert (new.id, new.recorded_at, new.superseded_at) == (porto, at(T0 + 10 * DAY), None)
         assert slot_hits(mem, as_of=at(T0 + DAY)) == ["I live in Lisbon"]
     conn = sqlite3.connect(db_path)
-    assert conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() == ("3",)
+    assert conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() == (str(SCHEMA_VERSION),)
     conn.close()
 
 

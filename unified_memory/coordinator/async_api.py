@@ -371,9 +371,10 @@ class AsyncAPI(ItemsAPI):
         )
 
     async def aput_item(self, namespace: Sequence[str], key: str, value: Mapping[str, Any], *,
-                        index: list[str] | bool | None = None, ttl: float | None = None) -> None:
+                        index: list[str] | bool | None = None, ttl: float | None = None,
+                        vectors: Sequence[Sequence[float]] | None = None) -> None:
         """Async :meth:`put_item` (runs in a worker thread)."""
-        return await self._run(self.put_item, namespace, key, value, index=index, ttl=ttl)
+        return await self._run(self.put_item, namespace, key, value, index=index, ttl=ttl, vectors=vectors)
 
     async def aget_item(self, namespace: Sequence[str], key: str, *, refresh_ttl: bool = True) -> StoredItem | None:
         """Async :meth:`get_item` (runs in a worker thread)."""
@@ -385,10 +386,11 @@ class AsyncAPI(ItemsAPI):
 
     async def asearch_items(self, namespace_prefix: Sequence[str], *, query: str | None = None,
                             filter: Mapping[str, Any] | None = None, limit: int = 10, offset: int = 0,
-                            refresh_ttl: bool = True) -> list[StoredItem]:
+                            refresh_ttl: bool = True, query_vector: Sequence[float] | None = None
+                            ) -> list[StoredItem]:
         """Async :meth:`search_items` (runs in a worker thread)."""
         return await self._run(self.search_items, namespace_prefix, query=query, filter=filter, limit=limit,
-                               offset=offset, refresh_ttl=refresh_ttl)
+                               offset=offset, refresh_ttl=refresh_ttl, query_vector=query_vector)
 
     async def aitem_namespaces(self, *, prefix: Sequence[str] | None = None, suffix: Sequence[str] | None = None,
                                max_depth: int | None = None, limit: int = 100, offset: int = 0

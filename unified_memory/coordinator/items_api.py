@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from tiers.item_checks import check_filter, check_index, check_key, check_namespace, check_ttl, check_value
+from tiers.item_vectors import check_query_vector, check_vectors
 from tiers.keyed_items import ItemRow, Similarity
 from unified_memory.coordinator.write_api import WritingAPI
 from unified_memory.types import StoredItem
@@ -32,7 +33,8 @@ __all__ = ["ItemsAPI"]
 def _stored(row: ItemRow) -> StoredItem:
     return StoredItem(namespace=row.namespace, key=row.key, value=row.value,
                       created_at=datetime.fromtimestamp(row.created_at, tz=UTC),
-                      updated_at=datetime.fromtimestamp(row.updated_at, tz=UTC), score=row.score)
+                      updated_at=datetime.fromtimestamp(row.updated_at, tz=UTC), score=row.score,
+                      ranking=row.ranking)
 
 
 class ItemsAPI(WritingAPI):
@@ -54,14 +56,18 @@ class ItemsAPI(WritingAPI):
         return similarity
 
     def put_item(self, namespace: Sequence[str], key: str, value: Mapping[str, Any], *,
-                 index: list[str] | bool | None = None, ttl: float | None = None) -> None:
+                 index: list[str] | bool | None = None, ttl: float | None = None,
+                 vectors: Sequence[Sequence[float]] | None = None) -> None:
         """Store ``value`` (a JSON object) under ``namespace`` / ``key``, replacing what was there.
 
         ``namespace``: a tuple of labels (non-empty, without ``.`` or NUL); ``value``: no NUL in any of
         its keys or strings (as in metadata). ``index``: which fields a
         query searches (``None``: every string; a list of paths like ``"title"`` or
-        ``"chapters[*].text"``; ``False``: none). ``ttl``: minutes until the item expires,
-        restarted when a read refreshes it (``None``: never). Use :meth:`delete_item` to delete.
+        ``"chapters[*].text"``, ``"tags[-1]"``, ``"$"``; ``False``: none). ``ttl``: minutes until the
+        item expires, restarted when a read refreshes it (``None``: never). ``vectors``: what your
+        embedder made of the indexed texts, one vector each, kept with the item for
+        ``search_items(query_vector=...)`` (how LangGraph's ``index=`` config is served). Use
+        :meth:`delete_item` to delete.
 
         >>> from unified_memory import UnifiedMemory
         >>> with UnifiedMemory() as mem:
@@ -76,8 +82,9 @@ class ItemsAPI(WritingAPI):
         check_no_nul("value", data)  # as in metadata: nowhere in the value, keys included
         fields = check_index("index", index)
         minutes = check_ttl("ttl", ttl)
+        checked_vectors = check_vectors("vectors", vectors)
         backend.items.put(self._view.user_id, labels, checked_key, data, index=fields, ttl=minutes,
-                          now=backend.clock())
+                          vectors=checked_vectors, now=backend.clock())
 
     def get_item(self, namespace: Sequence[str], key: str, *, refresh_ttl: bool = True) -> StoredItem | None:
         """The item at ``namespace`` / ``key`` (``None`` when there is none or it expired);
@@ -111,13 +118,17 @@ class ItemsAPI(WritingAPI):
 
     def search_items(self, namespace_prefix: Sequence[str], *, query: str | None = None,
                      filter: Mapping[str, Any] | None = None, limit: int = 10, offset: int = 0,
-                     refresh_ttl: bool = True) -> list[StoredItem]:
+                     refresh_ttl: bool = True, query_vector: Sequence[float] | None = None) -> list[StoredItem]:
         """The items under ``namespace_prefix`` (``()``: all of this user's) whose value passes
         ``filter`` (``{"field": value}`` equality, nested dicts and lists compared whole, or
         operators ``{"field": {"$gt": 3}}``: ``$eq $ne $gt $gte $lt $lte``). With a ``query`` they
-        are ranked by the memory's recall scoring (``score`` set on the items it matches; the others
-        follow, unscored); without one, most recently updated first. ``offset`` / ``limit`` apply
-        after ranking; ``refresh_ttl`` restarts the TTL of the items returned.
+        are ranked by the memory's recall scoring: BM25 over the indexed text, blended with dense
+        similarity — of ``query_vector`` (the query embedded by your embedder) to the vectors
+        stored with the items, or else of the query to the text by the memory's embedder — and
+        recency. Each item's ``score`` is then its cosine similarity (else its BM25 relevance; see
+        :class:`~unified_memory.StoredItem`). Without a query: most recently updated first.
+        ``offset`` / ``limit`` apply after ranking; ``refresh_ttl`` restarts the TTL of the items
+        returned.
 
         >>> from unified_memory import UnifiedMemory
         >>> with UnifiedMemory() as mem:
@@ -133,9 +144,11 @@ class ItemsAPI(WritingAPI):
         size = check_limit("limit", limit)
         start = check_limit("offset", offset, minimum=0)
         refresh = check_bool("refresh_ttl", refresh_ttl)
+        vector = check_query_vector("query_vector", query_vector)
+        ranked = bool(text and text.strip())
         rows = backend.items.search(self._view.user_id, prefix, query=text, filter=wanted, limit=size, offset=start,
-                                    now=backend.clock(), refresh_ttl=refresh,
-                                    similarity=self._similarity() if text and text.strip() else None)
+                                    now=backend.clock(), refresh_ttl=refresh, query_vector=vector if ranked else None,
+                                    similarity=self._similarity() if ranked and vector is None else None)
         return [_stored(row) for row in rows]
 
     def item_namespaces(self, *, prefix: Sequence[str] | None = None, suffix: Sequence[str] | None = None,

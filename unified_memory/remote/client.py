@@ -284,9 +284,10 @@ class RemoteMemory(AsyncTwins):
     # -- keyed items ------------------------------------------------------------------------------
 
     def put_item(self, namespace: Sequence[str], key: str, value: Mapping[str, Any], *,
-                 index: list[str] | bool | None = None, ttl: float | None = None) -> None:
+                 index: list[str] | bool | None = None, ttl: float | None = None,
+                 vectors: Sequence[Sequence[float]] | None = None) -> None:
         """Store a keyed item of this user (``PUT /items``; see ``UnifiedMemory.put_item``)."""
-        self._send(wire.put_item(namespace, key, value, index=index, ttl=ttl))
+        self._send(wire.put_item(namespace, key, value, index=index, ttl=ttl, vectors=vectors))
 
     def get_item(self, namespace: Sequence[str], key: str, *, refresh_ttl: bool = True) -> StoredItem | None:
         """One keyed item of this user, or ``None`` (``POST /items/get``)."""
@@ -298,10 +299,10 @@ class RemoteMemory(AsyncTwins):
 
     def search_items(self, namespace_prefix: Sequence[str], *, query: str | None = None,
                      filter: Mapping[str, Any] | None = None, limit: int = 10, offset: int = 0,
-                     refresh_ttl: bool = True) -> list[StoredItem]:
+                     refresh_ttl: bool = True, query_vector: Sequence[float] | None = None) -> list[StoredItem]:
         """This user's keyed items under a prefix, filtered, ranked by ``query`` (``POST /items/search``)."""
         return self._send(wire.search_items(namespace_prefix, query=query, filter=filter, limit=limit, offset=offset,
-                                            refresh_ttl=refresh_ttl))
+                                            refresh_ttl=refresh_ttl, query_vector=query_vector))
 
     def item_namespaces(self, *, prefix: Sequence[str] | None = None, suffix: Sequence[str] | None = None,
                         max_depth: int | None = None, limit: int = 100, offset: int = 0) -> list[tuple[str, ...]]:

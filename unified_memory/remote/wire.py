@@ -22,7 +22,16 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
-from tiers.item_checks import check_filter, check_index, check_key, check_namespace, check_ttl, check_value
+from tiers.item_checks import (
+    check_filter,
+    check_index,
+    check_key,
+    check_namespace,
+    check_ttl,
+    check_value,
+    filter_to_wire,
+)
+from tiers.item_vectors import check_query_vector, check_vectors
 from unified_memory.errors import (
     AuthenticationError,
     ConflictError,
@@ -319,11 +328,12 @@ def stats() -> Call[MemoryStats]:
 
 # -- keyed items -----------------------------------------------------------------------------
 
-def put_item(namespace: Any, key: Any, value: Any, *, index: Any, ttl: Any) -> Call[None]:
+def put_item(namespace: Any, key: Any, value: Any, *, index: Any, ttl: Any, vectors: Any) -> Call[None]:
     """``PUT /items``."""
+    checked = check_vectors("vectors", vectors)
     body = {"namespace": list(check_namespace("namespace", namespace)), "key": check_key("key", key),
             "value": check_value("value", value)[0], "index": check_index("index", index),
-            "ttl": check_ttl("ttl", ttl)}
+            "ttl": check_ttl("ttl", ttl), "vectors": None if checked is None else [v.tolist() for v in checked]}
     return Call("PUT", "/items", lambda answer: None, json=_drop_none(body))
 
 
@@ -342,10 +352,13 @@ def delete_item(namespace: Any, key: Any) -> Call[bool]:
 
 
 def search_items(namespace_prefix: Any, *, query: Any, filter: Any, limit: Any, offset: Any,
-                 refresh_ttl: Any) -> Call[list[StoredItem]]:
-    """``POST /items/search``."""
+                 refresh_ttl: Any, query_vector: Any) -> Call[list[StoredItem]]:
+    """``POST /items/search`` (a filter's NaN and infinities travel as ``{"$float": "inf"}``)."""
+    vector = check_query_vector("query_vector", query_vector)
     body = {"namespace_prefix": list(check_namespace("namespace_prefix", namespace_prefix, empty=True)),
-            "query": check_optional_text("query", query), "filter": check_filter("filter", filter),
+            "query": check_optional_text("query", query),
+            "filter": filter_to_wire(check_filter("filter", filter)),
+            "query_vector": None if vector is None else vector.tolist(),
             "limit": check_limit("limit", limit), "offset": check_limit("offset", offset, minimum=0),
             "refresh_ttl": check_bool("refresh_ttl", refresh_ttl)}
     return Call("POST", "/items/search", lambda answer: [StoredItem.model_validate(i) for i in answer["items"]],

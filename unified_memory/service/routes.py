@@ -19,6 +19,7 @@ from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import Response, StreamingResponse
 from pydantic import BaseModel
 
+from tiers.item_checks import filter_from_wire
 from unified_memory.errors import MemoryTypeError, MemoryValueError, NotFoundError
 from unified_memory.memory import UnifiedMemory
 from unified_memory.service.auth import Principal, Refusal
@@ -210,7 +211,8 @@ async def stats(mem: Memory) -> dict[str, Any]:
 
 @router.put("/items", summary="Store a keyed item (a JSON object under a namespace and a key)")
 async def put_item(body: ItemIn, mem: Memory) -> dict[str, Any]:
-    await mem.aput_item(tuple(body.namespace), body.key, body.value, index=body.index, ttl=body.ttl)
+    await mem.aput_item(tuple(body.namespace), body.key, body.value, index=body.index, ttl=body.ttl,
+                        vectors=body.vectors)
     return {"stored": True}
 
 
@@ -227,8 +229,9 @@ async def delete_item(body: ItemKeyIn, mem: Memory) -> dict[str, Any]:
 
 @router.post("/items/search", summary="Keyed items under a namespace prefix, filtered, ranked by a query")
 async def search_items(body: ItemSearchIn, mem: Memory) -> Response:
-    found = await mem.asearch_items(tuple(body.namespace_prefix), query=body.query, filter=body.filter,
-                                    limit=body.limit, offset=body.offset, refresh_ttl=body.refresh_ttl)
+    found = await mem.asearch_items(tuple(body.namespace_prefix), query=body.query,
+                                    filter=filter_from_wire("filter", body.filter), limit=body.limit,
+                                    offset=body.offset, refresh_ttl=body.refresh_ttl, query_vector=body.query_vector)
     return _listing("items", found)
 
 

@@ -110,6 +110,7 @@ class ItemIn(_Body):
     value: dict[str, Any]
     index: list[str] | bool | None = None
     ttl: float | None = None
+    vectors: list[list[float]] | None = None
 
 
 class ItemKeyIn(_Body):
@@ -134,6 +135,7 @@ class ItemSearchIn(_Body):
     limit: int = 10
     offset: int = 0
     refresh_ttl: bool = True
+    query_vector: list[float] | None = None
 
 
 class ItemNamespacesIn(_Body):
