@@ -84,6 +84,137 @@ def test_a_query_ranks_matches_first_with_scores(store):
     assert all(i.score is None for i in store.search(("mem",)))  # no query: no scores
 
 
+class LetterEmbeddings:
+    """A LangChain-style embeddings object, offline and deterministic: counts of letters and of
+    letter pairs, hashed into ``dims`` buckets. Texts that share letters point the same way."""
+
+    def __init__(self, dims: int = 64) -> None:
+        self.dims, self.calls = dims, 0
+
+    def _one(self, text: str) -> list[float]:
+        vector = [0.0] * self.dims
+        text = text.lower()
+        for gram in [*text, *(text[i:i + 2] for i in range(len(text) - 1))]:
+            vector[sum(map(ord, gram)) * 31 % self.dims] += 1.0
+        return vector
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        self.calls += 1
+        return [self._one(text) for text in texts]
+
+    def embed_query(self, text: str) -> list[float]:
+        return self._one(text)
+
+    async def aembed_documents(self, texts: list[str]) -> list[list[float]]:
+        return self.embed_documents(texts)
+
+    async def aembed_query(self, text: str) -> list[float]:
+        return self.embed_query(text)
+
+
+def _cosine(a: list[float], b: list[float]) -> float:
+    import math
+    norm = math.sqrt(sum(x * x for x in a)) * math.sqrt(sum(x * x for x in b))
+    return sum(x * y for x, y in zip(a, b, strict=True)) / norm if norm else 0.0
+
+
+def test_index_config_embeds_each_field_and_scores_by_the_closest(make_memory):
+    embeddings = LetterEmbeddings()
+    store = MemoryStore(make_memory("ada"), index={"dims": 64, "embed": embeddings, "fields": ["title", "tags[*]"]})
+    assert store.index_config["dims"] == 64 and store.index_config["embed"] is embeddings
+    store.batch([PutOp(("docs",), "a", {"title": "zebra crossing", "tags": ["xylophone", "quartz"], "body": "kiwi"}),
+                 PutOp(("docs",), "b", {"title": "kiwi orchard", "tags": ["apple"]})])
+    assert embeddings.calls == 1  # one call for the whole batch
+    found = {i.key: i.score for i in store.search(("docs",), query="quartz")}
+    query = embeddings.embed_query("quartz")
+    best_a = max(_cosine(query, embeddings.embed_query(t)) for t in ["zebra crossing", "xylophone", "quartz"])
+    best_b = max(_cosine(query, embeddings.embed_query(t)) for t in ["kiwi orchard", "apple"])
+    assert found == pytest.approx({"a": best_a, "b": best_b}, abs=1e-5) and found["a"] == pytest.approx(1.0)
+    # "body" is not an indexed field: "kiwi" finds b (its title), not a (its body)
+    assert store.search(("docs",), query="kiwi")[0].key == "b"
+    # every returned item has a float score with a query, None without
+    assert all(isinstance(i.score, float) for i in store.search(("docs",), query="anything"))
+    assert all(i.score is None for i in store.search(("docs",)))
+
+
+def test_index_per_put_fields_and_index_false(make_memory):
+    store = MemoryStore(make_memory("ada"), index={"dims": 64, "embed": LetterEmbeddings(), "fields": ["nope"]})
+    store.put(("d",), "first", {"a": "alpha", "b": "bravo"}, index=["a"])
+    store.put(("d",), "last", {"items": ["one", "two", "zulu"]}, index=["items[-1]"])
+    store.put(("d",), "off", {"a": "alpha"}, index=False)
+    store.put(("d",), "none", {"a": "alpha"})  # the store's fields: nothing there to index
+    scores = {i.key: i.score for i in store.search(("d",), query="alpha")}
+    assert scores["first"] == pytest.approx(1.0) and scores["off"] is None and scores["none"] is None
+    assert store.search(("d",), query="zulu")[0].key == "last"
+    assert store.search(("d",), query="bravo")[0].score < 1.0  # "b" was not indexed for "first"
+
+
+def test_index_async_and_whole_value_default(make_memory):
+    store = MemoryStore(make_memory("ada"), index={"dims": 64, "embed": LetterEmbeddings()})  # fields: ["$"]
+
+    async def main() -> list[SearchItem]:
+        await store.aput(("a",), "k1", {"text": "honey bees", "n": 1})
+        await store.aput(("a",), "k2", {"text": "jazz music", "n": 2})
+        return await store.asearch(("a",), query="bees", filter={"n": {"$lt": float("inf")}})
+
+    found = asyncio.run(main())
+    assert [i.key for i in found] == ["k1", "k2"] and found[0].score > found[1].score
+
+
+def test_filters_take_infinities_and_nan(store):
+    store.put(("f",), "a", {"price": 3.5})
+    store.put(("f",), "b", {"price": -2})
+    inf, nan = float("inf"), float("nan")
+    assert sorted(i.key for i in store.search(("f",), filter={"price": {"$lt": inf}})) == ["a", "b"]
+    assert sorted(i.key for i in store.search(("f",), filter={"price": {"$gt": -inf, "$lt": 0}})) == ["b"]
+    assert store.search(("f",), filter={"price": nan}) == []
+
+
+def test_a_function_or_an_embedder_of_ours_embeds_too(make_memory):
+    letters = LetterEmbeddings(dims=16)
+    as_function = MemoryStore(make_memory("ada"), index={"dims": 16, "embed": letters.embed_documents,
+                                                                   "fields": ["text"]})
+    as_function.put(("f",), "k", {"text": "otters"})
+    assert as_function.search(("f",), query="otters")[0].score == pytest.approx(1.0)
+
+    class Ours:  # the Embedder protocol: name, dim, embed(texts) -> (n, dim)
+        name, dim = "letters", 16
+
+        def embed(self, texts):
+            import numpy as np
+            return np.asarray(letters.embed_documents(list(texts)), dtype=np.float32)
+
+    ours = MemoryStore(make_memory("bob"), index={"embed": Ours(), "fields": ["text"]})  # dims from the embedder
+    assert ours.index_config["dims"] == 16
+    ours.put(("f",), "k", {"text": "otters"})
+    assert ours.search(("f",), query="otters")[0].score == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize("index, field, error", [
+    ({"dims": 4}, "index.embed", MemoryValueError),
+    ({"dims": 0, "embed": LetterEmbeddings()}, "index.dims", MemoryTypeError),
+    ({"dims": 4, "embed": LetterEmbeddings(), "bogus": 1}, "index", MemoryValueError),
+    ({"dims": 4, "embed": LetterEmbeddings(), "fields": "title"}, None, None),  # a str is one path
+    ({"dims": 4, "embed": LetterEmbeddings(), "fields": [3]}, "index.fields[0]", MemoryTypeError),
+    ({"dims": 4, "embed": LetterEmbeddings(), "distance_type": "l2"}, "index.distance_type", MemoryValueError),
+    ("dims=4", "index", MemoryTypeError),
+])
+def test_bad_index_configs_name_the_field(memory, index, field, error):
+    if error is None:
+        MemoryStore(memory, index=index)
+        return
+    with pytest.raises(error) as caught:
+        MemoryStore(memory, index=index)
+    assert caught.value.field == field
+
+
+def test_vectors_of_the_wrong_length_are_refused_and_nothing_is_written(memory):
+    store = MemoryStore(memory, index={"dims": 8, "embed": LetterEmbeddings(dims=64)})
+    with pytest.raises(MemoryValueError) as caught:
+        store.put(("x",), "k", {"text": "hello"})
+    assert caught.value.field == "index.dims" and store.get(("x",), "k") is None
+
+
 def test_list_namespaces(store):
     for ns in [("a", "b", "c"), ("a", "b", "d"), ("a", "e"), ("f",), ("users", "ada", "prefs")]:
         store.put(ns, "k", {"v": 1})

@@ -55,6 +55,7 @@ Within one ``batch``, reads see the store as it was before the batch; puts (and 
 
 from __future__ import annotations
 
+import asyncio
 import heapq
 import math
 from collections.abc import Iterable, Mapping, Sequence
@@ -66,6 +67,7 @@ from unified_memory.errors import DependencyError, MemoryValueError, invalid, wr
 INSTALL_HINT = 'pip install "unified-memory[langgraph]"'
 
 try:
+    from langchain_core.embeddings import Embeddings
     from langgraph.store.base import (
         BaseStore,
         GetOp,
@@ -115,22 +117,27 @@ def _ranked(found: list[Any]) -> list[Any]:
 
 
 class _Embedder:
-    """An embedder of ours (``embed(texts) -> (n, dim)``) as LangChain's ``Embeddings`` methods."""
+    """LangChain's ``Embeddings`` methods over an embedder of ours (``embed(texts) -> (n, dim)``) or
+    over an object that has only the sync ones (``embed_documents``, ``embed_query``)."""
 
     def __init__(self, embedder: Any) -> None:
         self.embedder = embedder
 
     def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        if callable(getattr(self.embedder, "embed_documents", None)):
+            return [list(map(float, row)) for row in self.embedder.embed_documents(list(texts))]
         return [list(map(float, row)) for row in self.embedder.embed(list(texts))]
 
     def embed_query(self, text: str) -> list[float]:
+        if callable(getattr(self.embedder, "embed_query", None)):
+            return list(map(float, self.embedder.embed_query(text)))
         return self.embed_documents([text])[0]
 
     async def aembed_documents(self, texts: list[str]) -> list[list[float]]:
-        return self.embed_documents(texts)
+        return await asyncio.to_thread(self.embed_documents, texts)
 
     async def aembed_query(self, text: str) -> list[float]:
-        return self.embed_query(text)
+        return await asyncio.to_thread(self.embed_query, text)
 
 
 def _index_config(index: Any) -> tuple[dict[str, Any], Any, list[tuple[str, Any]]]:
@@ -146,13 +153,15 @@ def _index_config(index: Any) -> tuple[dict[str, Any], Any, list[tuple[str, Any]
         raise invalid("index.embed", "is required: a LangChain Embeddings, a function from texts to vectors, "
                                      "or an embedder")
     is_ours = callable(getattr(embed, "embed", None)) and not callable(getattr(embed, "embed_documents", None))
+    duck = (callable(getattr(embed, "embed_documents", None)) and callable(getattr(embed, "embed_query", None))
+            and not isinstance(embed, Embeddings))
     dims = index.get("dims", getattr(embed, "dim", None) if is_ours else None)
     if isinstance(dims, bool) or not isinstance(dims, int) or dims < 1:
         raise wrong_type("index.dims", "a positive int (the length of the embeddings' vectors)", dims)
     if index.get("distance_type", "cosine") != "cosine":
         raise invalid("index.distance_type", f"only 'cosine' is supported, got {index.get('distance_type')!r:.40}")
     try:
-        embeddings = _Embedder(embed) if is_ours else ensure_embeddings(embed)
+        embeddings = _Embedder(embed) if is_ours or duck else ensure_embeddings(embed)
     except (ValueError, TypeError) as exc:
         raise MemoryValueError(f"index.embed: {exc}", field="index.embed") from None
     named = "text_fields" if index.get("fields") is None and index.get("text_fields") is not None else "fields"
