@@ -227,7 +227,7 @@ def _without_password(path: str | None) -> str | None:
     host = parts.hostname or ""
     host = f"[{host}]" if ":" in host else host
     netloc = f"{parts.username or ''}@{host}" + (f":{parts.port}" if parts.port else "")
-    return urlunsplit(parts._replace(netloc=netloc))
+    return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
 
 
 def _model_text(message: Any) -> str:
