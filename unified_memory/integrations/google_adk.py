@@ -250,16 +250,11 @@ class UnifiedMemoryService(BaseMemoryService):
 
     async def _log(self, memory: Any, app_name: str, events: list[Any], custom: Mapping[str, Any] | None, *,
                    field: str) -> None:
-        batches: list[tuple[str, list[dict[str, Any]]]] = []
+        keyed: list[tuple[int, str, Any]] = []
         for i, event in enumerate(events):
             if not isinstance(event, Event):
                 raise wrong_type(f"{field}[{i}]", "an ADK Event", event)
-            key = _event_key(event)
-            messages = _event_messages(event, key, tools=self.log_tools, custom=custom)
-            for message in messages:  # checked before anything is written, named by the event
-                to_message(f"{field}[{i}]", message)
-            if messages:
-                batches.append((key, messages))
+            keyed.append((i, _event_key(event), event))
         session = memory.session_id or ""
         record_key = json.dumps([app_name, session], ensure_ascii=False)
         lock_key = (id(asyncio.get_running_loop()), memory.user_id, app_name, session)
@@ -271,8 +266,13 @@ class UnifiedMemoryService(BaseMemoryService):
             done = set(logged)
             new_ids: list[str] = []
             batch: list[dict[str, Any]] = []
-            for key, messages in batches:
-                if key not in done:
+            for i, key, event in keyed:
+                if key in done:
+                    continue
+                messages = _event_messages(event, key, tools=self.log_tools, custom=custom)
+                for message in messages:  # checked before anything is written, named by the event
+                    to_message(f"{field}[{i}]", message)
+                if messages:
                     done.add(key)
                     new_ids.append(key)
                     batch.extend(messages)
