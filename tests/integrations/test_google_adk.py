@@ -126,9 +126,13 @@ def test_adding_a_session_again_logs_only_its_new_events_even_after_a_restart(ma
     restarted = UnifiedMemoryService(again)
     run(restarted.add_session_to_memory(session(again, "s1", *first, said("e3", "user", "Three hives"))))
     run(restarted.add_events_to_memory(app_name=APP, user_id=again.user_id, session_id="s1",
-                                       events=[said("e3", "user", "Three hives"), said("e4", "user", "Acacia honey")]))
+                                       events=[said("e3", "user", "Three hives"), said("e4", "user", "Acacia honey")],
+                                       custom_metadata={"channel": "sms"}))
     assert [c for _, _, c, _ in logged(again, "s1")] == [
         "I keep bees on the roof", "How many hives?", "Three hives", "Acacia honey"]
+    newest = again.scoped(agent_id=APP).episodes(session_id="s1")[-1]
+    assert newest.metadata["google_adk"] == {"event_id": "e4", "author": "user", "invocation_id": "inv-1",
+                                             "custom_metadata": {"channel": "sms"}}
     assert len(again.facts()) >= facts
     run(restarted.add_session_to_memory(session(again, "s2", first[0])))  # another session logs its own
     assert len(logged(again, "s2")) == 1
