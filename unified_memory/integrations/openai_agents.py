@@ -29,14 +29,24 @@ after it. :class:`MemorySession` keeps those items in a :class:`~unified_memory.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from pydantic import ValidationError
+
 from unified_memory.config import coerce_config
 from unified_memory.conversation.compaction import CompactionConfig, compact
 from unified_memory.conversation.compaction_processors import summary_message
-from unified_memory.errors import DependencyError, MemoryTypeError, UnifiedMemoryError, invalid, wrong_type
+from unified_memory.errors import (
+    DependencyError,
+    MemoryTypeError,
+    NotFoundError,
+    UnifiedMemoryError,
+    invalid,
+    wrong_type,
+)
 from unified_memory.extraction.summarizers import ExtractiveSummarizer, llm_compact_fn, summarizer_compact_fn
 from unified_memory.retrieval.tokens import chars_per_token_counter, message_tokens
 from unified_memory.types import Episode, Message
@@ -117,6 +127,28 @@ def _item(message: Message | Episode) -> dict[str, Any]:
     return {"role": message.role, "content": message.content or ""}
 
 
+def _settings(value: Any) -> SessionSettings:
+    """``session_settings`` as the SDK's sessions take it: a ``SessionSettings``, a dict of its
+    fields (an unknown key is refused, as the SDK refuses it), or ``None`` (the defaults)."""
+    if value is None:
+        return SessionSettings()
+    if isinstance(value, SessionSettings):
+        return value
+    if not isinstance(value, Mapping):
+        raise wrong_type("session_settings", "SessionSettings, a dict or None", value)
+    known = [f.name for f in dataclasses.fields(SessionSettings) if f.init]
+    unknown = sorted(str(key) for key in value if key not in known)
+    if unknown:
+        raise MemoryTypeError(f"session_settings: Unknown session settings: {', '.join(unknown)} "
+                              f"(SessionSettings has {', '.join(known)})", field="session_settings")
+    try:
+        return SessionSettings(**value)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        name = ".".join(["session_settings", *(str(part) for part in first["loc"])])
+        raise invalid(name, str(first["msg"])) from None
+
+
 def _marker(entry: Episode) -> dict[str, Any] | None:
     mark = entry.metadata.get(MARK_KEY)
     return mark if isinstance(mark, dict) else None
@@ -133,7 +165,8 @@ class MemorySession:
     written by ``compact_fn(messages, system_prompt) -> str``, else ``compaction_llm``, else
     offline (extractive). ``count_tokens`` measures items for it. ``extract``: facts are
     extracted from what is logged (``None``: the memory's setting). ``session_settings``:
-    the SDK's ``SessionSettings`` (its ``limit`` is ``get_items``' default).
+    the SDK's ``SessionSettings`` or a dict of its fields (default ``SessionSettings()``, as
+    the SDK's sessions; its ``limit`` is ``get_items``' default).
     """
 
     def __init__(self, session_id: str, *, memory: Any, user_id: str | None = None, agent_id: str | None = None,
@@ -167,17 +200,22 @@ class MemorySession:
             self._summarize = summarizer_compact_fn(ExtractiveSummarizer())
         self.count_tokens = count_tokens or chars_per_token_counter
         self.extract = extract
-        if session_settings is not None and not isinstance(session_settings, SessionSettings):
-            if not isinstance(session_settings, Mapping):
-                raise wrong_type("session_settings", "SessionSettings or dict", session_settings)
-            try:
-                session_settings = SessionSettings(**session_settings)
-            except (TypeError, ValueError) as exc:
-                raise MemoryTypeError(f"session_settings: {exc}", field="session_settings") from None
-        self.session_settings: SessionSettings | None = session_settings
+        self.session_settings = session_settings  # checked by the setter
 
     def __repr__(self) -> str:
         return f"MemorySession(session_id={self.session_id!r})"
+
+    @property
+    def session_settings(self) -> SessionSettings:
+        """The SDK's ``SessionSettings`` of this session (``SessionSettings()`` by default, as the
+        SDK's own sessions); its ``limit`` is ``get_items``' default and the ``Runner``'s, which a
+        ``RunConfig(session_settings=...)`` overrides. Set it to a ``SessionSettings``, a dict of
+        its fields, or ``None`` (the default settings)."""
+        return self._session_settings
+
+    @session_settings.setter
+    def session_settings(self, value: SessionSettings | Mapping[str, Any] | None) -> None:
+        self._session_settings = _settings(value)
 
     # -- reading --------------------------------------------------------------------------------
 
@@ -209,16 +247,17 @@ class MemorySession:
 
     async def get_items(self, limit: int | None = None) -> list[dict[str, Any]]:
         """The session's items, oldest first (a compaction's summary first); ``limit``: the
-        latest N of them (default: ``session_settings.limit``, else all; 0: none)."""
-        if limit is None and self.session_settings is not None:
-            limit = self.session_settings.limit
+        latest N of them, all of them when there are fewer (``None``: ``session_settings.limit``,
+        else all; 0: none; negative: all, as the SDK's SQLite session)."""
+        if limit is None:
+            limit = self._session_settings.limit
         if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int)):
             raise wrong_type("limit", "int or None", limit)
         summary, entries = await self._window()
         items = ([_summary_item(summary)] if summary else []) + [_item(e) for e in entries]
-        if limit is None or limit < 0:  # as the SDK's SQLite session: a negative limit is no limit
+        if limit is None or limit < 0:
             return items
-        return items[len(items) - limit:] if limit else []
+        return items[-limit:] if limit else []
 
     # -- writing --------------------------------------------------------------------------------
 
@@ -241,13 +280,18 @@ class MemorySession:
 
     async def pop_item(self) -> dict[str, Any] | None:
         """Forget the newest item and return it (``None`` when there is none: a compaction's
-        summary is not popped)."""
-        _, entries = await self._window()
-        if not entries:
-            return None
-        newest = entries[-1]
-        await self.memory.aforget(ids=[newest.id])
-        return _item(newest)
+        summary is not popped). Concurrent pops return each item once: one that another pop
+        forgot first is skipped for the next newest."""
+        while True:
+            _, entries = await self._window()
+            if not entries:
+                return None
+            newest = entries[-1]
+            try:
+                await self.memory.aforget(ids=[newest.id])
+            except NotFoundError:
+                continue  # popped meanwhile (by another pop of this session): take the next newest
+            return _item(newest)
 
     async def clear_session(self) -> None:
         """Start the session afresh: ``get_items`` returns nothing until items are added. The
