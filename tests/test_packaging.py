@@ -57,7 +57,7 @@ def _project_imports(path: Path) -> set[str]:
     return {n for n in names if n.split(".")[0] in PACKAGES}
 
 
-LEAVES = {"unified_memory.types", "unified_memory.protocols", "unified_memory.errors"}
+LEAVES = {"unified_memory.types", "unified_memory.values", "unified_memory.protocols", "unified_memory.errors"}
 
 
 @pytest.mark.parametrize("package", ["scoring", "tiers"])
