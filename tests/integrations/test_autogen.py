@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -351,19 +349,6 @@ def test_what_is_added_comes_back_whole(words, metadata, record):
         for query, content in [(said, said), (MemoryContent(content=record, mime_type=MemoryMimeType.JSON), record)]:
             found = [item for item in run(facts.query(query)).results if item.content == content]
             assert found and {k: found[0].metadata[k] for k in metadata} == metadata
-
-
-def test_without_autogen_the_adapter_says_what_to_install():
-    code = ("import sys; sys.modules['autogen_core'] = None\n"  # as if autogen-core were not installed
-            "from unified_memory.errors import DependencyError\n"
-            "try:\n"
-            "    import unified_memory.integrations.autogen\n"
-            "except DependencyError as exc:\n"
-            "    assert isinstance(exc, ImportError)\n"
-            "    print(exc)\n")
-    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stderr
-    assert 'pip install "unified-memory[autogen]"' in done.stdout
 
 
 def test_the_example_agent_remembers_across_days(capsys, example):

@@ -13,7 +13,9 @@ ROOT = Path(__file__).resolve().parents[2]
 
 @pytest.mark.parametrize(("framework", "adapter", "extra"), [("llama_index", "llama_index", "llama-index"),
                                                             ("agents", "openai_agents", "openai-agents"),
-                                                            ("langgraph", "langgraph", "langgraph")])
+                                                            ("langgraph", "langgraph", "langgraph"),
+                                                            ("autogen_core", "autogen", "autogen"),
+                                                            ("google.adk", "google_adk", "google-adk")])
 def test_an_adapter_without_its_framework_raises_the_install_hint(framework, adapter, extra):
     code = (f"import sys; sys.modules[{framework!r}] = None\n"  # as if the framework were not installed
             "import unified_memory\n"
