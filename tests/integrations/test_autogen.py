@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-from pathlib import Path
 
 import pytest
 
@@ -34,7 +33,6 @@ from unified_memory import UnifiedMemory, UnifiedMemoryError  # noqa: E402
 from unified_memory.errors import ClosedError  # noqa: E402
 from unified_memory.integrations.autogen import API_KEY_ENV, NAME_KEY, AutoGenMemory  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[2]
 
 
 def run(coro):

@@ -10,7 +10,6 @@ import asyncio
 import re
 from collections.abc import AsyncGenerator
 from datetime import datetime
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -35,7 +34,6 @@ from unified_memory.errors import PermissionDeniedError, StoreUnavailableError  
 from unified_memory.integrations.google_adk import UnifiedMemoryService  # noqa: E402
 
 APP = "assistant"
-ROOT = Path(__file__).resolve().parents[2]
 MONDAY = 1_700_000_000.0  # 2023-11-14
 
 
