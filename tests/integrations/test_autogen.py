@@ -34,7 +34,6 @@ from unified_memory.errors import ClosedError  # noqa: E402
 from unified_memory.integrations.autogen import API_KEY_ENV, NAME_KEY, AutoGenMemory  # noqa: E402
 
 
-
 def run(coro):
     return asyncio.run(coro)
 
