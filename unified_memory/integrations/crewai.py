@@ -14,9 +14,10 @@ scopes it to another user):
   supersedes it. CrewAI's scope, categories, source, ``private`` flag and agent role are kept
   in the fact's metadata, with the content's own ``metadata``. ``remember_many`` returns at
   once and stores in the background, as CrewAI's own memory does; a recall waits for it.
-- ``extract_memories(content)``: the text CrewAI saves after a task (its description, the
-  agent, the result) is kept as one memory, with no model call. Give ``llm=`` to have
-  CrewAI's model cut it into statements first.
+- ``extract_memories(content)``: of the text CrewAI saves after a task (its description, the
+  agent, the expected output, the result) one memory is kept, with no model call: what was
+  asked and the result (the model's reasoning before its "Final Answer:" left out). Give
+  ``llm=`` to have CrewAI's model cut it into statements instead.
 - ``recall(query, limit=...)`` is the memory's federated recall (facts, people and places,
   past conversations: ``tiers=`` narrows it) over everything the user's memory holds, what
   other applications and adapters stored too; each match carries the recall score. A
@@ -41,11 +42,13 @@ No OpenAI key is needed: nothing here calls CrewAI's embedder or analysis model.
 from __future__ import annotations
 
 import asyncio
+import copy
 import math
+import re
 import time
 from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
-from typing import Any, cast
+from typing import Any
 
 from unified_memory.errors import DependencyError, MemoryValueError, NotFoundError, invalid, wrong_type
 from unified_memory.validation import check_limit, check_metadata, check_scope_id, check_tiers, check_unit
@@ -78,7 +81,9 @@ NAME_KEY, RECORD_KEY = "crewai_memory", "crewai"
 #: The memory methods the adapter calls (a UnifiedMemory and a RemoteMemory both have them).
 _NEEDED = ("remember_many", "recall", "facts", "forget", "scoped")
 _PAGE = 500  # facts read per request when listing the adapter's own
-_OVERSAMPLE = 4  # recall this many times the limit when CrewAI's filters may drop hits
+_OVERSAMPLE = 4  # recall this many times the limit: CrewAI's filters may drop hits
+_TASK_RECORD = re.compile(r"\A(?P<label>Task|Input): (?P<asked>.*?)\nAgent: [^\n]*\n(?:Expected result: .*?\n)?"
+                          r"Result: (?P<result>.*)\Z", re.DOTALL)
 _SOURCE = "unified_memory"  # the source_type of the CrewAI memory events the adapter emits
 
 
@@ -87,6 +92,18 @@ def _naive_utc(moment: datetime | None) -> datetime:
     if moment is None:
         return datetime.now(UTC).replace(tzinfo=None)
     return moment.astimezone(UTC).replace(tzinfo=None) if moment.tzinfo is not None else moment
+
+
+def _task_memory(content: str) -> str:
+    """The memory of CrewAI's text about a finished task ("Task: ...", "Agent: ...", "Expected result:
+    ...", "Result: ..."): what was asked and the result, without CrewAI's agent and expected-output
+    lines or the model's reasoning before its "Final Answer:". Other text is kept as it is."""
+    found = _TASK_RECORD.match(content.strip())
+    if found is None:
+        return content.strip()
+    result = found["result"].rsplit("Final Answer:", 1)[-1].strip()
+    asked = f"{found['label']}: {found['asked'].strip()}"
+    return f"{asked}\nResult: {result}" if result else asked
 
 
 def _under(scope: str, prefix: str | None) -> bool:
@@ -98,13 +115,10 @@ def _under(scope: str, prefix: str | None) -> bool:
 def _record(item_id: str, text: str, metadata: Mapping[str, Any] | None, *, importance: float | None,
             created_at: datetime | None, last_accessed: datetime | None = None) -> MemoryRecord:
     """A stored fact (or a recall hit) as CrewAI's record: CrewAI's fields from its metadata."""
-    meta = dict(metadata or {})
-    meta.pop(NAME_KEY, None)
-    crew = meta.pop(RECORD_KEY, None)
+    meta = {k: v for k, v in (metadata or {}).items() if k not in (NAME_KEY, RECORD_KEY)}
+    crew = (metadata or {}).get(RECORD_KEY)
     crew = crew if isinstance(crew, dict) else {}
-    created = _naive_utc(created_at)
-    categories = crew.get("categories")
-    source = crew.get("source")
+    created, categories, source = _naive_utc(created_at), crew.get("categories"), crew.get("source")
     return MemoryRecord(
         id=item_id, content=text, scope=str(crew.get("scope") or "/"),
         categories=[str(c) for c in categories] if isinstance(categories, list) else [],
@@ -168,9 +182,7 @@ class _AdapterFacts:
         for record, fact_id in zip(records, self.memory.remember_many(facts), strict=True):
             record.id = fact_id
 
-    def search(self, query_embedding: list[float], scope_prefix: str | None = None,
-               categories: list[str] | None = None, metadata_filter: dict[str, Any] | None = None,
-               limit: int = 10, min_score: float = 0.0) -> list[tuple[MemoryRecord, float]]:
+    def search(self, query_embedding: list[float], *args: Any, **kwargs: Any) -> list[tuple[MemoryRecord, float]]:
         raise invalid("query_embedding", "the memory recalls by the question's text, not by a vector: "
                                          "use CrewMemory.recall(query)")
 
@@ -227,15 +239,11 @@ class _AdapterFacts:
     async def asave(self, records: list[MemoryRecord]) -> None:
         await asyncio.to_thread(self.save, records)
 
-    async def asearch(self, query_embedding: list[float], scope_prefix: str | None = None,
-                      categories: list[str] | None = None, metadata_filter: dict[str, Any] | None = None,
-                      limit: int = 10, min_score: float = 0.0) -> list[tuple[MemoryRecord, float]]:
-        return self.search(query_embedding, scope_prefix, categories, metadata_filter, limit, min_score)
+    async def asearch(self, query_embedding: list[float], *args: Any, **kwargs: Any) -> list[tuple[MemoryRecord, float]]:
+        return self.search(query_embedding)
 
-    async def adelete(self, scope_prefix: str | None = None, categories: list[str] | None = None,
-                      record_ids: list[str] | None = None, older_than: datetime | None = None,
-                      metadata_filter: dict[str, Any] | None = None) -> int:
-        return await asyncio.to_thread(self.delete, scope_prefix, categories, record_ids, older_than, metadata_filter)
+    async def adelete(self, *args: Any, **kwargs: Any) -> int:
+        return await asyncio.to_thread(lambda: self.delete(*args, **kwargs))
 
     def close(self) -> None:
         """Nothing to close: the memory belongs to whoever passed it in."""
@@ -312,11 +320,14 @@ class CrewMemory(Memory):
         super().model_post_init(context)
 
     def __deepcopy__(self, memo: dict[int, Any] | None = None) -> CrewMemory:
-        """A copy that shares the memory (a handle on a database or a service, not copied)."""
+        """A copy with the same options and its own save thread that shares the memory (a handle on a
+        database or a service). CrewAI's own deep copy fails before Python 3.13 (``threading.Lock``)."""
         memo = {} if memo is None else memo
-        memo[id(self.memory)] = self.memory
-        memo[id(self._facts)] = self._facts
-        return cast(CrewMemory, super().__deepcopy__(memo))
+        data = {name: value if name == "memory" else copy.deepcopy(value, memo)
+                for name, value in self.__dict__.items() if name in self.model_fields_set and name != "storage"}
+        clone = type(self)(**data)
+        memo[id(self)] = clone
+        return clone
 
     # -- saving ---------------------------------------------------------------------------------------
 
@@ -406,13 +417,13 @@ class CrewMemory(Memory):
         return []
 
     def extract_memories(self, content: str) -> list[str]:
-        """The memories to save from a task's text: the text itself (CrewAI's model cuts it into
-        statements when ``llm=`` was given)."""
+        """The memories to save from a task's text: one, what was asked and the result (CrewAI's
+        model cuts the text into statements instead when ``llm=`` was given)."""
         if not isinstance(content, str):
             raise wrong_type("content", "str", content)
         if "llm" in self.model_fields_set:
             return [str(statement) for statement in super().extract_memories(content)]
-        return [content.strip()] if content.strip() else []
+        return [_task_memory(content)] if content.strip() else []
 
     def update(self, record_id: str, content: str | None = None, scope: str | None = None,
                categories: list[str] | None = None, metadata: dict[str, Any] | None = None,
@@ -460,8 +471,7 @@ class CrewMemory(Memory):
         """The recall's hits as CrewAI's matches, within the scope and categories, private ones kept
         for their source, at most ``limit``."""
         narrowed = path != "/" or bool(wanted)  # then only what CrewAI stored there matches
-        hits = self.memory.recall(query, limit=min(limit * _OVERSAMPLE, 1000) if narrowed else limit,
-                                  tiers=self.tiers)
+        hits = self.memory.recall(query, limit=min(limit * _OVERSAMPLE, 1000), tiers=self.tiers)
         matches: list[MemoryMatch] = []
         for hit in hits:
             meta = dict(hit.metadata or {})
