@@ -7,9 +7,14 @@ for content to put in the prompt. :class:`MemoryBlock` is such a block over a
 
 - ``aput(messages)`` logs what LlamaIndex flushes to it in the memory (facts, people and
   relations are extracted from it as from any logged turn), under the chat's session id;
-- ``aget(messages)`` answers with the memory's context block for the latest messages,
-  within ``max_tokens`` (facts, entities and past episodes relevant to them);
-- ``atruncate`` answers again within a smaller budget when LlamaIndex must cut.
+- ``aget(messages)`` answers with what the memory's context block holds for the latest
+  messages, within ``max_tokens`` (facts, entities and past episodes relevant to them, as
+  ``## Facts`` / ``## Entities`` / ``## Episodes`` lists): LlamaIndex puts it inside its own
+  ``<memory><long_term_memory>`` tags, so the block leaves out the context block's
+  ``<memory>`` frame. Stored text is escaped (``& < >``) as in every context block: nothing a
+  user said can close LlamaIndex's tags;
+- ``atruncate`` answers again within a smaller budget when LlamaIndex must cut (the blocks
+  with the highest ``priority`` number first; ``priority=0`` is never cut).
 
 .. code-block:: python
 
@@ -24,6 +29,8 @@ for content to put in the prompt. :class:`MemoryBlock` is such a block over a
 
 from __future__ import annotations
 
+import re
+from collections import OrderedDict
 from typing import Any
 
 from pydantic import ValidationError
@@ -44,6 +51,10 @@ __all__ = ["MemoryBlock", "INSTALL_HINT"]
 
 #: The memory methods the block calls (a UnifiedMemory and a RemoteMemory both have them).
 _NEEDED = ("acontext", "aadd_messages", "scoped")
+#: The context block's frame: its first line ``<memory>`` and last ``</memory>`` (the tag is
+#: ``ContextConfig.header``); stored text is escaped, so only the frame is a tag of its own line.
+_FRAME = re.compile(r"\A<([A-Za-z_][A-Za-z0-9_]*)>\n(.*)\n</\1>\Z", re.DOTALL)
+_REMEMBERED = 64  # the contents aget answered lately, for atruncate to answer the same question smaller
 _ROLES = {"user": "user", "assistant": "assistant", "system": "system", "developer": "system", "tool": "tool",
           "function": "tool", "chatbot": "assistant", "model": "assistant"}
 
@@ -51,6 +62,12 @@ _ROLES = {"user": "user", "assistant": "assistant", "system": "system", "develop
 def _text(message: ChatMessage) -> str:
     """The text of a chat message (its text blocks; images and other blocks are left out)."""
     return "\n".join(block.text for block in message.blocks if isinstance(block, TextBlock) and block.text).strip()
+
+
+def _inner(text: str) -> str:
+    """The context block's text without its ``<memory>`` frame (LlamaIndex adds its own tags)."""
+    framed = _FRAME.match(text)
+    return framed.group(2) if framed else text
 
 
 def _role(message: ChatMessage) -> str:
@@ -77,9 +94,9 @@ class MemoryBlock(BaseMemoryBlock[str]):
     max_tokens: int = Field(default=1000, description="The most tokens the block puts in the prompt.")
     query_messages: int = Field(default=1, description="How many of the latest user messages make the query.")
     extract: bool | None = Field(default=None, description="Extract facts from flushed messages (None: the memory's setting).")
-    _last_query: str | None = PrivateAttr(default=None)  # the last aget's question, memory and size,
-    _last_memory: Any = PrivateAttr(default=None)        # for atruncate to answer it again smaller
-    _last_tokens: int = PrivateAttr(default=0)
+    # what aget answered lately (content -> memory, question, size), for atruncate to answer the
+    # same question smaller: keyed by the content, so chats sharing the block never mix answers
+    _answered: OrderedDict[str, tuple[Any, str | None, int]] = PrivateAttr(default_factory=OrderedDict)
 
     def __init__(self, **data: Any) -> None:
         try:
@@ -107,14 +124,23 @@ class MemoryBlock(BaseMemoryBlock[str]):
         return self.memory.scoped(session_id=session_id) if session_id else self.memory
 
     async def _aget(self, messages: list[ChatMessage] | None = None, **block_kwargs: Any) -> str:
-        """The memory's context block for the latest messages (its most important facts when there are none)."""
+        """What the memory's context block holds for the latest messages (its most important
+        facts when there are none), without the block's ``<memory>`` frame; "" when it holds nothing."""
         said = [m for m in messages or [] if _role(m) == "user"] or list(messages or [])
         latest = [text for text in (_text(m) for m in said[-self.query_messages:]) if text]
         query = "\n".join(latest) or None
         memory = self._scoped(block_kwargs.get("session_id"))
-        block = await memory.acontext(query, max_tokens=self.max_tokens, include_conversation=False)
-        self._last_query, self._last_memory, self._last_tokens = query, memory, block.tokens
-        return str(block.text)
+        return await self._answer(memory, query, self.max_tokens)
+
+    async def _answer(self, memory: Any, query: str | None, budget: int) -> str:
+        block = await memory.acontext(query, max_tokens=budget, include_conversation=False)
+        content = _inner(str(block.text))
+        if content:
+            self._answered[content] = (memory, query, int(block.tokens))
+            self._answered.move_to_end(content)
+            while len(self._answered) > _REMEMBERED:
+                self._answered.popitem(last=False)
+        return content
 
     async def _aput(self, messages: list[ChatMessage]) -> None:
         """Log the flushed messages (those with text) in the memory, under their session when they carry one."""
@@ -131,11 +157,14 @@ class MemoryBlock(BaseMemoryBlock[str]):
             await self._scoped(session).aadd_messages(batch, extract=self.extract)
 
     async def atruncate(self, content: str, tokens_to_truncate: int) -> str | None:
-        """The same context within ``tokens_to_truncate`` fewer tokens (None when nothing is left)."""
-        budget = self._last_tokens - max(0, int(tokens_to_truncate))
-        if not content or budget < 1:
+        """The same question answered within ``tokens_to_truncate`` fewer tokens: the memories
+        that rank best for it still (None when nothing is left, or when the content is not one
+        this block answered lately: then the whole block goes, as LlamaIndex's own blocks do)."""
+        answered = self._answered.get(content) if isinstance(content, str) else None
+        if answered is None:
             return None
-        memory = self._last_memory if self._last_memory is not None else self.memory
-        block = await memory.acontext(self._last_query, max_tokens=budget, include_conversation=False)
-        self._last_tokens = block.tokens
-        return str(block.text) or None
+        memory, query, tokens = answered
+        budget = tokens - max(0, int(tokens_to_truncate))
+        if budget < 1:
+            return None
+        return await self._answer(memory, query, budget) or None
