@@ -13,8 +13,8 @@ for content to put in the prompt. :class:`MemoryBlock` is such a block over a
   ``<memory><long_term_memory>`` tags, so the block leaves out the context block's
   ``<memory>`` frame. Stored text is escaped (``& < >``) as in every context block: nothing a
   user said can close LlamaIndex's tags;
-- ``atruncate`` answers again within a smaller budget when LlamaIndex must cut (the blocks
-  with the highest ``priority`` number first; ``priority=0`` is never cut).
+- ``atruncate`` answers the same question again within a smaller budget when LlamaIndex must
+  cut the prompt (LlamaIndex picks the blocks to cut by ``priority``; ``0``: never cut).
 
 .. code-block:: python
 
