@@ -1,8 +1,9 @@
 """The AutoGen memory (unified_memory.integrations.autogen) with the real autogen-core and
 autogen-agentchat, offline, on the three memories (SQLite, PostgreSQL, the service): what
-AutoGen's own memories are asked (add, query with k / score_threshold, metadata and scores,
-update_context, clear, close, the component config), inside an ``AssistantAgent`` with a
-stand-in model, users kept apart, and the hint when AutoGen is not installed."""
+AutoGen's own memories are asked (add, content back exactly, query with k / score_threshold /
+distance_threshold, metadata and similarity scores, Redis's sequential queries, update_context,
+clear, close, the component config), inside an ``AssistantAgent`` with a stand-in model, users
+kept apart, and the hint when AutoGen is not installed."""
 
 from __future__ import annotations
 
@@ -31,7 +32,7 @@ from hypothesis import strategies as st  # noqa: E402
 
 from unified_memory import UnifiedMemory, UnifiedMemoryError  # noqa: E402
 from unified_memory.errors import ClosedError  # noqa: E402
-from unified_memory.integrations.autogen import API_KEY_ENV, NAME_KEY, AutoGenMemory  # noqa: E402
+from unified_memory.integrations.autogen import API_KEY_ENV, NAME_KEY, PADDING_KEY, AutoGenMemory  # noqa: E402
 
 
 def run(coro):
@@ -51,12 +52,13 @@ def texts(found) -> list[object]:
     return [item.content for item in getattr(found, "results", found)]
 
 
-def test_added_contents_come_back_from_query_with_their_metadata_and_a_score(make_memory):
+def test_added_contents_come_back_from_query_exactly_with_their_metadata_and_a_score(make_memory):
     memory = make_memory()
     prefs = AutoGenMemory(memory, name="prefs", k=3)
     given_metadata = {"category": "preferences", "priority": 1, "weight": 0.5, "verified": True, "tags": ["units"]}
     run(prefs.add(text("The user prefers metric units", **given_metadata)))
-    run(prefs.add(MemoryContent(content="# Trip\n\n* Lisbon in May\n", mime_type=MemoryMimeType.MARKDOWN)))
+    markdown = "\n    # Trip\n\n      * Lisbon in May\n    "
+    run(prefs.add(MemoryContent(content=markdown, mime_type=MemoryMimeType.MARKDOWN)))
     trip = {"city": "Lisbon", "month": "May", "nights": 4, "hotel": {"stars": 4}}
     run(prefs.add(MemoryContent(content=trip, mime_type=MemoryMimeType.JSON, metadata={"source": "booking"})))
 
@@ -66,16 +68,23 @@ def test_added_contents_come_back_from_query_with_their_metadata_and_a_score(mak
     assert {k: best.metadata[k] for k in given_metadata} == given_metadata  # types kept: int, float, bool, list
     assert isinstance(best.metadata["score"], float) and 0 < best.metadata["score"] <= 1
     assert best.metadata["tier"] == "long_term" and best.metadata["id"].startswith("fact_")
-    assert "created_at" in best.metadata and NAME_KEY not in best.metadata
+    assert "created_at" in best.metadata and NAME_KEY not in best.metadata and PADDING_KEY not in best.metadata
 
     lisbon = run(prefs.query(MemoryContent(content="Lisbon trip in May", mime_type="text/plain"), k=5)).results
     by_kind = {item.mime_type: item for item in lisbon}
     assert by_kind[MemoryMimeType.JSON].content == trip and by_kind[MemoryMimeType.JSON].metadata["source"] == "booking"
-    assert by_kind[MemoryMimeType.MARKDOWN].content == "# Trip\n\n* Lisbon in May"  # without the blank around it
-    scores = [item.metadata["score"] for item in lisbon]
-    assert scores == sorted(scores, reverse=True)
-    # they are the memory's facts: its own recall finds them
+    assert by_kind[MemoryMimeType.MARKDOWN].content == markdown  # the blanks around it too
+    ranks = [item.metadata["recall_score"] for item in lisbon]  # the memory's ranking orders them
+    assert ranks == sorted(ranks, reverse=True)
+    # they are the memory's facts (stripped, as every fact): its own recall finds them
     assert any(hit.text == "The user prefers metric units" for hit in memory.recall("metric units"))
+    assert "# Trip\n\n      * Lisbon in May" in [fact.text for fact in memory.facts()]
+    # annotate=False: the metadata is what was added, nothing more (as Redis's memory returns it)
+    plain = AutoGenMemory(memory, annotate=False)
+    assert [item.metadata for item in run(plain.query("which units does the user prefer?", k=1)).results] == [
+        given_metadata]
+    assert run(plain.query("Lisbon trip in May", where={"source": "booking"})).results[0].metadata == {
+        "source": "booking"}
 
 
 def test_query_options_bound_and_filter_the_results(make_memory):
@@ -87,7 +96,7 @@ def test_query_options_bound_and_filter_the_results(make_memory):
     assert len(everything) == 4
     for option in ("k", "limit", "top_k"):
         assert len(run(fruit.query("lemons apples pears oranges", **{option: 2})).results) == 2
-    best = everything[0].metadata["score"]
+    best = max(item.metadata["score"] for item in everything)
     assert run(fruit.query("lemons apples pears oranges", score_threshold=best + 0.01)).results == []
     kept = run(fruit.query("lemons apples pears oranges", score_threshold=best / 2)).results
     assert kept and all(item.metadata["score"] >= best / 2 for item in kept)
@@ -98,6 +107,57 @@ def test_query_options_bound_and_filter_the_results(make_memory):
     strict = AutoGenMemory(fruit.memory, score_threshold=0.2)
     assert run(strict.query("quantum computing recipes")).results == []
     assert run(strict.query("lemon tart")).results[0].content == "I like lemon tart"
+
+
+def test_a_score_is_the_similarity_to_the_query_and_thresholds_apply_to_it(make_memory):
+    memory = make_memory()
+    facts = AutoGenMemory(memory, k=10)
+    said = ["Specific technical details about quantum computing", "I like lemon tart",
+            "My sister Maria lives in Lisbon", "The user prefers metric units"]
+    for line in said:
+        run(facts.add(text(line)))
+    # the query that is a fact's text: similarity 1 (the same embedding; with BM25, the best match)
+    exact = run(facts.query(said[0])).results[0]
+    assert exact.content == said[0] and exact.metadata["score"] == pytest.approx(1.0, abs=1e-3)
+    # the score is the hit's similarity (cosine with an embedder, else BM25 relevance), not its rank
+    hits = {hit.id: hit.components for hit in memory.recall("quantum computing details", tiers="long_term")}
+    found = run(facts.query("quantum computing details")).results
+    assert found and found[0].content == said[0]
+    for item in found:
+        parts = hits[item.metadata["id"]]
+        assert item.metadata["score"] == pytest.approx(parts["cosine"] if parts.get("cosine") is not None
+                                                       else parts["relevance"])
+    # a strict threshold on that scale (as with AutoGen's Chroma memory) keeps the close match only
+    strict = AutoGenMemory(memory, score_threshold=0.8)
+    close = run(strict.query("quantum computing details")).results
+    assert texts(close) == [said[0]] and all(item.metadata["score"] >= 0.8 for item in close)
+    assert run(strict.query("recipe for cake")).results == []
+    # Redis's distance_threshold is a cosine distance: 1 - score
+    for query in ("quantum computing details", "lemon tart recipe", "where does Maria live"):
+        for distance in (0.2, 0.5, 0.9):
+            assert texts(run(facts.query(query, distance_threshold=distance))) == texts(
+                run(facts.query(query, score_threshold=1 - distance)))
+    assert texts(run(strict.query("quantum computing details", distance_threshold=1.0))) == texts(found)
+
+
+def test_sequential_gives_the_latest_facts_whatever_the_query(make_memory):
+    memory = make_memory()
+    notes = AutoGenMemory(memory, k=3)
+    said = ["I keep bees on the roof", "My sister Maria lives in Lisbon", "The user prefers metric units",
+            "I play the cello on Sundays"]
+    for i, line in enumerate(said):
+        run(notes.add(text(line, n=i)))
+    assert texts(run(notes.query("fast sports cars", sequential=True))) == said[1:]  # the latest k, oldest first
+    assert texts(run(notes.query("", sequential=True, top_k=2))) == said[2:]
+    assert run(notes.query("fast sports cars", score_threshold=0.5)).results == []  # by relevance: none
+    latest = AutoGenMemory(memory, k=2, sequential=True, annotate=False)
+    assert [(item.content, item.metadata) for item in run(latest.query("bees")).results] == [
+        (said[2], {"n": 2}), (said[3], {"n": 3})]
+    assert "I keep bees on the roof" in texts(run(latest.query("bees", sequential=False)))
+    chat = context(UserMessage(content="Tell me about my bees", source="user"))
+    assert texts(run(latest.update_context(chat)).memories) == said[2:]
+    block = run(chat.get_messages())[-1].content
+    assert block.index("metric units") < block.index("cello") and "bees" not in block
 
 
 def test_update_context_adds_the_relevant_memories_as_one_system_message(make_memory):
@@ -116,6 +176,7 @@ def test_update_context_adds_the_relevant_memories_as_one_system_message(make_me
     assert block.startswith("<memory>") and block.endswith("</memory>") and block.count("</memory>") == 1
     assert "metric units" in block and "Lisbon" not in block
     assert "The user prefers metric units" in texts(result.memories)
+    assert all(item.metadata["score"] >= 0.2 for item in result.memories.results)
     # nothing relevant: nothing added
     chat = context(UserMessage(content="Tell me a joke about penguins", source="user"))
     assert run(facts.update_context(chat)).memories.results == [] and len(run(chat.get_messages())) == 1
@@ -234,7 +295,8 @@ def test_bad_options_and_contents_name_the_field(make_memory):
     for field, value, kind in [("memory", object(), TypeError), ("k", 0, ValueError), ("k", "3", TypeError),
                                ("score_threshold", "high", TypeError), ("score_threshold", float("nan"), ValueError),
                                ("max_tokens", 0, ValueError), ("query_messages", 0, ValueError),
-                               ("importance", 2, ValueError), ("name", "", ValueError)]:
+                               ("importance", 2, ValueError), ("name", "", ValueError),
+                               ("annotate", "no", TypeError), ("sequential", 1, TypeError)]:
         options = {"memory": memory} | {field: value}
         refused(field, kind, lambda options=options: AutoGenMemory(**options))
     facts = AutoGenMemory(memory)
@@ -246,6 +308,7 @@ def test_bad_options_and_contents_name_the_field(make_memory):
             ("content.content", TypeError, MemoryContent(content=b"bytes", mime_type=MemoryMimeType.TEXT)),
             ("content.content", ValueError, text("   ")),
             ("content.metadata", ValueError, text("I keep bees", **{NAME_KEY: "other"})),
+            ("content.metadata", ValueError, text("I keep bees", **{PADDING_KEY: ["", ""]})),
             ("content.metadata", ValueError, text("I keep bees", when=float("inf")))]:
         refused(field, kind, lambda content=content: facts.add(content))
     assert "Unsupported content type" in refused("content.mime_type", ValueError, lambda: facts.add(
@@ -253,7 +316,12 @@ def test_bad_options_and_contents_name_the_field(make_memory):
     assert "JSON content must be a dict" in refused("content.content", ValueError, lambda: facts.add(
         MemoryContent(content="[1, 2]", mime_type=MemoryMimeType.JSON)))
     assert memory.facts(include_inactive=True) == []  # nothing stored
-    refused("distance_threshold", ValueError, lambda: facts.query("bees", distance_threshold=0.2))
+    refused("distance_threshold", ValueError, lambda: facts.query("bees", distance_threshold=0.2,
+                                                                  score_threshold=0.8))
+    refused("distance_threshold", TypeError, lambda: facts.query("bees", distance_threshold="near"))
+    refused("sequential", TypeError, lambda: facts.query("bees", sequential="yes"))
+    refused("where", ValueError, lambda: facts.query("bees", sequential=True, where={"kind": "citrus"}))
+    refused("nearest", ValueError, lambda: facts.query("bees", nearest=3))
     refused("limit", ValueError, lambda: facts.query("bees", k=2, limit=3))
     refused("k", ValueError, lambda: facts.query("bees", k=0))
     refused("where", TypeError, lambda: facts.query("bees", where="kind=citrus"))
@@ -279,7 +347,7 @@ def test_the_config_round_trips_through_json(make_memory, memory_kind, monkeypat
     local = {} if memory_kind == "remote" else {"short_term_limit": 7}
     memory = make_memory(**local)
     facts = AutoGenMemory(memory, name="prefs", k=4, score_threshold=0.1, max_tokens=300, query_messages=2,
-                          importance=0.9)
+                          importance=0.9, annotate=False, sequential=True)
     run(facts.add(text("The user prefers metric units")))
     dumped = facts.dump_component()
     assert dumped.provider == "unified_memory.integrations.autogen.AutoGenMemory"
@@ -291,8 +359,8 @@ def test_the_config_round_trips_through_json(make_memory, memory_kind, monkeypat
     loaded = Memory.load_component(ComponentModel.model_validate_json(saved))
     try:
         assert isinstance(loaded, AutoGenMemory) and loaded.name == "prefs"
-        assert (loaded.k, loaded.score_threshold, loaded.max_tokens, loaded.query_messages, loaded.importance) == (
-            4, 0.1, 300, 2, 0.9)
+        assert (loaded.k, loaded.score_threshold, loaded.max_tokens, loaded.query_messages, loaded.importance,
+                loaded.annotate, loaded.sequential) == (4, 0.1, 300, 2, 0.9, False, True)
         assert texts(run(loaded.query("metric units"))) == ["The user prefers metric units"]  # the same memory
         if local:
             assert loaded.memory.config.short_term_limit == 7
@@ -325,6 +393,7 @@ def test_a_config_keeps_no_secret_and_a_bad_one_names_the_field(monkeypatch):
 
 _WORDS = st.sampled_from(["bees", "lisbon", "cello", "garden", "peanuts", "violin", "tomatoes", "marathon",
                           "kayak", "sourdough", "python", "chess", "orchids", "tango", "sailing"])
+_BLANKS = st.text(st.sampled_from(" \t\n\r\u00a0\u2003"), max_size=3)
 _TEXT = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"), max_size=8)  # storable
 _JSON_VALUES = st.recursive(st.none() | st.booleans() | st.integers(-10**6, 10**6) | _TEXT |
                             st.floats(allow_nan=False, allow_infinity=False),
@@ -333,12 +402,12 @@ _JSON_VALUES = st.recursive(st.none() | st.booleans() | st.integers(-10**6, 10**
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(words=st.lists(_WORDS, min_size=2, max_size=6),
+@given(words=st.lists(_WORDS, min_size=2, max_size=6), blanks=st.tuples(_BLANKS, _BLANKS),
        metadata=st.dictionaries(_TEXT.filter(lambda k: k != "" and not k.startswith("autogen_")),
                                 _JSON_VALUES, max_size=4),
        record=st.dictionaries(st.sampled_from(["title", "topic", "note"]), _WORDS, min_size=1))
-def test_what_is_added_comes_back_whole(words, metadata, record):
-    said = "I like " + " and ".join(words)
+def test_what_is_added_comes_back_whole(words, blanks, metadata, record):
+    said = blanks[0] + "I like " + " and ".join(words) + blanks[1]
     with UnifiedMemory(user_id="ada", retrieval="lexical") as memory:
         facts = AutoGenMemory(memory)
         run(facts.add(text(said, **metadata)))
@@ -346,6 +415,8 @@ def test_what_is_added_comes_back_whole(words, metadata, record):
         for query, content in [(said, said), (MemoryContent(content=record, mime_type=MemoryMimeType.JSON), record)]:
             found = [item for item in run(facts.query(query)).results if item.content == content]
             assert found and {k: found[0].metadata[k] for k in metadata} == metadata
+        plain = AutoGenMemory(memory, annotate=False)
+        assert [item.metadata for item in run(plain.query(said)).results if item.content == said] == [metadata]
 
 
 def test_the_example_agent_remembers_across_days(capsys, example):

@@ -8,25 +8,36 @@ user that memory is scoped to:
 - ``add(MemoryContent)`` stores the content as a long-term fact (``remember``): recall finds it
   by its words (and meaning, with a hybrid memory), the people, places and relations in it go
   to the graph, and its metadata comes back from ``query``. Text (``text/plain``,
-  ``text/markdown``, any ``text/*``) is stored as it is (without surrounding blanks);
-  ``application/json`` content (a dict) as its JSON text, and comes back as the dict. Images
-  and binary content are refused (``MemoryValueError`` naming ``content.mime_type``): store a
-  text description of them instead. A fact the memory already holds is reinforced, not
-  stored twice, and keeps its first metadata; a fact that changes a single-valued one ("I live
-  in Porto" after "... Lisbon") supersedes it, as in any use of the memory.
+  ``text/markdown``, any ``text/*``) comes back exactly as it was added (the fact's text is
+  stripped, the blanks around it are kept in its metadata); ``application/json`` content (a
+  dict) is stored as its JSON text and comes back as the dict. Images and binary content are
+  refused (``MemoryValueError`` naming ``content.mime_type``, as AutoGen's Chroma and Redis
+  memories refuse them): recall and the context block are text, so store a text description
+  of them instead. A fact the memory already holds is reinforced, not stored twice, and keeps
+  its first metadata; a fact that changes a single-valued one ("I live in Porto" after "...
+  Lisbon") supersedes it, as in any use of the memory.
 - ``query(text)`` is the memory's recall over its long-term facts (``tiers=`` widens it:
-  ``"entity"``, ``"episodic"``): at most ``k`` ``MemoryContent`` items, best first, each with
-  its metadata and ``score`` (the recall score: relevance to the query, weighed by importance
-  and recency; a full match scores 0.6 to 1), ``id``, ``tier``,
-  ``created_at`` (ISO 8601) and ``status`` when the fact is ``superseded`` or ``archived``.
-  Keyword options: ``k`` (also ``limit`` / ``top_k``), ``score_threshold``, ``where`` (metadata
-  values the items must have), ``tiers``. A blank query finds nothing.
+  ``"entity"``, ``"episodic"``): at most ``k`` ``MemoryContent`` items in the memory's ranking
+  (relevance fused with importance and recency), each with its metadata and ``score``: its
+  similarity to the query as AutoGen's vector memories report one, the cosine similarity of
+  the two embeddings when the memory has an embedder (the default model is Chroma's default,
+  all-MiniLM-L6-v2: the same numbers), else (a lexical memory) the BM25 relevance in [0, 1],
+  relative to the best match. Also ``recall_score`` (the fused score that orders the results),
+  ``id``, ``tier``, ``created_at`` (ISO 8601) and ``status`` when the fact is ``superseded`` or
+  ``archived`` (``annotate=False`` leaves all of these out: the metadata is what was added, as
+  Redis's memory returns it). Keyword options: ``k`` (also ``limit`` / ``top_k``),
+  ``score_threshold`` (the least ``score``) or ``distance_threshold`` (Redis's: the most cosine
+  distance, ``1 - score``), ``where`` (metadata values the items must have), ``tiers``,
+  ``sequential`` (below). A blank query finds nothing.
+- ``sequential=True`` (Redis's option; for the adapter or one query): the latest ``k`` facts of
+  the user, oldest first, whatever the query (their ``score`` is their importance; thresholds
+  do not apply).
 - ``update_context(model_context)`` makes a query of the latest user message(s) of the
   context, adds the memory's context block for it (facts, people and places, past turns: at
   most ``k`` memories within ``max_tokens``, their text escaped) as a ``SystemMessage``, and
   returns the memories in it. Nothing is added when nothing is relevant (or nothing reaches
   ``score_threshold``). A context with no message to query by gets the most important facts
-  (their ``score`` is then their importance).
+  (their ``score`` is then their importance); a ``sequential`` adapter the latest facts.
 - ``clear()`` forgets the facts this adapter's ``add`` stored under its ``name`` (active,
   superseded and archived alike), with what the memory drew only from them (people, places
   and relations). Nothing else of the user is touched: facts said in conversations, facts
@@ -60,27 +71,23 @@ memory (path ``None``) and plug-ins (extractor, embedder...) are not carried by 
 from __future__ import annotations
 
 import asyncio
-import json
-import math
 import os
 from collections.abc import Awaitable, Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
+from unified_memory.config import ContextConfig
 from unified_memory.errors import DependencyError, UnifiedMemoryError, invalid, wrong_type
-from unified_memory.validation import check_limit, check_metadata, check_scope_id, check_text, check_unit
+from unified_memory.retrieval.context import assemble
+from unified_memory.retrieval.tokens import chars_per_token_counter
+from unified_memory.types import ContextBlock, RecallHit
+from unified_memory.validation import check_bool, check_limit, check_metadata, check_scope_id, check_unit
 
 INSTALL_HINT = 'pip install "unified-memory[autogen]"'
 
 try:
-    from autogen_core import CancellationToken, Component, Image
-    from autogen_core.memory import (
-        Memory,
-        MemoryContent,
-        MemoryMimeType,
-        MemoryQueryResult,
-        UpdateContextResult,
-    )
+    from autogen_core import CancellationToken, Component
+    from autogen_core.memory import Memory, MemoryContent, MemoryQueryResult, UpdateContextResult
     from autogen_core.model_context import ChatCompletionContext
     from autogen_core.models import (
         AssistantMessage,
@@ -92,6 +99,19 @@ try:
 except ImportError as exc:  # tests/integrations/test_without_frameworks.py
     raise DependencyError(f"unified_memory.integrations.autogen needs autogen-core: {INSTALL_HINT}") from exc
 
+from unified_memory.integrations._autogen_content import (  # noqa: E402 (after the framework's import)
+    MIME_KEY,
+    NAME_KEY,
+    PADDING_KEY,
+    RESERVED_KEYS,
+    as_content,
+    fact_hit,
+    query_text,
+    score_of,
+    stored_text,
+    threshold,
+)
+
 _CHAT: tuple[type, ...] = ()  # autogen-agentchat's chat messages and events (when it is installed)
 _EVENTS: tuple[type, ...] = ()
 try:
@@ -101,19 +121,18 @@ try:
 except ImportError:  # autogen-core alone: model messages only
     pass
 
-__all__ = ["AutoGenMemory", "AutoGenMemoryConfig", "INSTALL_HINT", "NAME_KEY", "MIME_KEY", "API_KEY_ENV"]
+__all__ = ["AutoGenMemory", "AutoGenMemoryConfig", "INSTALL_HINT", "NAME_KEY", "MIME_KEY", "PADDING_KEY",
+           "API_KEY_ENV"]
 
 T = TypeVar("T")
 
-#: Metadata keys of a stored fact: the adapter ``name`` that added it, and its content's MIME type.
-NAME_KEY, MIME_KEY = "autogen_memory", "autogen_mime_type"
 #: Where a loaded config's memory service key is read from when the config holds none.
 API_KEY_ENV = "UNIFIED_MEMORY_API_KEY"
 #: The memory methods the adapter calls (a UnifiedMemory and a RemoteMemory both have them).
-_NEEDED = ("aremember", "arecall", "acontext", "afacts", "aforget", "aadd_messages")
-_QUERY_OPTIONS = ("k", "limit", "top_k", "score_threshold", "where", "tiers")
+_NEEDED = ("aremember", "arecall", "acontext", "afacts", "acount_facts", "aforget", "aadd_messages")
+_QUERY_OPTIONS = ("k", "limit", "top_k", "score_threshold", "distance_threshold", "where", "tiers", "sequential")
 _PAGE = 500  # facts read per request by clear()
-_JSON = MemoryMimeType.JSON.value
+_SECTIONS = {"long_term": "facts", "entity": "entities"}  # the context block's section of a hit's tier
 
 
 class AutoGenMemoryConfig(BaseModel):
@@ -128,10 +147,12 @@ class AutoGenMemoryConfig(BaseModel):
 
     name: str = Field(default="default", description="The adapter's name: clear() forgets what it added under it.")
     k: int = Field(default=10, description="The most memories a query returns and the context holds.")
-    score_threshold: float | None = Field(default=None, description="The least recall score a memory needs.")
+    score_threshold: float | None = Field(default=None, description="The least score (similarity) a memory needs.")
     max_tokens: int = Field(default=1000, description="The most tokens update_context adds.")
     query_messages: int = Field(default=1, description="How many of the latest user messages make the query.")
     importance: float | None = Field(default=None, description="Importance of added facts (None: the memory's).")
+    annotate: bool = Field(default=True, description="Add score, recall_score, id, tier... to results' metadata.")
+    sequential: bool = Field(default=False, description="Queries give the latest facts, whatever they say.")
     path: str | None = Field(default=None, description="A SQLite file or PostgreSQL URL of a UnifiedMemory.")
     url: str | None = Field(default=None, description="A memory service's URL (a RemoteMemory).")
     api_key: SecretStr | None = Field(default=None, description=f"The service's key (default: ${API_KEY_ENV}).")
@@ -139,82 +160,6 @@ class AutoGenMemoryConfig(BaseModel):
     agent_id: str | None = None
     session_id: str | None = None
     memory_config: dict[str, Any] | None = Field(default=None, description="MemoryConfig fields of a UnifiedMemory.")
-
-
-def _mime(content: MemoryContent) -> str:
-    kind = content.mime_type
-    return str(kind.value if isinstance(kind, MemoryMimeType) else kind)
-
-
-def _stored_text(content: MemoryContent) -> tuple[str, str]:
-    """The text a content is stored as, and its MIME type (refusing what is not text or JSON)."""
-    if not isinstance(content, MemoryContent):
-        raise wrong_type("content", "MemoryContent", content)
-    mime, value = _mime(content), content.content
-    if mime == _JSON:
-        if not isinstance(value, dict):
-            raise invalid("content.content", f"JSON content must be a dict, got {type(value).__name__}")
-        try:
-            text = json.dumps(value, ensure_ascii=False, allow_nan=False)
-        except (TypeError, ValueError) as exc:
-            raise invalid("content.content", f"JSON content must be JSON-serialisable: {exc}") from None
-    elif mime.startswith("text/") and not isinstance(value, Image):
-        if not isinstance(value, str):
-            raise wrong_type("content.content", f"str for {mime} content", value)
-        text = value
-    else:
-        raise invalid("content.mime_type", f"Unsupported content type {mime!r}: text (text/plain, text/markdown, "
-                                           "text/*) and JSON (application/json) are stored; store a text "
-                                           "description of an image or a file instead")
-    return check_text("content.content", text), mime
-
-
-def _query_text(query: Any) -> str:
-    if isinstance(query, str):
-        return query
-    if isinstance(query, MemoryContent):
-        if _mime(query) == _JSON and isinstance(query.content, dict):
-            return json.dumps(query.content, ensure_ascii=False, default=str)
-        if isinstance(query.content, str):
-            return query.content
-        raise invalid("query", f"Unsupported content type {_mime(query)!r}: a query is text or JSON")
-    raise wrong_type("query", "str or MemoryContent", query)
-
-
-def _content(hit: Any) -> MemoryContent:
-    """A recall hit as AutoGen memory content (a fact ``add`` stored comes back as it was added)."""
-    metadata = dict(hit.metadata or {})
-    metadata.pop(NAME_KEY, None)
-    mime = metadata.pop(MIME_KEY, None)
-    value: Any = hit.text
-    kind: MemoryMimeType | str = MemoryMimeType.TEXT
-    if hit.tier == "long_term" and isinstance(mime, str):
-        if mime == _JSON:
-            try:
-                parsed = json.loads(hit.text)
-            except ValueError:  # changed on the way in (a redactor): its text, as text
-                parsed = None
-            if isinstance(parsed, dict):
-                value, kind = parsed, MemoryMimeType.JSON
-        else:
-            kind = next((m for m in MemoryMimeType if m.value == mime), mime)
-    metadata.update(score=hit.score, id=hit.id, tier=hit.tier)
-    if hit.created_at is not None:
-        metadata["created_at"] = hit.created_at.isoformat()
-    status = (hit.components or {}).get("status")
-    if isinstance(status, str) and status != "active":
-        metadata["status"] = status
-    return MemoryContent(content=value, mime_type=kind, metadata=metadata)
-
-
-def _threshold(field: str, value: Any) -> float | None:
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise wrong_type(field, "a number or None", value)
-    if not math.isfinite(value):
-        raise invalid(field, f"must be a finite number, got {value!r}")
-    return float(value)
 
 
 def _without_password(path: str | None) -> str | None:
@@ -246,10 +191,13 @@ class AutoGenMemory(Memory, Component[AutoGenMemoryConfig]):
     ``memory``: a :class:`~unified_memory.UnifiedMemory` or :class:`~unified_memory.RemoteMemory`,
     scoped to the user (``memory.scoped(user_id=...)``). ``name``: what ``clear`` forgets is
     what was added under this name. ``k``: the most memories a query returns and the context
-    holds; ``score_threshold``: the least recall score they need (``None``: any).
-    ``max_tokens``: the most tokens ``update_context`` adds. ``query_messages``: how many of the
-    latest user messages make its query. ``importance``: the importance of added facts
-    (``None``: the memory's importance scorer decides).
+    holds; ``score_threshold``: the least ``score`` (similarity to the query) they need
+    (``None``: any). ``max_tokens``: the most tokens ``update_context`` adds.
+    ``query_messages``: how many of the latest user messages make its query. ``importance``:
+    the importance of added facts (``None``: the memory's importance scorer decides).
+    ``annotate``: add ``score``, ``recall_score``, ``id``, ``tier``, ``created_at`` (and
+    ``status``) to each result's metadata (``False``: a result's metadata is what it was added
+    with). ``sequential``: queries and the context give the latest ``k`` facts, whatever the query.
     """
 
     component_type = "memory"
@@ -257,17 +205,20 @@ class AutoGenMemory(Memory, Component[AutoGenMemoryConfig]):
     component_provider_override = "unified_memory.integrations.autogen.AutoGenMemory"
 
     def __init__(self, memory: Any, *, name: str = "default", k: int = 10, score_threshold: float | None = None,
-                 max_tokens: int = 1000, query_messages: int = 1, importance: float | None = None) -> None:
+                 max_tokens: int = 1000, query_messages: int = 1, importance: float | None = None,
+                 annotate: bool = True, sequential: bool = False) -> None:
         missing = [method for method in _NEEDED if not callable(getattr(memory, method, None))]
         if missing:
             raise wrong_type("memory", "a UnifiedMemory or RemoteMemory (with " + ", ".join(missing) + ")", memory)
         self._memory = memory
         self._name = check_scope_id("name", name)
         self.k = check_limit("k", k)
-        self.score_threshold = _threshold("score_threshold", score_threshold)
+        self.score_threshold = threshold("score_threshold", score_threshold)
         self.max_tokens = check_limit("max_tokens", max_tokens)
         self.query_messages = check_limit("query_messages", query_messages)
         self.importance = check_unit("importance", importance)
+        self.annotate = check_bool("annotate", annotate)
+        self.sequential = check_bool("sequential", sequential)
         self._owns_memory = False
         self._closed = False
 
@@ -299,12 +250,14 @@ class AutoGenMemory(Memory, Component[AutoGenMemoryConfig]):
 
     async def add(self, content: MemoryContent, cancellation_token: CancellationToken | None = None) -> None:
         """Store the content as a long-term fact of the user, with its metadata (see the module docstring)."""
-        text, mime = _stored_text(content)
+        text, mime, padding = stored_text(content)
         metadata = check_metadata("content.metadata", content.metadata)
-        reserved = sorted({NAME_KEY, MIME_KEY} & set(metadata))
+        reserved = sorted(set(RESERVED_KEYS) & set(metadata))
         if reserved:
             raise invalid("content.metadata", f"{reserved} are keys the adapter keeps; use other names")
         metadata.update({NAME_KEY: self._name, MIME_KEY: mime})
+        if padding is not None:
+            metadata[PADDING_KEY] = padding
         try:
             await self._cancellable(self._memory.aremember(text, importance=self.importance, metadata=metadata),
                                     cancellation_token)
@@ -316,9 +269,9 @@ class AutoGenMemory(Memory, Component[AutoGenMemoryConfig]):
 
     async def query(self, query: str | MemoryContent = "", cancellation_token: CancellationToken | None = None,
                     **kwargs: Any) -> MemoryQueryResult:
-        """The memories relevant to the query, best first (options: ``k``, ``score_threshold``,
-        ``where``, ``tiers``; see the module docstring)."""
-        text = _query_text(query)
+        """The memories relevant to the query, best first (options: ``k``, ``score_threshold`` or
+        ``distance_threshold``, ``where``, ``tiers``, ``sequential``; see the module docstring)."""
+        text = query_text(query)
         unknown = sorted(set(kwargs) - set(_QUERY_OPTIONS))
         if unknown:
             raise invalid(unknown[0], "is not an option of AutoGenMemory.query (it takes " +
@@ -327,39 +280,74 @@ class AutoGenMemory(Memory, Component[AutoGenMemoryConfig]):
         if len(counts) > 1:
             raise invalid(counts[1], f"gives the number of results again (with {counts[0]}); give one of them")
         k = check_limit(counts[0], kwargs[counts[0]]) if counts else self.k
-        threshold = (_threshold("score_threshold", kwargs["score_threshold"]) if "score_threshold" in kwargs
-                     else self.score_threshold)
+        least = self._least_score(kwargs)
         where = kwargs.get("where")
         if where is not None and not isinstance(where, Mapping):
             raise wrong_type("where", "a dict of metadata values", where)
-        tiers = kwargs.get("tiers") or "long_term"
+        sequential = (self.sequential if kwargs.get("sequential") is None
+                      else check_bool("sequential", kwargs["sequential"]))
+        if sequential:
+            given = [name for name in ("where", "tiers") if kwargs.get(name) is not None]
+            if given:
+                raise invalid(given[0], "does not apply to a sequential query (the latest facts, whatever they say)")
+            hits = await self._cancellable(self._latest(k), cancellation_token)
+            return MemoryQueryResult(results=[as_content(hit, annotate=self.annotate) for hit in hits])
         if not text.strip():
             return MemoryQueryResult(results=[])
-        hits = await self._cancellable(self._memory.arecall(text, limit=k, tiers=tiers, where=where),
-                                       cancellation_token)
-        return MemoryQueryResult(results=[_content(hit) for hit in hits
-                                          if threshold is None or hit.score >= threshold])
+        hits = await self._cancellable(self._memory.arecall(text, limit=k, tiers=kwargs.get("tiers") or "long_term",
+                                                            where=where), cancellation_token)
+        return MemoryQueryResult(results=[as_content(hit, annotate=self.annotate) for hit in hits
+                                          if least is None or score_of(hit) >= least])
+
+    def _least_score(self, options: Mapping[str, Any]) -> float | None:
+        """A query's least score: ``score_threshold``, or ``1 - distance_threshold`` (a cosine
+        distance, as Redis's memory takes), else the adapter's own."""
+        if "score_threshold" in options and "distance_threshold" in options:
+            raise invalid("distance_threshold", "gives the threshold again (with score_threshold); give one of them")
+        if "distance_threshold" in options:
+            distance = threshold("distance_threshold", options["distance_threshold"])
+            return None if distance is None else 1.0 - distance
+        if "score_threshold" in options:
+            return threshold("score_threshold", options["score_threshold"])
+        return self.score_threshold
+
+    async def _latest(self, k: int) -> list[RecallHit]:
+        """The latest ``k`` active facts of the user, oldest first (scored by their importance)."""
+        total = await self._memory.acount_facts()
+        return [fact_hit(fact) for fact in await self._memory.afacts(limit=k, offset=max(0, total - k))]
 
     async def update_context(self, model_context: ChatCompletionContext) -> UpdateContextResult:
         """Add the memory's context block for the latest user message(s) (with no message to
-        query by, the most important facts) as a system message; returns the memories in it
-        (none, and nothing added, when nothing is relevant)."""
+        query by, the most important facts; ``sequential``: the latest facts) as a system
+        message; returns the memories in it (none, and nothing added, when nothing is relevant)."""
         if not isinstance(model_context, ChatCompletionContext):
             raise wrong_type("model_context", "ChatCompletionContext", model_context)
         query = self._context_query(await model_context.get_messages()) or None
-        nothing = UpdateContextResult(memories=MemoryQueryResult(results=[]))
-        limit = self.k
-        if query is not None and self.score_threshold is not None:  # the block holds recall's best `limit`
+        if self.sequential:
+            block = self._block(None, await self._latest(self.k))
+        elif query is not None and self.score_threshold is not None:  # the hits that reach it, in the block
             hits = await self._memory.arecall(query, limit=self.k)
-            limit = sum(1 for hit in hits if hit.score >= self.score_threshold)
-            if not limit:
-                return nothing
-        block = await self._memory.acontext(query, max_tokens=self.max_tokens, include_conversation=False,
-                                            limit=limit)
+            block = self._block(query, [hit for hit in hits if score_of(hit) >= self.score_threshold])
+        else:
+            block = await self._memory.acontext(query, max_tokens=self.max_tokens, include_conversation=False,
+                                                limit=self.k)
         if not block.text:
-            return nothing
+            return UpdateContextResult(memories=MemoryQueryResult(results=[]))
         await model_context.add_message(SystemMessage(content=block.text))
-        return UpdateContextResult(memories=MemoryQueryResult(results=[_content(hit) for hit in block.hits]))
+        return UpdateContextResult(memories=MemoryQueryResult(
+            results=[as_content(hit, annotate=self.annotate) for hit in block.hits]))
+
+    def _block(self, query: str | None, hits: Sequence[RecallHit]) -> ContextBlock:
+        """The memory's context block of these hits (its layout; the memory's token counter and
+        context settings when it has them, else chars/4 and the defaults)."""
+        sections: dict[str, list[RecallHit]] = {"facts": [], "entities": [], "episodes": []}
+        for hit in hits:
+            sections[_SECTIONS.get(hit.tier, "episodes")].append(hit)
+        settings = getattr(getattr(self._memory, "config", None), "context", None)
+        counter = getattr(self._memory, "count_tokens", None)
+        return assemble(query=query, max_tokens=self.max_tokens, sections=sections, conversation=[],
+                        count_tokens=counter if callable(counter) else chars_per_token_counter,
+                        config=settings if isinstance(settings, ContextConfig) else ContextConfig())
 
     def _context_query(self, messages: Sequence[Any]) -> str:
         """The latest ``query_messages`` user messages with text (the latest assistant ones when
@@ -451,7 +439,8 @@ class AutoGenMemory(Memory, Component[AutoGenMemoryConfig]):
         settings = getattr(memory, "config", None) if url is None else None
         return AutoGenMemoryConfig(
             name=self._name, k=self.k, score_threshold=self.score_threshold, max_tokens=self.max_tokens,
-            query_messages=self.query_messages, importance=self.importance,
+            query_messages=self.query_messages, importance=self.importance, annotate=self.annotate,
+            sequential=self.sequential,
             path=None if url is not None else _without_password(getattr(memory, "path", None)),
             url=url if isinstance(url, str) else None, user_id=getattr(memory, "user_id", "default"),
             agent_id=getattr(memory, "agent_id", None), session_id=getattr(memory, "session_id", None),
@@ -477,7 +466,7 @@ class AutoGenMemory(Memory, Component[AutoGenMemoryConfig]):
         try:
             adapter = cls(memory, name=config.name, k=config.k, score_threshold=config.score_threshold,
                           max_tokens=config.max_tokens, query_messages=config.query_messages,
-                          importance=config.importance)
+                          importance=config.importance, annotate=config.annotate, sequential=config.sequential)
         except BaseException:
             memory.close()
             raise
