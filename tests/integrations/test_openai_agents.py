@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
+import threading
 from typing import Any
 
 import pytest
@@ -217,6 +218,28 @@ def test_concurrent_writers_lose_nothing(make_memory):
 
     run(write_all())
     assert sorted(item["content"] for item in run(session.get_items())) == sorted(f"message {i}" for i in range(12))
+
+
+def test_one_session_object_serves_threads_each_with_its_own_event_loop(make_memory):
+    """As with ``Runner.run_sync`` from several threads: every thread's items are kept."""
+    session = MemorySession("s1", memory=make_memory(), extract=False)
+    failures: list[BaseException] = []
+
+    def worker(name: str) -> None:
+        try:
+            for i in range(3):
+                asyncio.run(session.add_items([user(f"{name} {i}")]))
+        except BaseException as exc:  # noqa: BLE001 - reported by the assertion below
+            failures.append(exc)
+
+    threads = [threading.Thread(target=worker, args=(name,)) for name in ("one", "two")]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+    assert failures == []
+    assert sorted(item["content"] for item in run(session.get_items())) == [
+        f"{name} {i}" for name in ("one", "two") for i in range(3)]
 
 
 def test_unicode_and_special_characters_round_trip(make_memory):
