@@ -70,7 +70,7 @@ try:
     from crewai.memory.unified_memory import Memory  # type: ignore[import-not-found,unused-ignore]
     from crewai.memory.utils import join_scope_paths  # type: ignore[import-not-found,unused-ignore]
     from pydantic import ConfigDict, Field, PrivateAttr, ValidationError, field_validator
-except ImportError as exc:  # tests/integrations/test_without_frameworks.py
+except ImportError as exc:  # tests/integrations/test_crewai_install_hint.py
     raise DependencyError(f"unified_memory.integrations.crewai needs crewai: {INSTALL_HINT}") from exc
 
 __all__ = ["CrewMemory", "INSTALL_HINT", "NAME_KEY", "RECORD_KEY"]
