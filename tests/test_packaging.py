@@ -17,7 +17,7 @@ ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("scoring", "tiers", "unified_memory")
 HEAVY = ("torch", "sentence_transformers", "chromadb", "redis", "openai", "sklearn", "fastapi", "uvicorn", "starlette",
          "httpx", "mcp", "llama_index", "agents", "langgraph", "langchain_core", "psycopg", "psycopg_pool",
-         "usearch", "faiss")
+         "usearch", "faiss", "crewai")
 
 
 def run_python(code: str) -> subprocess.CompletedProcess:
@@ -82,9 +82,24 @@ def _modules():
             yield info.name
 
 
+def _import(name: str):
+    """The module, or None for an adapter whose framework is installed in an environment of its own
+    (unified_memory.integrations.crewai: CrewAI pins mcp<2, the server extra needs mcp>=2.3)."""
+    from unified_memory.errors import DependencyError
+
+    try:
+        return importlib.import_module(name)
+    except DependencyError:
+        if name != "unified_memory.integrations.crewai":
+            raise
+        return None
+
+
 @pytest.mark.parametrize("name", list(_modules()))
 def test_docstring_examples_run(name):
-    module = importlib.import_module(name)
+    module = _import(name)
+    if module is None:
+        pytest.skip(f"{name}: its framework is not installed here")
     result = doctest.testmod(module, optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
     assert result.failed == 0
 
@@ -93,7 +108,7 @@ def test_every_public_function_has_a_docstring():
     import inspect
 
     for name in _modules():
-        module = importlib.import_module(name)
+        module = _import(name)
         for attr in getattr(module, "__all__", []):
             obj = getattr(module, attr)
             if inspect.isfunction(obj) or inspect.isclass(obj):

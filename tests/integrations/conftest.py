@@ -57,12 +57,14 @@ _TEST_NUMBERS = itertools.count(1)
 
 @pytest.fixture(scope="module")
 def memory_service(tmp_path_factory):
-    """One service (``unified-memory serve``, lexical) per test module, on a SQLite file of its own;
-    tests keep apart by user: ``make_memory`` gives each test users of its own."""
-    pytest.importorskip("fastapi", reason="the service needs the server extra")
+    """One service (``unified-memory serve``, lexical, without MCP: no adapter uses it, and CrewAI's
+    environment has an mcp our MCP server does not run on) per test module, on a SQLite file of its
+    own; tests keep apart by user: ``make_memory`` gives each test users of its own."""
+    pytest.importorskip("fastapi", reason="the service needs the http extra")
     from unified_memory.service.background import ServiceProcess
 
-    with ServiceProcess(tmp_path_factory.mktemp("service") / "memory.db") as service:
+    with ServiceProcess(tmp_path_factory.mktemp("service") / "memory.db",
+                        args=("--retrieval", "lexical", "--no-mcp")) as service:
         yield service
 
 

@@ -36,18 +36,6 @@ def _crewai_offline(monkeypatch, tmp_path):
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
 
 
-@pytest.fixture(scope="module")
-def memory_service(tmp_path_factory):
-    """The module's service without its MCP endpoint: CrewAI's environment has mcp 1.x, which our MCP
-    server does not run on (RemoteMemory does not use it)."""
-    pytest.importorskip("fastapi", reason="the service needs the server extra")
-    from unified_memory.service.background import ServiceProcess
-
-    with ServiceProcess(tmp_path_factory.mktemp("service") / "memory.db",
-                        args=("--retrieval", "lexical", "--no-mcp")) as service:
-        yield service
-
-
 class CannedLLM(BaseLLM):
     """A stand-in model: answers each call with the next canned reply, and keeps the prompts."""
 
