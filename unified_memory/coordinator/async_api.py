@@ -239,9 +239,11 @@ class AsyncAPI(ItemsAPI):
         days: float | None = None,
         where: Mapping[str, Any] | None = None,
         as_of: datetime | str | float | None = None,
+        diversify: bool = True,
     ) -> list[RecallHit]:
         """Async :meth:`recall` (runs in a worker thread)."""
-        return await self._run(self.recall, query, limit=limit, tiers=tiers, days=days, where=where, as_of=as_of)
+        return await self._run(self.recall, query, limit=limit, tiers=tiers, days=days, where=where, as_of=as_of,
+                               diversify=diversify)
 
     async def acontext(
         self,

@@ -109,7 +109,7 @@ class ReadingAPI:
 
     def recall(self, query: str, *, limit: int = 10, tiers: Sequence[str] | str | None = None,
                days: float | None = None, where: Mapping[str, Any] | None = None,
-               as_of: datetime | str | float | None = None) -> list[RecallHit]:
+               as_of: datetime | str | float | None = None, diversify: bool = True) -> list[RecallHit]:
         """Federated recall over the tiers, best first; each hit explains its score.
 
         ``tiers`` restricts to some of ``short_term``, ``long_term``, ``entity``,
@@ -122,6 +122,10 @@ class ReadingAPI:
         since is current then), the messages, entities and relations there were;
         ``days`` and times the question names count back from it. Looking back does not
         count as a use of the facts found.
+
+        ``diversify`` (default): a hit that restates a better one (most of its words) is
+        pushed down (``RankingConfig.diversity``, noted as ``redundancy_penalty``);
+        ``diversify=False`` ranks by relevance alone, as a search does.
 
         >>> from unified_memory import UnifiedMemory
 
@@ -141,6 +145,7 @@ class ReadingAPI:
         check_text("query", query)
         check_limit("limit", limit)
         chosen = check_tiers("tiers", tiers)
+        check_bool("diversify", diversify)
         moment = parse_when("as_of", as_of)
         since = self._since(days, until=moment)
         if where is not None and not isinstance(where, Mapping):
@@ -153,7 +158,7 @@ class ReadingAPI:
         hits = federated_recall(
             RecallRequest(query=search_query, scope=self._view.scope, limit=max(limit, depth), now=now, tiers=chosen,
                           since=since, where=dict(where) if where else None, mode=backend.mode, vector=vector,
-                          asked=query, as_of=moment),
+                          asked=query, as_of=moment, diversify=diversify),
             (backend.facts, backend.graph, backend.window), ranking=backend.config.ranking)
         if backend.reranker is not None:
             hits = rerank(backend.reranker, query, hits, depth=depth)

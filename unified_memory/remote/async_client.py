@@ -102,10 +102,10 @@ class AsyncTwins:
 
     async def arecall(self, query: str, *, limit: int = 10, tiers: Sequence[str] | str | None = None,
                       days: float | None = None, where: Mapping[str, Any] | None = None,
-                      as_of: datetime | str | float | None = None) -> list[RecallHit]:
+                      as_of: datetime | str | float | None = None, diversify: bool = True) -> list[RecallHit]:
         """Async :meth:`recall`."""
         return await self._asend(wire.recall(
-            query, limit=limit, tiers=tiers, days=days, where=where, as_of=as_of))
+            query, limit=limit, tiers=tiers, days=days, where=where, as_of=as_of, diversify=diversify))
 
     async def acontext(self, query: str | None = None, *, max_tokens: int | None = None,
                        include_conversation: bool = True, limit: int | None = None,

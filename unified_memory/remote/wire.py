@@ -250,11 +250,12 @@ def _where(where: Any) -> dict[str, Any] | None:
     return check_metadata("where", where)
 
 
-def recall(query: Any, *, limit: Any, tiers: Any, days: Any, where: Any, as_of: Any) -> Call[list[RecallHit]]:
-    """``POST /recall``."""
+def recall(query: Any, *, limit: Any, tiers: Any, days: Any, where: Any, as_of: Any,
+           diversify: Any = True) -> Call[list[RecallHit]]:
+    """``POST /recall`` (``diversify`` is sent only when off: the service's default is on)."""
     body = {"query": check_text("query", query), "limit": check_limit("limit", limit), "tiers": _tiers(tiers),
             "days": None if days is None else _number("days", days), "where": _where(where),
-            "as_of": parse_when("as_of", as_of)}
+            "as_of": parse_when("as_of", as_of), "diversify": None if check_bool("diversify", diversify) else False}
     return Call("POST", "/recall", lambda answer: [RecallHit.model_validate(h) for h in answer["hits"]],
                 json=_drop_none(body))
 

@@ -16,7 +16,7 @@
    lowers items from outside it by up to ``temporal_weight``.
 5. Candidates with no relevance (no word of the query matched, and the meaning is no
    closer than ``dense_floor``) are dropped: fewer than ``limit`` hits rather than padding.
-6. One hit per source turn, then maximal marginal relevance (``diversity``).
+6. One hit per source turn, then maximal marginal relevance (``diversity``; not if ``diversify=False``).
 
 Messages in the asking conversation's window are ``short_term`` hits, other
 logged messages ``episodic`` ones, so one message is never reported twice.
@@ -73,7 +73,7 @@ class RecallRequest:
     the retrieval method (``lexical``, ``embedding`` or ``hybrid``) and ``vector`` the
     query's embedding when the mode uses one. ``as_of`` (seconds) asks what was true
     then (see :class:`~tiers.candidates.CandidateQuery`): the tiers return what stood
-    then, and recency and times named in the question count from it."""
+    then, and recency and times named in the question count from it. ``diversify=False``: by score alone."""
 
     query: str
     scope: Scope
@@ -86,6 +86,7 @@ class RecallRequest:
     vector: Any = None
     asked: str | None = None
     as_of: float | None = None
+    diversify: bool = True
 
     @property
     def moment(self) -> float:
@@ -284,8 +285,7 @@ def federated_recall(request: RecallRequest, sources: Sequence[RecallSource], *,
     wants, best first (ties: tier, then id). Each source returns typed candidates (see
     :mod:`tiers.candidates`); the BM25 scores of one source's search are normalised
     together; a source that links items (the entity graph) is followed for graph hops."""
-    wanted = frozenset(request.tiers)
-    limit = request.limit
+    wanted, limit, diversity = frozenset(request.tiers), request.limit, ranking.diversity * request.diversify
     mode = _SEARCH_MODES.get(request.mode)
     if mode is None:
         raise ValueError(f"mode: expected one of {sorted(_SEARCH_MODES)}, got {request.mode!r}")
@@ -321,7 +321,7 @@ def federated_recall(request: RecallRequest, sources: Sequence[RecallSource], *,
     # nothing of the query matched: not a hit (unless it holds the value of history that matched)
     hits = [hit for hit in hits if _relevance_of(hit) > 0 or "successor_of" in hit.notes]
     hits.sort(key=lambda h: (-h.score, TIER_ORDER[h.tier], h.id))
-    return [_recall_hit(hit) for hit in _diverse(_one_per_source(hits), limit, ranking.diversity)]
+    return [_recall_hit(hit) for hit in _diverse(_one_per_source(hits), limit, diversity)]
 
 
 _KINDS: dict[tuple[type, type], bool] = {}

@@ -157,7 +157,7 @@ async def forget_items(body: ForgetIn, mem: Memory) -> Deleted:
 @router.post("/recall", response_model=RecallOut, summary="Federated recall over the tiers")
 async def recall(body: RecallIn, mem: Memory) -> Response:
     hits = await mem.arecall(body.query, limit=body.limit, tiers=body.tiers, days=body.days, where=body.where,
-                             as_of=body.as_of)
+                             as_of=body.as_of, diversify=body.diversify)
     return _listing("hits", hits)
 
 

@@ -84,6 +84,7 @@ class RecallIn(_Body):
     days: float | None = None
     where: dict[str, Any] | None = None
     as_of: Moment = None
+    diversify: bool = True
 
 
 class ContextIn(_Body):
