@@ -220,6 +220,82 @@ def test_add_memory_stores_facts_and_delete_memory_forgets_one(make_memory):
     assert logged(memory, "s1") == []  # a deleted event is not logged again
 
 
+# --- what a search returns -------------------------------------------------------------------------
+
+
+def test_search_returns_the_memories_that_match_the_query_themselves_and_fills_the_limit(make_memory):
+    """A turn is searched with its neighbours (the memory's recall brings them along); a search
+    returns only turns that match the query themselves, and still up to ``limit`` of them."""
+    memory = make_memory("ada")
+    service = UnifiedMemoryService(memory, limit=3, extract=False)
+    events = [said("o", "user", "My orchid plant needs misting"), said("n", "helper", "Noted."),
+              said("t", "user", "Thanks")]
+    events += [said(f"p{i}", "user", f"I water the {name} plant on day {i}")
+               for i, name in enumerate(["fern", "cactus", "basil", "ivy"])]
+    run(service.add_session_to_memory(session(memory, "s1", *events)))
+    recalled = memory.scoped(agent_id=APP).recall("orchid plant", limit=3, diversify=False)
+    assert [h.text for h in recalled] == ["My orchid plant needs misting", "Noted.", "Thanks"]
+    assert [h.components["own_match"] for h in recalled] == [True, False, False]  # came along with the orchid
+    found = [text(e) for e in search(service, memory, "orchid plant")]
+    assert len(found) == 3 and found[0] == "My orchid plant needs misting"
+    assert all("plant" in line for line in found)
+    assert [text(e) for e in search(service, memory, "noted")] == ["Noted."]
+
+
+def test_search_ranks_by_relevance_without_pushing_restatements_down(make_memory):
+    memory = make_memory("ada")
+    said_ = ["Our flight to Oslo is booked.", "Booked.", "Our flight status to Oslo is booked."]
+    run(UnifiedMemoryService(memory).add_session_to_memory(
+        session(memory, "s1", *[said(f"e{i}", "user", line) for i, line in enumerate(said_)])))
+    recalled = memory.scoped(agent_id=APP).recall("flight status booked")  # the memory's default: diversified
+    assert [h.text for h in recalled] == ["Our flight status to Oslo is booked.", "Booked.",
+                                          "Our flight to Oslo is booked."]
+    assert recalled[2].components["redundancy_penalty"] > 0  # most of its words are the first's
+    found = search(UnifiedMemoryService(memory), memory, "flight status booked")
+    assert [text(e) for e in found] == ["Our flight status to Oslo is booked.", "Our flight to Oslo is booked.",
+                                        "Booked."]
+    scores = [e.custom_metadata["score"] for e in found]
+    assert scores == sorted(scores, reverse=True)
+    diverse = search(UnifiedMemoryService(memory, diversify=True), memory, "flight status booked")
+    assert [text(e) for e in diverse] == [h.text for h in recalled]
+
+
+class _Topics:
+    """A stand-in embedder: one axis per topic. A dog is close to a pet (cosine 0.9); the chess
+    club leans a little towards pets (cosine 0.2: weaker than the default ``min_similarity``)."""
+
+    name, dim = "topics-3", 3
+
+    def embed(self, texts: list[str]) -> Any:
+        import numpy as np
+
+        rows = []
+        for line in texts:
+            low = line.lower()
+            rows.append([1.0, 0.0, 0.0] if "pet" in low else [0.9, 0.0, 0.436] if "dog" in low else
+                        [0.2, 0.98, 0.0] if "chess" in low else [0.0, 0.0, 1.0])
+        vectors = np.array(rows, dtype=np.float32)
+        return vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+
+
+def test_a_memory_found_by_meaning_alone_needs_min_similarity(make_memory, memory_kind):
+    if memory_kind == "remote":
+        pytest.skip("the module's service retrieves lexically: nothing is found by meaning alone")
+    memory = make_memory("ada", retrieval="hybrid", embedder=_Topics())
+    service = UnifiedMemoryService(memory, extract=False)
+    run(service.add_session_to_memory(session(memory, "s1", said("d", "user", "Biscuit the dog loves the beach"))))
+    run(service.add_session_to_memory(session(memory, "s2", said("c", "user", "Chess club meets on Sundays"))))
+    recalled = memory.scoped(agent_id=APP).recall("Do I have a pet?")
+    assert {h.text for h in recalled} == {"Biscuit the dog loves the beach", "Chess club meets on Sundays"}
+    assert [text(e) for e in search(service, memory, "Do I have a pet?")] == ["Biscuit the dog loves the beach"]
+    lenient = UnifiedMemoryService(memory, min_similarity=0.1)
+    assert [text(e) for e in search(lenient, memory, "Do I have a pet?")] == [
+        "Biscuit the dog loves the beach", "Chess club meets on Sundays"]
+    strict = UnifiedMemoryService(memory, min_similarity=0.95)
+    assert search(strict, memory, "Do I have a pet?") == []
+    assert [text(e) for e in search(strict, memory, "chess club")] == ["Chess club meets on Sundays"]
+
+
 # --- an ADK Runner whose agent finds an earlier session ------------------------------------------
 
 _WORD = re.compile(r"[a-z0-9]+")
@@ -227,18 +303,22 @@ _WORD = re.compile(r"[a-z0-9]+")
 
 class _StandIn(BaseLlm):
     """Answers a question with the remembered line sharing the most words with it: from
-    ``load_memory``'s answer (calling it first) or from ``preload_memory``'s block."""
+    ``load_memory``'s answer to this question (calling it first) or from ``preload_memory``'s block."""
 
     model: str = "stand-in"
 
     async def generate_content_async(self, llm_request: LlmRequest,
                                      stream: bool = False) -> AsyncGenerator[LlmResponse, None]:
-        texts = [p.text for c in llm_request.contents for p in c.parts or [] if p.text]
-        asked = next((t for t in reversed(texts) if "PAST_CONVERSATIONS" not in t), "")
+        contents = llm_request.contents
+        questions = [i for i, c in enumerate(contents) if c.role == "user" and any(
+            p.text and "PAST_CONVERSATIONS" not in p.text for p in c.parts or [])]
+        asked = next((p.text for p in contents[questions[-1]].parts or [] if p.text), "") if questions else ""
         lines: list[str] | None = None
-        for content in llm_request.contents:
+        for i, content in enumerate(contents):
             for part in content.parts or []:
                 if part.function_response is not None and part.function_response.name == "load_memory":
+                    if questions and i < questions[-1]:
+                        continue  # the answer to an earlier question
                     result = part.function_response.response["result"]
                     lines = [text(m) for m in result.memories]
                 elif part.text and "<PAST_CONVERSATIONS>" in part.text:
@@ -298,7 +378,10 @@ def test_bad_arguments_are_the_librarys_errors_naming_the_field():
                                      (dict(memory=mem, tiers=["nope"]), MemoryValueError, "tiers"),
                                      (dict(memory=mem, per_app="yes"), MemoryTypeError, "per_app"),
                                      (dict(memory=mem, extract="no"), MemoryTypeError, "extract"),
-                                     (dict(memory=mem, log_tools=1), MemoryTypeError, "log_tools")]:
+                                     (dict(memory=mem, log_tools=1), MemoryTypeError, "log_tools"),
+                                     (dict(memory=mem, min_similarity=1.5), MemoryValueError, "min_similarity"),
+                                     (dict(memory=mem, min_similarity="0.3"), MemoryTypeError, "min_similarity"),
+                                     (dict(memory=mem, diversify="no"), MemoryTypeError, "diversify")]:
             with pytest.raises(error) as caught:
                 UnifiedMemoryService(**kwargs)
             assert caught.value.field == field

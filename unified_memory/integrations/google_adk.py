@@ -24,9 +24,12 @@ is such a service over a :class:`~unified_memory.UnifiedMemory` (or a
   holds across restarts and hosts. A session whose events were removed (a rewind) keeps what was
   logged: only ``delete_memory`` or the memory's ``forget`` delete;
 - ``search_memory`` answers with the memory's recall for the query (facts and past messages,
-  best first, at most ``limit``) as ADK ``MemoryEntry`` items: the text as one part, the author
-  (the ADK author of the message, ``user`` for a fact), the time (ISO 8601), and the id
-  ``delete_memory`` takes;
+  best first by relevance, at most ``limit``) as ADK ``MemoryEntry`` items: the text as one
+  part, the author (the ADK author of the message, ``user`` for a fact), the time (ISO 8601),
+  and the id ``delete_memory`` takes. Each memory returned matches the query itself: by a word
+  of its own, or (with embeddings) by meaning, at a cosine similarity of at least
+  ``min_similarity``; a turn the recall found only through a neighbouring turn that matched is
+  left out, and near-duplicates are not pushed down (``diversify=True`` turns that on);
 - ``add_memory`` stores ``MemoryEntry`` texts as facts (``importance``, ``category``,
   ``ttl_days`` in the custom metadata are the facts' own; a known fact is reinforced, not
   duplicated); ``delete_memory`` forgets one memory of the user by its id.
@@ -55,11 +58,13 @@ from typing import Any
 
 from unified_memory.errors import DependencyError, NotFoundError, UnifiedMemoryError, invalid, wrong_type
 from unified_memory.validation import (
+    MAX_LIMIT,
     check_bool,
     check_json,
     check_limit,
     check_scope_id,
     check_tiers,
+    check_unit,
     to_message,
 )
 
@@ -74,7 +79,8 @@ try:
 except ImportError as exc:  # tests/integrations/test_google_adk.py
     raise DependencyError(f"unified_memory.integrations.google_adk needs google-adk: {INSTALL_HINT}") from exc
 
-__all__ = ["UnifiedMemoryService", "INSTALL_HINT", "DEFAULT_TIERS", "RECORD_NAMESPACE", "METADATA_KEY"]
+__all__ = ["UnifiedMemoryService", "INSTALL_HINT", "DEFAULT_TIERS", "DEFAULT_MIN_SIMILARITY", "RECORD_NAMESPACE",
+           "METADATA_KEY"]
 
 #: The memory methods the service calls (a UnifiedMemory and a RemoteMemory both have them).
 _NEEDED = ("aadd_messages", "arecall", "aremember_many", "aforget", "aepisodes", "aget_item", "aput_item", "scoped")
@@ -87,6 +93,11 @@ METADATA_KEY = "google_adk"
 #: ADK's memory tools: their calls and results are the memory's own answers, never logged again.
 _MEMORY_TOOLS = frozenset({"load_memory", "preload_memory"})
 _FACT_OPTIONS = ("importance", "category", "ttl_days")
+#: The least cosine similarity of a memory ``search_memory`` returns for its meaning alone (no
+#: word of the query in it). Measured with the bundled all-MiniLM-L6-v2: paraphrases that answer
+#: a question ("Do I have a pet?" / "My dog Biscuit loves the beach") score 0.34 and up, and
+#: most unrelated memories a dense search pads its results with score below 0.3.
+DEFAULT_MIN_SIMILARITY = 0.3
 
 
 def _event_key(event: Any) -> str:
@@ -161,6 +172,24 @@ def _event_messages(event: Any, key: str, *, tools: bool, custom: Mapping[str, A
     return messages
 
 
+def _matches_itself(hit: Any, min_similarity: float) -> bool:
+    """Whether a recall hit matches the query itself: a word of the query in its own text (a
+    message is searched with its neighbour turns: ``own_match`` says whether its own text had
+    one), or its meaning (a cosine similarity of at least ``min_similarity``). The present value
+    of a past one that matched (``successor_of``) and an entity reached from a named one
+    (``hop_from``) are the recall's answers to the query: they are kept."""
+    parts = hit.components
+    if "successor_of" in parts or "hop_from" in parts:
+        return True
+    if hit.tier in ("short_term", "episodic"):
+        if parts.get("own_match", True) is not False:
+            return True
+    elif parts.get("matched", "x"):  # the query words its lexical index matched ("" for none)
+        return True
+    cosine = parts.get("cosine")
+    return isinstance(cosine, int | float) and not isinstance(cosine, bool) and cosine >= min_similarity
+
+
 def _content_text(content: Any) -> str:
     parts = getattr(content, "parts", None) or []
     return "\n".join(p.text for p in parts if getattr(p, "text", None) and not getattr(p, "thought", None)).strip()
@@ -197,10 +226,16 @@ class UnifiedMemoryService(BaseMemoryService):
     ``"entity"`` for people and things). ``per_app``: ADK's app is the agent scope (``False``: the
     user's apps share one memory). ``extract``: extract facts from logged events (``None``: the
     memory's setting). ``log_tools``: log function calls and responses besides text.
+    ``min_similarity``: the least cosine similarity (0 to 1) of a memory a search returns for its
+    meaning alone, without a word of the query in it (default :data:`DEFAULT_MIN_SIMILARITY`;
+    with lexical retrieval every memory returned has a word of the query). ``diversify``: push
+    down memories that restate a better one (the memory's ``RankingConfig.diversity``); off, a
+    search ranks by relevance alone.
     """
 
     def __init__(self, memory: Any, *, limit: int = 10, tiers: Sequence[str] | str | None = DEFAULT_TIERS,
-                 per_app: bool = True, extract: bool | None = None, log_tools: bool = True) -> None:
+                 per_app: bool = True, extract: bool | None = None, log_tools: bool = True,
+                 min_similarity: float = DEFAULT_MIN_SIMILARITY, diversify: bool = False) -> None:
         missing = [name for name in _NEEDED if not callable(getattr(memory, name, None))]
         if missing:
             raise wrong_type("memory", "a UnifiedMemory or RemoteMemory (with " + ", ".join(missing) + ")", memory)
@@ -212,6 +247,8 @@ class UnifiedMemoryService(BaseMemoryService):
             raise wrong_type("extract", "bool or None", extract)
         self.extract = extract
         self.log_tools = check_bool("log_tools", log_tools)
+        self.min_similarity = check_unit("min_similarity", min_similarity, optional=False)
+        self.diversify = check_bool("diversify", diversify)
         # one write per (loop, user, app, session) at a time in this process; entries live while used
         self._locks: weakref.WeakValueDictionary[tuple[Any, ...], asyncio.Lock] = weakref.WeakValueDictionary()
 
@@ -360,12 +397,15 @@ class UnifiedMemoryService(BaseMemoryService):
     # -- reading --------------------------------------------------------------------------------
 
     async def search_memory(self, *, app_name: str, user_id: str, query: str) -> SearchMemoryResponse:
-        """The user's memories in this app relevant to ``query``, best first (at most ``limit``;
-        none for a blank query)."""
+        """The user's memories in this app that match ``query`` themselves, best first (at most
+        ``limit``; none for a blank query)."""
         memory = self._scoped(app_name, user_id)
         if not isinstance(query, str):
             raise wrong_type("query", "str", query)
         if not query.strip():
             return SearchMemoryResponse()
-        hits = await memory.arecall(query, limit=self.limit, tiers=list(self.tiers))
-        return SearchMemoryResponse(memories=[_entry(hit) for hit in hits])
+        # neighbour turns found with a matching one are dropped: ask for more so ``limit`` still fills
+        hits = await memory.arecall(query, limit=min(3 * self.limit, MAX_LIMIT), tiers=list(self.tiers),
+                                    diversify=self.diversify)
+        kept = [hit for hit in hits if _matches_itself(hit, self.min_similarity)][:self.limit]
+        return SearchMemoryResponse(memories=[_entry(hit) for hit in kept])
