@@ -78,6 +78,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from unified_memory.config import ContextConfig
 from unified_memory.errors import DependencyError, UnifiedMemoryError, invalid, wrong_type
+from unified_memory.integrations._checks import check_memory
 from unified_memory.retrieval.context import assemble
 from unified_memory.retrieval.tokens import chars_per_token_counter
 from unified_memory.types import ContextBlock, RecallHit
@@ -207,10 +208,7 @@ class AutoGenMemory(Memory, Component[AutoGenMemoryConfig]):
     def __init__(self, memory: Any, *, name: str = "default", k: int = 10, score_threshold: float | None = None,
                  max_tokens: int = 1000, query_messages: int = 1, importance: float | None = None,
                  annotate: bool = True, sequential: bool = False) -> None:
-        missing = [method for method in _NEEDED if not callable(getattr(memory, method, None))]
-        if missing:
-            raise wrong_type("memory", "a UnifiedMemory or RemoteMemory (with " + ", ".join(missing) + ")", memory)
-        self._memory = memory
+        self._memory = check_memory(memory, _NEEDED)
         self._name = check_scope_id("name", name)
         self.k = check_limit("k", k)
         self.score_threshold = threshold("score_threshold", score_threshold)

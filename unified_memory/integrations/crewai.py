@@ -50,7 +50,8 @@ from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-from unified_memory.errors import DependencyError, MemoryValueError, NotFoundError, invalid, wrong_type
+from unified_memory.errors import DependencyError, NotFoundError, invalid, wrong_type
+from unified_memory.integrations._checks import check_memory, library_error
 from unified_memory.validation import check_limit, check_metadata, check_scope_id, check_tiers, check_unit
 
 INSTALL_HINT = 'pip install "unified-memory[crewai]"'
@@ -276,21 +277,12 @@ class CrewMemory(Memory):
         try:
             super().__init__(**data)
         except ValidationError as exc:  # the library's error, naming the field
-            first = exc.errors()[0]
-            name = ".".join(str(part) for part in first["loc"]) or "CrewMemory"
-            cause = first.get("ctx", {}).get("error")
-            if isinstance(cause, MemoryValueError | TypeError) and getattr(cause, "field", None):
-                raise cause from None
-            message = str(first["msg"]).removeprefix("Value error, ").removeprefix(f"{name}: ")
-            raise MemoryValueError(f"{name}: {message}", field=name) from None
+            raise library_error(exc, "CrewMemory") from None
 
     @field_validator("memory", mode="plain")
     @classmethod
     def _memory_like(cls, value: Any) -> Any:
-        missing = [method for method in _NEEDED if not callable(getattr(value, method, None))]
-        if missing:
-            raise wrong_type("memory", "a UnifiedMemory or RemoteMemory (with " + ", ".join(missing) + ")", value)
-        return value
+        return check_memory(value, _NEEDED)
 
     @field_validator("user_id", "name", "tiers", "score_threshold", "importance", mode="plain")
     @classmethod

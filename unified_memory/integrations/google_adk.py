@@ -57,6 +57,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from unified_memory.errors import DependencyError, NotFoundError, UnifiedMemoryError, invalid, wrong_type
+from unified_memory.integrations._checks import check_memory
 from unified_memory.validation import (
     MAX_LIMIT,
     check_bool,
@@ -236,10 +237,7 @@ class UnifiedMemoryService(BaseMemoryService):
     def __init__(self, memory: Any, *, limit: int = 10, tiers: Sequence[str] | str | None = DEFAULT_TIERS,
                  per_app: bool = True, extract: bool | None = None, log_tools: bool = True,
                  min_similarity: float = DEFAULT_MIN_SIMILARITY, diversify: bool = False) -> None:
-        missing = [name for name in _NEEDED if not callable(getattr(memory, name, None))]
-        if missing:
-            raise wrong_type("memory", "a UnifiedMemory or RemoteMemory (with " + ", ".join(missing) + ")", memory)
-        self.memory = memory
+        self.memory = check_memory(memory, _NEEDED)
         self.limit = check_limit("limit", limit)
         self.tiers = check_tiers("tiers", tiers)
         self.per_app = check_bool("per_app", per_app)

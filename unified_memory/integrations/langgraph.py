@@ -63,6 +63,7 @@ from typing import Any, cast
 
 from tiers.item_checks import ROOT_PATH, check_index
 from unified_memory.errors import DependencyError, MemoryValueError, invalid, wrong_type
+from unified_memory.integrations._checks import check_memory
 
 INSTALL_HINT = 'pip install "unified-memory[langgraph]"'
 
@@ -224,9 +225,7 @@ class MemoryStore(BaseStore):
 
     def __init__(self, memory: Any, *, user_label: int | None = None,
                  ttl: TTLConfig | Mapping[str, Any] | None = None, index: Mapping[str, Any] | None = None) -> None:
-        missing = [name for name in _NEEDED if not callable(getattr(memory, name, None))]
-        if missing:
-            raise wrong_type("memory", "a UnifiedMemory or RemoteMemory (with " + ", ".join(missing) + ")", memory)
+        check_memory(memory, _NEEDED)
         if user_label is not None and (isinstance(user_label, bool) or not isinstance(user_label, int)):
             raise wrong_type("user_label", "int or None", user_label)
         if user_label is not None and user_label < 0:

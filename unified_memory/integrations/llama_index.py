@@ -35,7 +35,8 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from unified_memory.errors import DependencyError, MemoryValueError, wrong_type
+from unified_memory.errors import DependencyError
+from unified_memory.integrations._checks import check_memory, library_error
 from unified_memory.validation import check_limit
 
 INSTALL_HINT = 'pip install "unified-memory[llama-index]"'
@@ -102,18 +103,12 @@ class MemoryBlock(BaseMemoryBlock[str]):
         try:
             super().__init__(**data)
         except ValidationError as exc:  # the library's error, naming the field
-            first = exc.errors()[0]
-            name = ".".join(str(part) for part in first["loc"]) or "MemoryBlock"
-            message = str(first["msg"]).removeprefix("Value error, ").removeprefix(f"{name}: ")
-            raise MemoryValueError(f"{name}: {message}", field=name) from None
+            raise library_error(exc, "MemoryBlock") from None
 
     @field_validator("memory")
     @classmethod
     def _memory_like(cls, value: Any) -> Any:
-        missing = [name for name in _NEEDED if not callable(getattr(value, name, None))]
-        if missing:
-            raise wrong_type("memory", "a UnifiedMemory or RemoteMemory", value)
-        return value
+        return check_memory(value, _NEEDED)
 
     @field_validator("max_tokens", "query_messages")
     @classmethod

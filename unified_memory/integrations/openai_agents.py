@@ -48,6 +48,7 @@ from unified_memory.errors import (
     wrong_type,
 )
 from unified_memory.extraction.summarizers import ExtractiveSummarizer, llm_compact_fn, summarizer_compact_fn
+from unified_memory.integrations._checks import check_memory
 from unified_memory.retrieval.tokens import chars_per_token_counter, message_tokens
 from unified_memory.types import Episode, Message
 from unified_memory.validation import check_text
@@ -175,9 +176,7 @@ class MemorySession:
                  count_tokens: Callable[[str], int] | None = None, extract: bool | None = None,
                  session_settings: SessionSettings | Mapping[str, Any] | None = None) -> None:
         check_text("session_id", session_id)
-        missing = [name for name in _NEEDED if not callable(getattr(memory, name, None))]
-        if missing:
-            raise wrong_type("memory", "a UnifiedMemory or RemoteMemory (with " + ", ".join(missing) + ")", memory)
+        check_memory(memory, _NEEDED)
         for field, hook in (("compact_fn", compact_fn), ("count_tokens", count_tokens)):
             if hook is not None and not callable(hook):
                 raise wrong_type(field, "callable", hook)
