@@ -26,12 +26,15 @@ import numpy as np
 
 from unified_memory.errors import invalid, wrong_type
 
-__all__ = ["MAX_VECTORS", "MAX_DIMS", "check_vectors", "check_query_vector", "encode_vectors", "decode_vectors",
-           "best_cosine"]
+__all__ = ["MAX_VECTORS", "MAX_DIMS", "DISTANCE_TYPES", "check_vectors", "check_query_vector", "check_distance_type",
+           "encode_vectors", "decode_vectors", "best_cosine", "best_score"]
 
 #: The most vectors one item may carry (one per indexed text), and the longest vector.
 MAX_VECTORS = 1024
 MAX_DIMS = 8192
+#: How a search scores an item's closest vector (pgvector's and LangGraph's names): ``cosine``
+#: similarity, ``inner_product`` (the dot product), ``l2`` (minus the Euclidean distance).
+DISTANCE_TYPES = ("cosine", "inner_product", "l2")
 
 
 def _vector(field: str, value: Any) -> np.ndarray:
@@ -74,6 +77,13 @@ def check_query_vector(field: str, value: Any) -> np.ndarray | None:
     return None if value is None else _vector(field, value)
 
 
+def check_distance_type(field: str, value: Any) -> str:
+    """One of :data:`DISTANCE_TYPES`."""
+    if value not in DISTANCE_TYPES:
+        raise invalid(field, f"must be one of {', '.join(DISTANCE_TYPES)}, got {value!r:.40}")
+    return str(value)
+
+
 def encode_vectors(vectors: list[np.ndarray] | None) -> str | None:
     """The stored form: ``{"dims": n, "data": base64 of the float32 values, row after row}``."""
     if not vectors:
@@ -107,3 +117,21 @@ def best_cosine(matrix: np.ndarray | None, query: np.ndarray) -> float | None:
     norms = np.linalg.norm(rows, axis=1) * (np.linalg.norm(wanted) or 1.0)
     sims = rows @ wanted / np.where(norms > 0, norms, 1.0)
     return float(np.max(sims))
+
+
+def best_score(matrix: np.ndarray | None, query: np.ndarray, distance_type: str = "cosine") -> float | None:
+    """The score of the closest row by ``distance_type`` (higher is closer): the cosine similarity,
+    the dot product, or minus the Euclidean distance (``None`` as in :func:`best_cosine`).
+
+    >>> rows = decode_vectors(encode_vectors([np.array([3.0, 4.0])]))
+    >>> best_score(rows, np.array([0.0, 1.0]), "inner_product"), best_score(rows, np.array([3.0, 0.0]), "l2")
+    (4.0, -4.0)
+    """
+    if distance_type == "cosine":
+        return best_cosine(matrix, query)
+    if matrix is None or matrix.shape[1] != query.shape[0]:
+        return None
+    rows, wanted = matrix.astype(np.float64), query.astype(np.float64)
+    if distance_type == "inner_product":
+        return float(np.max(rows @ wanted))
+    return float(-np.min(np.linalg.norm(rows - wanted, axis=1)))

@@ -15,7 +15,8 @@ similarities are mapped through the ranking's calibrated floor and ceiling). Ite
 after, closest first, then most recently updated.
 
 An item's ``score`` (with a query) is that cosine similarity when there is one (LangGraph's
-stores score so), else its BM25 relevance in [0, 1]; ``None`` for an item with nothing indexed
+stores score so; with ``distance_type``, the dot product or minus the Euclidean distance of the
+closest vector instead), else its BM25 relevance in [0, 1]; ``None`` for an item with nothing indexed
 (``index=False``). ``ranking`` holds the parts of the order: ``fused``, ``lexical``,
 ``dense`` (the cosine, or ``None``) and ``recency``.
 
@@ -54,7 +55,15 @@ from tiers.item_checks import (
     searchable_text,
     split,
 )
-from tiers.item_vectors import best_cosine, check_query_vector, check_vectors, decode_vectors, encode_vectors
+from tiers.item_vectors import (
+    best_cosine,
+    best_score,
+    check_distance_type,
+    check_query_vector,
+    check_vectors,
+    decode_vectors,
+    encode_vectors,
+)
 from tiers.storage import Storage
 from unified_memory.errors import StorageError
 
@@ -191,22 +200,24 @@ class KeyedItems:
     def search(self, user_id: str, namespace_prefix: Sequence[str], *, query: str | None = None,
                filter: Mapping[str, Any] | None = None, limit: int = 10, offset: int = 0, now: float,
                refresh_ttl: bool = True, similarity: Similarity | None = None,
-               query_vector: Any = None) -> list[ItemRow]:
+               query_vector: Any = None, distance_type: str = "cosine") -> list[ItemRow]:
         """The live items under ``namespace_prefix`` (``()``: all) whose value passes ``filter``
         (:func:`~tiers.item_checks.matches`): ranked by ``query`` when given (see the module
         docstring; ``query_vector``: the query as the caller's embedder sees it, compared with the
-        items' stored vectors), else most recently updated first; ``offset`` / ``limit`` apply
-        after ranking. ``refresh_ttl`` restarts the TTL of the items returned."""
+        items' stored vectors; ``distance_type``: how their score says how close they are), else most
+        recently updated first; ``offset`` / ``limit`` apply after ranking. ``refresh_ttl`` restarts
+        the TTL of the items returned."""
         prefix = check_namespace("namespace_prefix", namespace_prefix, empty=True)
         wanted = check_filter("filter", filter)
         vector = check_query_vector("query_vector", query_vector)
+        metric = check_distance_type("distance_type", distance_type)
         where, params = _prefix_where(prefix)
         rows = self.storage.query(
             f"SELECT {_COLUMNS} FROM keyed_items WHERE user_id = ?{where} AND {_LIVE} "
             "ORDER BY updated_at DESC, seq DESC", [user_id, *params, now])
         candidates = [(row, item) for row in rows if matches((item := self._row(row)).value, wanted)]
         if query is not None and query.strip():
-            ranked = self._rank(query, candidates, now, similarity, vector)
+            ranked = self._rank(query, candidates, now, similarity, vector, metric)
         else:
             ranked = [item for _, item in candidates]
         page = ranked[offset:offset + limit]
@@ -230,7 +241,7 @@ class KeyedItems:
         return dense
 
     def _rank(self, query: str, candidates: list[tuple[dict[str, Any], ItemRow]], now: float,
-              similarity: Similarity | None, vector: Any = None) -> list[ItemRow]:
+              similarity: Similarity | None, vector: Any = None, metric: str = "cosine") -> list[ItemRow]:
         """The candidates ranked (see the module docstring): by fused score, then by cosine
         similarity, then in the candidates' order (most recently updated first)."""
         ranking = self.ranking
@@ -242,6 +253,8 @@ class KeyedItems:
         for match in index.search(query, limit=None):
             lexical[int(match.key)] = match.relevance
         dense = self._dense(query, candidates, similarity, vector)
+        closeness = dense if vector is None or metric == "cosine" else [
+            best_score(decode_vectors(row["vectors"]), vector, metric) for row, _ in candidates]
         ranked: list[tuple[float, float, int, ItemRow]] = []
         for i, (row, item) in enumerate(candidates):
             relevance, cosine = lexical[i], dense[i]
@@ -252,7 +265,7 @@ class KeyedItems:
             fresh = recency(age_seconds=now - item.updated_at, half_life_days=ranking.half_life_days)
             fused = fuse(relevance=relevance, importance=0.0, recency=fresh, tier_weight=1.0, base=base,
                          importance_weight=0.0, recency_weight=weight).score if relevance > 0.0 else 0.0
-            score = cosine if cosine is not None else (lexical[i] if row["text"] else None)
+            score = closeness[i] if cosine is not None else (lexical[i] if row["text"] else None)
             parts: dict[str, float | None] = {"fused": fused, "lexical": lexical[i], "dense": cosine,
                                               "recency": fresh}
             ranked.append((fused, -2.0 if cosine is None else cosine, i,

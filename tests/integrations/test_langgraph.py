@@ -161,6 +161,23 @@ def test_index_async_and_whole_value_default(make_memory):
     assert [i.key for i in found] == ["k1", "k2"] and found[0].score > found[1].score
 
 
+@pytest.mark.parametrize("distance_type", ["cosine", "inner_product", "l2"])
+def test_distance_types_score_as_postgres_store_does(make_memory, distance_type):
+    """``index={"distance_type": ...}``: the cosine similarity, the dot product, or minus the
+    Euclidean distance of the closest field (PostgresStore's scores), the closest item first."""
+    letters = LetterEmbeddings(dims=16)
+    store = MemoryStore(make_memory("ada"), index={"dims": 16, "embed": letters, "fields": ["text"],
+                                                   "distance_type": distance_type})
+    store.put(("d",), "near", {"text": "otters"})
+    store.put(("d",), "far", {"text": "jazz"})
+    found = store.search(("d",), query="otters swim")
+    query, near = letters.embed_query("otters swim"), letters.embed_query("otters")
+    expected = {"cosine": _cosine(query, near), "inner_product": sum(a * b for a, b in zip(query, near, strict=True)),
+                "l2": -sum((a - b) ** 2 for a, b in zip(query, near, strict=True)) ** 0.5}[distance_type]
+    assert found[0].key == "near" and found[0].score == pytest.approx(expected, rel=1e-4)
+    assert found[0].score > found[1].score
+
+
 def test_filters_take_infinities_and_nan(store):
     store.put(("f",), "a", {"price": 3.5})
     store.put(("f",), "b", {"price": -2})
@@ -196,7 +213,7 @@ def test_a_function_or_an_embedder_of_ours_embeds_too(make_memory):
     ({"dims": 4, "embed": LetterEmbeddings(), "bogus": 1}, "index", MemoryValueError),
     ({"dims": 4, "embed": LetterEmbeddings(), "fields": "title"}, None, None),  # a str is one path
     ({"dims": 4, "embed": LetterEmbeddings(), "fields": [3]}, "index.fields[0]", MemoryTypeError),
-    ({"dims": 4, "embed": LetterEmbeddings(), "distance_type": "l2"}, "index.distance_type", MemoryValueError),
+    ({"dims": 4, "embed": LetterEmbeddings(), "distance_type": "hamming"}, "index.distance_type", MemoryValueError),
     ("dims=4", "index", MemoryTypeError),
 ])
 def test_bad_index_configs_name_the_field(memory, index, field, error):

@@ -251,6 +251,8 @@ def test_list_namespaces(mem):
     (lambda m: m.put_item(("a",), "k", {}, vectors="abc"), "vectors", MemoryTypeError),
     (lambda m: m.put_item(("a",), "k", {}, vectors=[[0.0]] * 1025), "vectors", MemoryValueError),
     (lambda m: m.search_items(("a",), query="q", query_vector=[float("nan")]), "query_vector[0]", MemoryValueError),
+    (lambda m: m.search_items(("a",), query="q", query_vector=[1.0], distance_type="hamming"), "distance_type",
+     MemoryValueError),
 ])
 def test_bad_input_names_the_field_and_writes_nothing(mem, call, field, error):
     mem.put_item(("a",), "k", {"v": 1})

@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from tiers.item_checks import check_filter, check_index, check_key, check_namespace, check_ttl, check_value
-from tiers.item_vectors import check_query_vector, check_vectors
+from tiers.item_vectors import check_distance_type, check_query_vector, check_vectors
 from tiers.keyed_items import ItemRow, Similarity
 from unified_memory.coordinator.write_api import WritingAPI
 from unified_memory.types import StoredItem
@@ -118,7 +118,8 @@ class ItemsAPI(WritingAPI):
 
     def search_items(self, namespace_prefix: Sequence[str], *, query: str | None = None,
                      filter: Mapping[str, Any] | None = None, limit: int = 10, offset: int = 0,
-                     refresh_ttl: bool = True, query_vector: Sequence[float] | None = None) -> list[StoredItem]:
+                     refresh_ttl: bool = True, query_vector: Sequence[float] | None = None,
+                     distance_type: str = "cosine") -> list[StoredItem]:
         """The items under ``namespace_prefix`` (``()``: all of this user's) whose value passes
         ``filter`` (``{"field": value}`` equality, nested dicts and lists compared whole, or
         operators ``{"field": {"$gt": 3}}``: ``$eq $ne $gt $gte $lt $lte``). With a ``query`` they
@@ -126,7 +127,9 @@ class ItemsAPI(WritingAPI):
         similarity — of ``query_vector`` (the query embedded by your embedder) to the vectors
         stored with the items, or else of the query to the text by the memory's embedder — and
         recency. Each item's ``score`` is then its cosine similarity (else its BM25 relevance; see
-        :class:`~unified_memory.StoredItem`). Without a query: most recently updated first.
+        :class:`~unified_memory.StoredItem`; ``distance_type="inner_product"`` or ``"l2"`` scores
+        vectors by the dot product or minus the Euclidean distance instead, as pgvector and
+        LangGraph's PostgresStore do). Without a query: most recently updated first.
         ``offset`` / ``limit`` apply after ranking; ``refresh_ttl`` restarts the TTL of the items
         returned.
 
@@ -145,9 +148,11 @@ class ItemsAPI(WritingAPI):
         start = check_limit("offset", offset, minimum=0)
         refresh = check_bool("refresh_ttl", refresh_ttl)
         vector = check_query_vector("query_vector", query_vector)
+        metric = check_distance_type("distance_type", distance_type)
         ranked = bool(text and text.strip())
         rows = backend.items.search(self._view.user_id, prefix, query=text, filter=wanted, limit=size, offset=start,
                                     now=backend.clock(), refresh_ttl=refresh, query_vector=vector if ranked else None,
+                                    distance_type=metric,
                                     similarity=self._similarity() if ranked and vector is None else None)
         return [_stored(row) for row in rows]
 

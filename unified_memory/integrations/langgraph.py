@@ -62,6 +62,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, cast
 
 from tiers.item_checks import ROOT_PATH, check_index
+from tiers.item_vectors import check_distance_type
 from unified_memory.errors import DependencyError, MemoryValueError, invalid, wrong_type
 from unified_memory.integrations._checks import check_memory
 
@@ -94,7 +95,7 @@ _NEEDED = ("put_item", "get_item", "delete_item", "search_items", "item_namespac
            "adelete_item", "asearch_items", "aitem_namespaces", "scoped")
 _TTL_KEYS = frozenset({"refresh_on_read", "omit_expired", "default_ttl", "sweep_interval_minutes"})
 #: LangGraph's IndexConfig keys; ``ann_index_config`` (PostgresStore's ANN index) is accepted and
-#: not needed (the memory compares every candidate), ``distance_type`` must be cosine.
+#: not needed (the memory compares every candidate); ``distance_type``: how scores are given.
 #: ``text_fields`` is SqliteStore's name for ``fields``.
 _INDEX_KEYS = frozenset({"dims", "embed", "fields", "text_fields", "ann_index_config", "distance_type"})
 
@@ -159,8 +160,7 @@ def _index_config(index: Any) -> tuple[dict[str, Any], Any, list[tuple[str, Any]
     dims = index.get("dims", getattr(embed, "dim", None) if is_ours else None)
     if isinstance(dims, bool) or not isinstance(dims, int) or dims < 1:
         raise wrong_type("index.dims", "a positive int (the length of the embeddings' vectors)", dims)
-    if index.get("distance_type", "cosine") != "cosine":
-        raise invalid("index.distance_type", f"only 'cosine' is supported, got {index.get('distance_type')!r:.40}")
+    check_distance_type("index.distance_type", index.get("distance_type", "cosine"))
     try:
         embeddings = _Embedder(embed) if is_ours or duck else ensure_embeddings(embed)
     except (ValueError, TypeError) as exc:
@@ -245,6 +245,7 @@ class MemoryStore(BaseStore):
         self._fields: list[tuple[str, Any]] = []
         if index is not None:
             self.index_config, self.embeddings, self._fields = _index_config(index)
+        self._distance_type = (self.index_config or {}).get("distance_type", "cosine")
 
     def __repr__(self) -> str:
         return f"MemoryStore(memory={self.memory!r}, user_label={self.user_label!r})"
@@ -358,7 +359,8 @@ class MemoryStore(BaseStore):
             elif isinstance(op, SearchOp):
                 results[i] = self._search(op, [m.search_items(
                     tuple(op.namespace_prefix), query=op.query, filter=op.filter, limit=op.offset + op.limit, offset=0,
-                    refresh_ttl=op.refresh_ttl, query_vector=queries.get(op.query or ""))
+                    refresh_ttl=op.refresh_ttl, query_vector=queries.get(op.query or ""),
+                    distance_type=self._distance_type)
                     for m in self._memories_under(tuple(op.namespace_prefix))])
             elif isinstance(op, ListNamespacesOp) and op.limit <= 0:
                 results[i] = []
@@ -395,7 +397,8 @@ class MemoryStore(BaseStore):
             elif isinstance(op, SearchOp):
                 results[i] = self._search(op, [await m.asearch_items(
                     tuple(op.namespace_prefix), query=op.query, filter=op.filter, limit=op.offset + op.limit, offset=0,
-                    refresh_ttl=op.refresh_ttl, query_vector=queries.get(op.query or ""))
+                    refresh_ttl=op.refresh_ttl, query_vector=queries.get(op.query or ""),
+                    distance_type=self._distance_type)
                     for m in self._memories_under(tuple(op.namespace_prefix))])
             elif isinstance(op, ListNamespacesOp) and op.limit <= 0:
                 results[i] = []

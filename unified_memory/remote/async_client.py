@@ -202,10 +202,12 @@ class AsyncTwins:
 
     async def asearch_items(self, namespace_prefix: Sequence[str], *, query: str | None = None,
                             filter: Mapping[str, Any] | None = None, limit: int = 10, offset: int = 0,
-                            refresh_ttl: bool = True, query_vector: Sequence[float] | None = None) -> list[StoredItem]:
+                            refresh_ttl: bool = True, query_vector: Sequence[float] | None = None,
+                     distance_type: str = "cosine") -> list[StoredItem]:
         """Async :meth:`search_items`."""
         return await self._asend(wire.search_items(namespace_prefix, query=query, filter=filter, limit=limit,
-                                                   offset=offset, refresh_ttl=refresh_ttl, query_vector=query_vector))
+                                                   offset=offset, refresh_ttl=refresh_ttl, query_vector=query_vector,
+                                            distance_type=distance_type))
 
     async def aitem_namespaces(self, *, prefix: Sequence[str] | None = None, suffix: Sequence[str] | None = None,
                                max_depth: int | None = None, limit: int = 100, offset: int = 0

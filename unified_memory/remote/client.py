@@ -299,10 +299,12 @@ class RemoteMemory(AsyncTwins):
 
     def search_items(self, namespace_prefix: Sequence[str], *, query: str | None = None,
                      filter: Mapping[str, Any] | None = None, limit: int = 10, offset: int = 0,
-                     refresh_ttl: bool = True, query_vector: Sequence[float] | None = None) -> list[StoredItem]:
+                     refresh_ttl: bool = True, query_vector: Sequence[float] | None = None,
+                     distance_type: str = "cosine") -> list[StoredItem]:
         """This user's keyed items under a prefix, filtered, ranked by ``query`` (``POST /items/search``)."""
         return self._send(wire.search_items(namespace_prefix, query=query, filter=filter, limit=limit, offset=offset,
-                                            refresh_ttl=refresh_ttl, query_vector=query_vector))
+                                            refresh_ttl=refresh_ttl, query_vector=query_vector,
+                                            distance_type=distance_type))
 
     def item_namespaces(self, *, prefix: Sequence[str] | None = None, suffix: Sequence[str] | None = None,
                         max_depth: int | None = None, limit: int = 100, offset: int = 0) -> list[tuple[str, ...]]:

@@ -31,7 +31,7 @@ from tiers.item_checks import (
     check_value,
     filter_to_wire,
 )
-from tiers.item_vectors import check_query_vector, check_vectors
+from tiers.item_vectors import check_distance_type, check_query_vector, check_vectors
 from unified_memory.errors import (
     AuthenticationError,
     ConflictError,
@@ -353,13 +353,14 @@ def delete_item(namespace: Any, key: Any) -> Call[bool]:
 
 
 def search_items(namespace_prefix: Any, *, query: Any, filter: Any, limit: Any, offset: Any,
-                 refresh_ttl: Any, query_vector: Any) -> Call[list[StoredItem]]:
+                 refresh_ttl: Any, query_vector: Any, distance_type: Any) -> Call[list[StoredItem]]:
     """``POST /items/search`` (a filter's NaN and infinities travel as ``{"$float": "inf"}``)."""
     vector = check_query_vector("query_vector", query_vector)
     body = {"namespace_prefix": list(check_namespace("namespace_prefix", namespace_prefix, empty=True)),
             "query": check_optional_text("query", query),
             "filter": filter_to_wire(check_filter("filter", filter)),
             "query_vector": None if vector is None else vector.tolist(),
+            "distance_type": None if distance_type == "cosine" else check_distance_type("distance_type", distance_type),
             "limit": check_limit("limit", limit), "offset": check_limit("offset", offset, minimum=0),
             "refresh_ttl": check_bool("refresh_ttl", refresh_ttl)}
     return Call("POST", "/items/search", lambda answer: [StoredItem.model_validate(i) for i in answer["items"]],

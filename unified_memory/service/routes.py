@@ -231,7 +231,8 @@ async def delete_item(body: ItemKeyIn, mem: Memory) -> dict[str, Any]:
 async def search_items(body: ItemSearchIn, mem: Memory) -> Response:
     found = await mem.asearch_items(tuple(body.namespace_prefix), query=body.query,
                                     filter=filter_from_wire("filter", body.filter), limit=body.limit,
-                                    offset=body.offset, refresh_ttl=body.refresh_ttl, query_vector=body.query_vector)
+                                    offset=body.offset, refresh_ttl=body.refresh_ttl, query_vector=body.query_vector,
+                                    distance_type=body.distance_type)
     return _listing("items", found)
 
 

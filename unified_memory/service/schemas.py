@@ -137,6 +137,7 @@ class ItemSearchIn(_Body):
     offset: int = 0
     refresh_ttl: bool = True
     query_vector: list[float] | None = None
+    distance_type: str = "cosine"
 
 
 class ItemNamespacesIn(_Body):
