@@ -419,3 +419,20 @@ def test_keyed_items_round_trip_with_the_answers_of_a_local_memory(service, keys
         assert ada.delete_item(("notes", "home"), "n1") is True and ada.get_item(("notes", "home"), "n1") is None
         assert ada.forget()["keyed_items"] == 3 and ada.item_namespaces() == []
         assert bob.item_namespaces() == [("notes", "home")]
+
+
+def test_thousands_of_gathered_async_calls_finish(service, keys):
+    """An agent (LangGraph's store, a crew) may gather thousands of calls at once: they queue on the
+    client, a few dozen in flight, instead of stalling httpx's pool until requests time out."""
+    with RemoteMemory(service.url, keys["cy"], user_id="cy", timeout=10) as cy:
+        cy.put_item(("many",), "k", {"v": 1})
+
+        async def gathered() -> list:
+            try:  # (without the client's limit on requests in flight: stalled for minutes, then timed out)
+                return await asyncio.wait_for(asyncio.gather(*(cy.aget_item(("many",), "k") for _ in range(3000))),
+                                              timeout=180)
+            finally:
+                await cy.aclose()
+
+        found = asyncio.run(gathered())
+    assert len(found) == 3000 and all(item.value == {"v": 1} for item in found)

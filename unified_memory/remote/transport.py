@@ -58,6 +58,10 @@ def _segment(user_id: str) -> str:
     return quote(user_id, safe="")
 
 
+#: Requests one event loop sends at once over a connection (httpx's pool holds 100 connections).
+IN_FLIGHT = 32
+
+
 class Connection:
     """The URL, the key and the HTTP clients, shared by a :class:`RemoteMemory` and its scoped views."""
 
@@ -69,6 +73,8 @@ class Connection:
         self.closed = False
         self._client: httpx.Client | None = None
         self._async: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, httpx.AsyncClient] = (
+            weakref.WeakKeyDictionary())
+        self._gates: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore] = (
             weakref.WeakKeyDictionary())
         self._lock = threading.Lock()
 
@@ -96,6 +102,17 @@ class Connection:
                 client = httpx.AsyncClient(base_url=self.url, headers=self.headers, timeout=self.timeout)
                 self._async[loop] = client
             return client
+
+    def gate(self) -> asyncio.Semaphore:
+        """The running loop's limit on requests in flight (:data:`IN_FLIGHT`). httpx's pool rescans its
+        whole queue on every pass (encode/httpcore#1035): thousands of gathered calls would stall
+        the loop and time out waiting for a connection; waiting here is cheap and unbounded."""
+        loop = asyncio.get_running_loop()
+        with self._lock:
+            gate = self._gates.get(loop)
+            if gate is None:
+                gate = self._gates[loop] = asyncio.Semaphore(IN_FLIGHT)
+            return gate
 
     def close(self) -> None:
         """Close the sync client and forget the async ones (idempotent; ``aclose`` closes the loop's too)."""
@@ -156,8 +173,9 @@ class Connection:
         """Send ``call`` and read its answer (async)."""
         path, params = self.target(scope, call)
         try:
-            response = await self.aclient().request(call.method, path, params=params, json=call.json,
-                                                    content=content, headers=_content_type(content))
+            async with self.gate():
+                response = await self.aclient().request(call.method, path, params=params, json=call.json,
+                                                        content=content, headers=_content_type(content))
         except httpx.TransportError as exc:
             raise self._failed(exc) from exc
         return self._answer(response, call)
@@ -187,7 +205,7 @@ class Connection:
         """Async :meth:`export`."""
         path, params = self.target(scope, _EXPORT)
         lines = _Lines(write)
-        async with self._aerrors(), self.aclient().stream("GET", path, params=params) as response:
+        async with self.gate(), self._aerrors(), self.aclient().stream("GET", path, params=params) as response:
             if response.status_code >= 400:
                 await response.aread()
                 raise error_from(response.status_code, _body(response), self.url)
