@@ -76,7 +76,7 @@ def test_the_tables_of_another_application_are_refused_untouched(pg):
     assert relations(pg, ("r",)) == {"customers", "orders"}
 
 
-@pytest.mark.parametrize("stored, reason", [("4", "newer unified-memory"), ("four", "not a number"),
+@pytest.mark.parametrize("stored, reason", [(str(SCHEMA_VERSION + 1), "newer unified-memory"), ("four", "not a number"),
                                             ("2", "older than any PostgreSQL schema")])
 def test_a_version_not_ours_is_refused_untouched(pg, stored, reason):
     prepare_schema(pg, "test db")
@@ -85,6 +85,17 @@ def test_a_version_not_ours_is_refused_untouched(pg, stored, reason):
     with pytest.raises(StorageError, match=reason):
         prepare_schema(pg, "test db")
     assert "facts_slot" not in relations(pg) and version(pg) == stored
+
+
+def test_a_schema_3_database_gains_the_vectors_column_and_keeps_its_items(pg):
+    prepare_schema(pg, "test db")
+    pg.execute("ALTER TABLE keyed_items DROP COLUMN vectors")  # what schema 3 created
+    pg.execute("INSERT INTO keyed_items (user_id, namespace, key, value_json, created_at, updated_at) "
+               "VALUES ('ada', 'notes', 'n1', '{}', 0, 0)")
+    pg.execute("UPDATE meta SET value = '3' WHERE key = 'schema_version'")
+    prepare_schema(pg, "test db")
+    assert version(pg) == str(SCHEMA_VERSION) == "4"
+    assert pg.execute("SELECT key, vectors FROM keyed_items").fetchall() == [("n1", None)]
 
 
 def test_meta_without_a_version_beside_other_tables_is_refused(pg):
