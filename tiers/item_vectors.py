@@ -27,7 +27,7 @@ import numpy as np
 from unified_memory.errors import invalid, wrong_type
 
 __all__ = ["MAX_VECTORS", "MAX_DIMS", "DISTANCE_TYPES", "check_vectors", "check_query_vector", "check_distance_type",
-           "encode_vectors", "decode_vectors", "best_cosine", "best_score"]
+           "encode_vectors", "decode_vectors", "cosines", "best_cosine", "best_score"]
 
 #: The most vectors one item may carry (one per indexed text), and the longest vector.
 MAX_VECTORS = 1024
@@ -107,16 +107,20 @@ def decode_vectors(stored: str | None) -> np.ndarray | None:
     return matrix if matrix.size else None
 
 
+def cosines(rows: Any, query: Any) -> np.ndarray:
+    """The cosine similarity of ``query`` to each row (a zero vector is 0.0 from everything)."""
+    matrix = np.asarray(rows, dtype=np.float64)
+    wanted = np.asarray(query, dtype=np.float64)
+    norms = np.linalg.norm(matrix, axis=1) * (np.linalg.norm(wanted) or 1.0)
+    return np.asarray(matrix @ wanted / np.where(norms > 0, norms, 1.0))
+
+
 def best_cosine(matrix: np.ndarray | None, query: np.ndarray) -> float | None:
     """The cosine similarity of ``query`` to the closest row (``None``: no rows, or rows of
-    another length — vectors of another embedder; a zero vector is 0.0 from everything)."""
+    another length — vectors of another embedder)."""
     if matrix is None or matrix.shape[1] != query.shape[0]:
         return None
-    rows = matrix.astype(np.float64)
-    wanted = query.astype(np.float64)
-    norms = np.linalg.norm(rows, axis=1) * (np.linalg.norm(wanted) or 1.0)
-    sims = rows @ wanted / np.where(norms > 0, norms, 1.0)
-    return float(np.max(sims))
+    return float(np.max(cosines(matrix, query)))
 
 
 def best_score(matrix: np.ndarray | None, query: np.ndarray, distance_type: str = "cosine") -> float | None:

@@ -11,8 +11,8 @@ dense similarity, times recency (:func:`scoring.fusion.fuse`). The dense part is
 similarity of ``query_vector`` to the item's closest stored vector (:mod:`tiers.item_vectors`:
 the caller's embedder, one vector per indexed field; blended as it is, above 0), or else of the
 query to the item's text by a ``similarity`` function (the memory's own embedder, whose
-similarities are mapped through the ranking's calibrated floor and ceiling). Items the query does not reach come
-after, closest first, then most recently updated.
+similarities are mapped through the ranking's calibrated floor and ceiling). Items the query
+does not reach come after, closest first, then most recently updated.
 
 An item's ``score`` (with a query) is that cosine similarity when there is one (LangGraph's
 stores score so; with ``distance_type``, the dot product or minus the Euclidean distance of the
@@ -227,18 +227,21 @@ class KeyedItems:
         return page
 
     def _dense(self, query: str, candidates: list[tuple[dict[str, Any], ItemRow]], similarity: Similarity | None,
-               vector: Any) -> list[float | None]:
-        """Each candidate's cosine similarity to the query (``None``: nothing to compare): its
-        closest stored vector to ``vector`` when one is given, else its text by ``similarity``."""
+               vector: Any, metric: str) -> tuple[list[float | None], list[float | None]]:
+        """Each candidate's cosine similarity to the query (``None``: nothing to compare) and its
+        score by ``metric``: its closest stored vector to ``vector`` when one is given (each item's
+        vectors decoded once), else its text by ``similarity`` (the score is the cosine)."""
         if vector is not None:
-            return [best_cosine(decode_vectors(row["vectors"]), vector) for row, _ in candidates]
+            stored = [decode_vectors(row["vectors"]) for row, _ in candidates]
+            near = [best_cosine(matrix, vector) for matrix in stored]
+            return near, near if metric == "cosine" else [best_score(matrix, vector, metric) for matrix in stored]
         dense: list[float | None] = [None] * len(candidates)
         texted = [i for i, (row, _) in enumerate(candidates) if row["text"]]
         if similarity is not None and texted:
             sims = similarity(query, [candidates[i][0]["text"] for i in texted])
             for i, sim in zip(texted, sims, strict=True):
                 dense[i] = float(sim)
-        return dense
+        return dense, dense
 
     def _rank(self, query: str, candidates: list[tuple[dict[str, Any], ItemRow]], now: float,
               similarity: Similarity | None, vector: Any = None, metric: str = "cosine") -> list[ItemRow]:
@@ -252,9 +255,7 @@ class KeyedItems:
         lexical = [0.0] * len(candidates)
         for match in index.search(query, limit=None):
             lexical[int(match.key)] = match.relevance
-        dense = self._dense(query, candidates, similarity, vector)
-        closeness = dense if vector is None or metric == "cosine" else [
-            best_score(decode_vectors(row["vectors"]), vector, metric) for row, _ in candidates]
+        dense, closeness = self._dense(query, candidates, similarity, vector, metric)
         ranked: list[tuple[float, float, int, ItemRow]] = []
         for i, (row, item) in enumerate(candidates):
             relevance, cosine = lexical[i], dense[i]

@@ -18,10 +18,8 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-import numpy as np
-
 from tiers.item_checks import check_filter, check_index, check_key, check_namespace, check_ttl, check_value
-from tiers.item_vectors import check_distance_type, check_query_vector, check_vectors
+from tiers.item_vectors import check_distance_type, check_query_vector, check_vectors, cosines
 from tiers.keyed_items import ItemRow, Similarity
 from unified_memory.coordinator.write_api import WritingAPI
 from unified_memory.types import StoredItem
@@ -48,10 +46,7 @@ class ItemsAPI(WritingAPI):
         cache = dense.cache
 
         def similarity(query: str, texts: list[str]) -> list[float]:
-            vectors = np.asarray(cache.vectors(user, texts), dtype=np.float64)
-            wanted = np.asarray(cache.query_vector(query), dtype=np.float64)
-            norms = np.linalg.norm(vectors, axis=1) * (np.linalg.norm(wanted) or 1.0)
-            return (vectors @ wanted / np.where(norms > 0, norms, 1.0)).tolist()  # type: ignore[no-any-return]
+            return cosines(cache.vectors(user, texts), cache.query_vector(query)).tolist()  # type: ignore[no-any-return]
 
         return similarity
 
