@@ -15,8 +15,8 @@ Configs, each in a fresh subprocess (peak RSS, ``ru_maxrss``, never mixes):
 - ``exact``: brute force (one float32 matrix-vector product per query, the numpy backend below
   ``approximate_above``);
 - ``binary:D1,D2``: the numpy backend past ``approximate_above`` (``NumpyVectorIndex(approximate_above=2,
-  depth=D)``, build s = encoding every vector, ``tiers.binary_codes``), searched at each depth D; then
-  the partition saved and loaded as ``tiers.vector_store`` does (save s / load s: raw vectors + codes
+  depth=D)``, build s = encoding every vector, ``tiers.indexes.binary_codes``), searched at each depth D; then
+  the partition saved and loaded as ``tiers.indexes.vector_store`` does (save s / load s: raw vectors + codes
   written, then memory-mapped);
 - ``ivf``: the inverted file the numpy backend used before HNSW, ``nprobe`` 16 (its default): removed
   since, so run this config from a checkout of commit fec0012 with this script copied into it;
@@ -94,13 +94,13 @@ def build(config: str, data: np.ndarray, threads: int):
     setting the search breadth (efSearch, the scan depth; a no-op for exact and IVF)."""
     name, *params = config.split(":")
     if name == "exact":
-        from tiers.numpy_index import NumpyVectorIndex
+        from tiers.indexes.numpy_index import NumpyVectorIndex
 
         index = NumpyVectorIndex(approximate_above=None)
         index.upsert("b", [str(i) for i in range(len(data))], data)
         return (lambda q, k: [int(key) for key, _ in index.search("b", q, k)]), (lambda ef: None)
     if name == "binary":
-        from tiers.numpy_index import NumpyVectorIndex
+        from tiers.indexes.numpy_index import NumpyVectorIndex
 
         index = NumpyVectorIndex(approximate_above=2)
         index.upsert("b", [str(i) for i in range(len(data))], data, owned=True)  # encodes every vector
@@ -132,13 +132,13 @@ def build(config: str, data: np.ndarray, threads: int):
 
 
 def reopen(part) -> tuple[float, float]:  # type: ignore[no-untyped-def]
-    """Seconds to save an approximate partition (vectors + binary codes) as ``tiers.vector_store``
+    """Seconds to save an approximate partition (vectors + binary codes) as ``tiers.indexes.vector_store``
     does (under the write lock, at close), and to load it back (memory-mapped; files in the page
     cache). Ids as long as the library's (``f{i}|`` and 16 hex digits)."""
     import tempfile
 
-    from tiers import vector_store
-    from tiers.vector_partition import Partition
+    from tiers.indexes import vector_store
+    from tiers.indexes.vector_partition import Partition
 
     size = len(part)
     saved_part = Partition.adopt([f"f{i}|0123456789abcdef" for i in range(size)], part.matrix[:size],
@@ -240,7 +240,7 @@ def main() -> None:
         "- build s: one bulk add of all N (HNSW: 2 threads; binary: encoding the codes); p50/p95: one text query at a time, k=10, one thread.\n"
         "- recall@10 vs exact top 10 on text queries; R@1 stored: a stored vector searched for itself comes "
         "back first.\n- peak RSS: whole child process, including the N float32 input vectors.\n"
-        "- save s / load s (binary only): `tiers.vector_store.save` / `load` of the partition with N ids "
+        "- save s / load s (binary only): `tiers.indexes.vector_store.save` / `load` of the partition with N ids "
         "(the reopen cost of a saved partition, memory-mapped, files in the page cache; after the peak RSS above).",
     ]) + "\n"
     publish(text, args.out)

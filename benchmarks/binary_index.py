@@ -20,9 +20,9 @@ turns approximate, encoding every vector once; both indexes adopt the same read-
 - stored self R@1: 300 seeded stored vectors (``default_rng(5)``) searched with themselves come back
   first (or one at cosine 1);
 - p50 / p95 ms of ``index.search(partition, q, 10)`` over the 300 ordinary queries, one at a time;
-- encode s: the ``owned`` upsert that encodes the partition (``tiers.binary_codes.encode``).
+- encode s: the ``owned`` upsert that encodes the partition (``tiers.indexes.binary_codes.encode``).
 
-At the largest size the binary rows are timed again without faiss (``tiers.binary_codes.faiss_or_none``
+At the largest size the binary rows are timed again without faiss (``tiers.indexes.binary_codes.faiss_or_none``
 patched to return ``None``: the numpy scan a machine without faiss runs). Markdown to ``--out``.
 """
 
@@ -76,7 +76,7 @@ def measure(index, matrix: np.ndarray, needle_queries: np.ndarray, answers: list
 
 
 def _index(matrix: np.ndarray, depth: int | None) -> tuple[object, float]:
-    from tiers.numpy_index import NumpyVectorIndex
+    from tiers.indexes.numpy_index import NumpyVectorIndex
 
     index = NumpyVectorIndex(approximate_above=None) if depth is None else \
         NumpyVectorIndex(approximate_above=2, depth=depth)
@@ -100,7 +100,7 @@ def main() -> None:
     parser.add_argument("--extra", type=Path, default=Path("/tmp/needle_minilm"), help="where vectors are cached")
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "binary_index.md")
     args = parser.parse_args()
-    from tiers import binary_codes
+    from tiers.indexes import binary_codes
 
     load_before = os.getloadavg()
     model = nm._embedder(args.kind)
@@ -169,8 +169,8 @@ def main() -> None:
         "- p50 / p95: one `index.search(partition, q, 10)` at a time over the 300 ordinary queries, after one "
         "warm-up search.\n"
         "- encode s: the `upsert(..., owned=True)` that adopts the N vectors and encodes them all "
-        "(`tiers.binary_codes.encode`).\n"
-        "- numpy scan rows: the same index with `tiers.binary_codes.faiss_or_none` patched to return `None` "
+        "(`tiers.indexes.binary_codes.encode`).\n"
+        "- numpy scan rows: the same index with `tiers.indexes.binary_codes.faiss_or_none` patched to return `None` "
         "(the scan without faiss `knn_hamming`), at the largest size only.",
     ]) + "\n"
     publish(text, args.out)

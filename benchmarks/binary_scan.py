@@ -12,7 +12,7 @@ vectors and the best 10 returned. Reported: the needles' R@1 / R@10, the ordinar
 against the exact top 10, and numpy milliseconds per query (faiss ``IndexBinaryFlat`` is faster;
 timing it is separate). An exhaustive scan cannot stop early the way a graph search can.
 
-The library adopted the SimHash variant with 1,024 projections (``tiers.binary_codes``, seed 5, faiss
+The library adopted the SimHash variant with 1,024 projections (``tiers.indexes.binary_codes``, seed 5, faiss
 ``knn_hamming`` when installed); ``binary_index.py`` measures that index itself against exact search.
 This script stays the standalone comparison of code kinds and depths.
 """

@@ -1,7 +1,8 @@
 """Cold command-line recall: wall-clock of `unified-memory recall` in a fresh process (target: hybrid <= 3 s).
 
     python benchmarks/cli_cold.py [--runs 5] [--modes hybrid lexical] [--query "what food should I avoid?"]
-        [--fresh-cache] [--baseline benchmarks/results/cli_cold_before.md] [--out benchmarks/results/cli_cold.md]
+        [--fresh-cache] [--baseline benchmarks/results/history/2026-11-25_cli_cold_before.md]
+        [--out benchmarks/results/cli_cold.md]
 
 1. Builds the demo memory with the command line in a temporary folder, as a user would:
    `unified-memory --db DIR/unified_memory_demo.db --user ada demo` (default retrieval, i.e. hybrid with the

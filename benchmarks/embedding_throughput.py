@@ -20,7 +20,7 @@ Each repeat runs, in this order (so all rows of one repeat see the same machine 
   persistent, so it is built (and the facts embedded) lazily by that first recall; both calls are timed.
 * **(b) add_messages, numpy** — a fresh in-memory memory; ``add_messages([{"role": "user",
   "content": t} ...])`` then one ``recall("x", tiers=("episodic", "short_term"))``. The messages
-  tier embeds each message's parts (its own text and its neighbour turns, see ``tiers/neighbors.py``)
+  tier embeds each message's parts (its own text and its neighbour turns, see ``tiers/indexes/neighbors.py``)
   once each, through the embedding cache.
 * **(c) remember_many, chroma** — like (a) with ``UnifiedMemory(<tmpdir>/mem.db, retrieval="hybrid",
   vectors={"backend": "chroma"})`` (chroma embedded in the temp dir). A persistent index is kept in

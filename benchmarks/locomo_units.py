@@ -4,7 +4,7 @@
         [--vector-cache FILE] [--out benchmarks/results/locomo_units.md]
 
 The messages tier embeds a turn as the normalised sum of its parts: its own text twice and up to
-two neighbour turns on each side (same session), each ``"speaker: text"`` (:mod:`tiers.neighbors`).
+two neighbour turns on each side (same session), each ``"speaker: text"`` (:mod:`tiers.indexes.neighbors`).
 This script rebuilds those vectors from the raw data with the bundled MiniLM and compares, for dense
 search alone (no BM25, no fusion), ways of embedding the turn's own part:
 

@@ -144,7 +144,7 @@ def run(url: str, *, hosts: int, seconds: float, kill: bool, retrieval: str = "l
 def _check(url: str, folder: Path, hosts: int, elapsed: float, killed: int | None,
            failures: list[str]) -> dict[str, Any]:
     sys.path.insert(0, str(ROOT))
-    from tiers.storage import Storage
+    from tiers.storage.backend import Storage
 
     acked: dict[str, str] = {}
     by_host = [0] * hosts

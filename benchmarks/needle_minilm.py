@@ -27,7 +27,7 @@ efConstruction 100 unless ``--graph``) filled in chunks of 4,096 in insertion or
 top 10 (ties with the 10th count as found, as in ``ann_index.py``), and "self" on 300 seeded stored
 ordinary facts. Printed as a markdown table; nothing else is written (except the --extra cache).
 
-The library has since replaced the graph by a scan of binary codes (``tiers.binary_codes``), which
+The library has since replaced the graph by a scan of binary codes (``tiers.indexes.binary_codes``), which
 ``binary_index.py`` measures on the same vectors.
 """
 

@@ -1,5 +1,5 @@
 """Concurrent recall on one PostgreSQL memory, by ``pool_size`` and by network delay: what the
-spare connections of :mod:`tiers.pg_spares` buy a process whose threads share a memory (the
+spare connections of :mod:`tiers.storage.pg_spares` buy a process whose threads share a memory (the
 service's request threads, an agent runtime's workers).
 
     python benchmarks/pg_pool.py --out benchmarks/results/pg_pool.md

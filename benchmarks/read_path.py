@@ -67,7 +67,10 @@ def dump(path: Path, qs: list[str], out: Path) -> None:
 
 def breakdown(mem: Any, qs: list[str]) -> None:
     """CPU milliseconds per ``context`` call spent in each stage (nested stages are also in their parent's)."""
-    from tiers import documents, entities, long_term, partitions, short_term
+    from tiers import short_term
+    from tiers.facts import long_term
+    from tiers.graph import entities
+    from tiers.indexes import documents, partitions
     from unified_memory.coordinator import read_api
     from unified_memory.retrieval import federation
 

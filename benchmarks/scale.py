@@ -479,7 +479,7 @@ def report(args: argparse.Namespace, argv: list[str], ours: dict, peer: dict, ve
         f"recall: `recall(q, limit=10)` over {args.queries} distinct queries; context: "
         f"`context(q, max_tokens=2000)` over {CONTEXT_QUERIES}; recall after another process's turn: a second "
         f"connection to the file recalls right after the first adds a turn ({FOLLOWER_ROUNDS} rounds; it "
-        "replays the journalled change, see `tiers/journal.py`); reopen: close, open, first recall. "
+        "replays the journalled change, see `tiers/storage/journal.py`); reopen: close, open, first recall. "
         f"`hashing` = hybrid with `HashingEmbedder({HASH_DIM})` (no model; isolates the vector index), "
         "`model` = hybrid with the bundled model. R@k: 50 queries whose answer fact is known by "
         "construction (an instrument + far-away place pair that only one fact holds; the answer is the "

@@ -9,7 +9,7 @@ turns, recall and context over many users of one memory file.
 1. **Load.** Before the server starts, ``--users`` users × ``--facts-per-user`` seeded synthetic facts
    (``_synthetic.py``; a different seed per user) go into one durable file with the library directly
    (``UnifiedMemory(path).scoped(user_id=u).remember_many(...)``), and one API key per user is created in
-   the file (``tiers.keys.KeyRing``; ``--keys admin``: one admin key for every request instead).
+   the file (``tiers.maintenance.keys.KeyRing``; ``--keys admin``: one admin key for every request instead).
 2. **Serve.** ``ServiceProcess`` runs ``unified-memory serve --retrieval MODE --no-mcp`` (log level info:
    the JSON access log is on, as an operator runs it) in a child process on 127.0.0.1 and a free port.
    Every user is recalled once, unmeasured (the first recall builds the in-memory indexes).
@@ -168,8 +168,8 @@ def user_ids(n: int) -> list[str]:
 def prepare(path: Path, users: list[str], per_user: int, retrieval: str, keys: str, *,
             reuse: bool = False) -> dict[str, Any]:
     """Write the facts (unless ``reuse``: the file is kept) and the keys with the library directly."""
-    from tiers.keys import KeyRing
-    from tiers.storage import Storage
+    from tiers.maintenance.keys import KeyRing
+    from tiers.storage.backend import Storage
     from unified_memory import UnifiedMemory
 
     started = time.perf_counter()

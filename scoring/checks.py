@@ -1,6 +1,6 @@
 """Argument checks shared by :mod:`scoring` and :mod:`tiers`: every error names the field.
 
-Pure: imports only the :mod:`unified_memory.errors` leaf, so :mod:`tiers` can use it too.
+Pure: imports only the :mod:`scoring.errors` leaf, so :mod:`tiers` can use it too.
 
     >>> check_int("dim", 64, minimum=2)
     64
@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from unified_memory.errors import invalid, wrong_type
+from scoring.errors import invalid, wrong_type
 
 __all__ = ["check_int", "check_str_list"]
 
@@ -21,8 +21,8 @@ __all__ = ["check_int", "check_str_list"]
 def check_int(field: str, value: Any, *, minimum: int) -> int:
     """A whole number of at least ``minimum`` (booleans refused).
 
-    Raises :class:`~unified_memory.errors.MemoryTypeError` for a non-int and
-    :class:`~unified_memory.errors.MemoryValueError` below ``minimum``.
+    Raises :class:`~scoring.errors.MemoryTypeError` for a non-int and
+    :class:`~scoring.errors.MemoryValueError` below ``minimum``.
 
     >>> check_int("batch_size", 32, minimum=1)
     32
@@ -41,7 +41,7 @@ def check_int(field: str, value: Any, *, minimum: int) -> int:
 def check_str_list(field: str, value: Iterable[str]) -> list[str]:
     """A list copy of a sequence of str (a lone ``str`` or ``bytes`` is refused).
 
-    Raises :class:`~unified_memory.errors.MemoryTypeError`, naming ``field`` for
+    Raises :class:`~scoring.errors.MemoryTypeError`, naming ``field`` for
     the whole and ``field[]`` for a bad item.
 
     >>> check_str_list("texts", iter(["a"]))

@@ -12,7 +12,7 @@
     (2, 64)
 
 torch and sentence-transformers are imported only when a model is first used;
-when they are missing, :class:`~unified_memory.errors.DependencyError` says what
+when they are missing, :class:`~scoring.errors.DependencyError` says what
 to install.
 """
 
@@ -30,12 +30,12 @@ from typing import Any
 import numpy as np
 
 from scoring.checks import check_int, check_str_list
+from scoring.errors import DependencyError, invalid, wrong_type
 from scoring.linalg import unit_rows
 from scoring.onnx_export import onnx_query_encoder
 from scoring.onnx_query import verified_query_encoder
 from scoring.quiet_loading import quiet_model_loading
 from scoring.text import analyze
-from unified_memory.errors import DependencyError, invalid, wrong_type
 
 __all__ = ["SentenceTransformerEmbedder", "HashingEmbedder", "default_embedder", "embeddings_available",
            "length_batches", "BUNDLED_MODEL_NAME", "INSTALL_HINT"]
@@ -86,7 +86,7 @@ _UNTRIED = object()
 
 
 class SentenceTransformerEmbedder:
-    """A sentence-transformers model as an :class:`~unified_memory.protocols.Embedder`.
+    """A sentence-transformers model as an :class:`~tiers.records.protocols.Embedder`.
 
     ``model``: a local model directory (or a model already in the Hugging Face
     cache); ``None`` means the bundled all-MiniLM-L6-v2. The model loads on the

@@ -25,7 +25,7 @@ scoring stays fast (tens of thousands of short texts a second).
     True
 
 The word lists and cue rules live in :mod:`scoring._importance_rules`; besides
-them this module imports only :mod:`unified_memory.errors` from the project.
+them this module imports only :mod:`scoring.errors` from the project.
 """
 
 from __future__ import annotations
@@ -62,7 +62,7 @@ from scoring._importance_rules import (
     check,
     hedged,
 )
-from unified_memory.errors import invalid, wrong_type
+from scoring.errors import invalid, wrong_type
 
 __all__ = ["CATEGORIES", "DEFAULT_CATEGORY_WEIGHTS", "ImportanceAssessment", "HeuristicImportanceScorer",
            "assess_importance", "score_importance", "split_sentences"]

@@ -41,10 +41,10 @@ from numbers import Integral, Real
 
 import numpy as np
 
+from scoring.errors import invalid, wrong_type
 from scoring.lexical_records import LexicalMatch, LexicalState, TokenIds
 from scoring.postings import Postings, SortedPostings
 from scoring.text import analyze, raw_token_stream, raw_tokens
-from unified_memory.errors import invalid, wrong_type
 
 __all__ = ["LexicalIndex", "LexicalMatch", "LexicalState"]
 

@@ -21,7 +21,7 @@ import hashlib
 import os
 from pathlib import Path
 
-from unified_memory.errors import invalid
+from scoring.errors import invalid
 
 __all__ = ["model_files", "folder_fingerprint"]
 

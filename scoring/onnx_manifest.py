@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from unified_memory.errors import invalid
+from scoring.errors import invalid
 
 __all__ = ["EXPORT_FORMAT", "ExportManifest", "read_manifest", "write_manifest"]
 

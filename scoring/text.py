@@ -21,7 +21,7 @@ of its own, since those scripts do not use spaces. Text is NFC-normalised first.
 Work per distinct word is cached, so analysing ASCII text costs one
 ``str.translate`` + ``split`` plus a dict lookup per token.
 
-A non-``str`` text raises :class:`~unified_memory.errors.MemoryTypeError`.
+A non-``str`` text raises :class:`~scoring.errors.MemoryTypeError`.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from functools import lru_cache
 
 import Stemmer
 
-from unified_memory.errors import wrong_type
+from scoring.errors import wrong_type
 
 __all__ = ["STOPWORDS", "NEGATIONS", "DOC_BREAK", "analyze", "term_set", "normalize_key", "tokenize_words",
            "without_terms",

@@ -180,9 +180,9 @@ def storage_backend(request, monkeypatch):
     if name != "postgresql":
         yield name
         return
-    import tiers.storage
+    import tiers.storage.backend
     from tests.pg_server import create_database, drop_database
-    from tiers.postgres_backend import PostgresBackend
+    from tiers.storage.postgres_backend import PostgresBackend
 
     server = request.getfixturevalue("postgres_server")
     by_path: dict[str, str] = {}
@@ -198,7 +198,7 @@ def storage_backend(request, monkeypatch):
                 by_path[key] = url
         return PostgresBackend(url, busy_timeout_ms=busy_timeout_ms)
 
-    monkeypatch.setattr(tiers.storage, "SQLiteBackend", open_on_postgres)
+    monkeypatch.setattr(tiers.storage.backend, "SQLiteBackend", open_on_postgres)
     try:
         yield name
     finally:

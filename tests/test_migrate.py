@@ -14,8 +14,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.pg_server import create_database, drop_database
-from tiers.keys import KeyRing
-from tiers.storage import Storage
+from tiers.maintenance.keys import KeyRing
+from tiers.storage.backend import Storage
 from unified_memory import UnifiedMemory
 from unified_memory.errors import ConflictError
 from unified_memory.io.migrate import migrate_database

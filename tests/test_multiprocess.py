@@ -235,7 +235,7 @@ class CountingIndex:
 
 def _chroma_ids(port: int, user: str) -> dict[str, list[str]]:
     """The ids (without their ``|fingerprint``) in each of the user's chroma partitions."""
-    from tiers.chroma_index import ChromaVectorIndex
+    from tiers.indexes.chroma_index import ChromaVectorIndex
 
     with ChromaVectorIndex.server("127.0.0.1", port) as index:
         return {kind: sorted(key.rpartition("|")[0] for key in index.ids(f"{kind}/{user}"))
@@ -274,7 +274,7 @@ def workload(request, chroma_server, tmp_path_factory):
     left_in_chroma = {user: _chroma_ids(chroma_server, user) for user in set(users)}
     repairs = {}
     for user in sorted(set(users)):
-        from tiers.chroma_index import ChromaVectorIndex
+        from tiers.indexes.chroma_index import ChromaVectorIndex
 
         counting = CountingIndex(ChromaVectorIndex.server("127.0.0.1", chroma_server))
         with UnifiedMemory(path, user_id=user, embedder=FakeEmbedder(dim=EMBED_DIM), retrieval="hybrid",
@@ -367,7 +367,7 @@ def test_a_write_after_a_read_waits_for_another_writer_instead_of_failing(tmp_pa
     """A transaction takes the write lock when it begins (BEGIN IMMEDIATE): its reads and
     writes cannot be split by another writer's commit. The other writer waits; past its
     busy timeout it gets a StorageError (not a bare "database is locked") and wrote nothing."""
-    from tiers.storage import Storage
+    from tiers.storage.backend import Storage
     from unified_memory.errors import StorageError
 
     one, two = Storage(tmp_path / "m.db"), Storage(tmp_path / "m.db", busy_timeout_ms=200)

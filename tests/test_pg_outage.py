@@ -87,7 +87,7 @@ def test_a_connection_lost_at_the_commit_is_reported_as_an_unknown_outcome(pg_ur
     """Cut before the commit was sent: nothing was written, and the error says so. Cut as the
     commit is sent: the client cannot know whether it took effect, and the error says that
     (never "nothing was written")."""
-    from tiers.storage import Storage
+    from tiers.storage.backend import Storage
 
     storage = Storage(pg_url)
     try:
@@ -114,7 +114,7 @@ def test_the_server_and_the_client_probe_a_silent_peer(pg_url):
     connection (TCP keepalives, 10 s then every 5 s, 3 tries) and ends the session, which frees
     the lock in ~25 s rather than after the kernel's default two hours. The client probes the
     server the same way, unless the URL chooses otherwise."""
-    from tiers.storage import Storage
+    from tiers.storage.backend import Storage
 
     storage = Storage(pg_url)
     try:

@@ -1,4 +1,4 @@
-"""Spare connections (tiers.pg_spares): while one thread holds a PostgreSQL memory's connection
+"""Spare connections (tiers.storage.pg_spares): while one thread holds a PostgreSQL memory's connection
 (a write in progress), other threads' reads run on spares and see what was committed; with
 ``pool_size=1`` they take turns; a spare lost to a server restart never surfaces the driver's
 error, and closing the memory closes the spares."""
@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.pg_server import create_database, start_postgres
-from tiers.storage import Storage
+from tiers.storage.backend import Storage
 from unified_memory import ClosedError, ConfigError, StorageUnavailableError, UnifiedMemory
 
 psycopg = pytest.importorskip("psycopg")

@@ -23,10 +23,10 @@ from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 from scoring.lexical import LexicalMatch
-from tiers.documents import SearchMode
-from tiers.rows import loads
-from tiers.scope import Scope
-from unified_memory.types import Tier
+from tiers.indexes.documents import SearchMode
+from tiers.records.scope import Scope
+from tiers.records.types import Tier
+from tiers.storage.rows import loads
 
 __all__ = ["RecallCandidate", "FactDetail", "EntityDetail", "MessageDetail", "CandidateDetail", "CandidateQuery",
            "RecallSource", "LinkedSource", "LinkedCandidate", "HistorySource", "SearchMode"]

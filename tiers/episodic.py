@@ -4,8 +4,8 @@ The log is the record the other tiers are derived from: the short-term window
 points into it and promotion reads from it. Retention by age prunes only what
 has left the window and been promoted, so nothing is lost before it is used.
 
-    >>> from tiers.storage import Storage, Scope
-    >>> from unified_memory.types import Message
+    >>> from tiers.storage.backend import Storage, Scope
+    >>> from tiers.records.types import Message
     >>> log = EpisodicLog(Storage(None))
     >>> rows = log.append(Scope("ada"), [Message(role="user", content="I adopted a cat named Miso")],
     ...                   now=0.0, importances=[0.8])
@@ -20,10 +20,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from tiers.candidates import CandidateQuery, MessageDetail, RecallCandidate
-from tiers.documents import Candidate, DocumentIndex, SearchMode
-from tiers.neighbors import ConversationTurn, neighbor_documents, split_parts
-from tiers.storage import NO_SCOPE, Scope, Storage, dumps, loads, new_id, recall_filter
-from unified_memory.types import Episode, Message, trusted_record, utc_from_timestamp
+from tiers.indexes.documents import Candidate, DocumentIndex, SearchMode
+from tiers.indexes.neighbors import ConversationTurn, neighbor_documents, split_parts
+from tiers.records.types import Episode, Message, trusted_record, utc_from_timestamp
+from tiers.storage.backend import NO_SCOPE, Scope, Storage, dumps, loads, new_id, recall_filter
 
 __all__ = ["EpisodicLog", "LoggedMessage", "index_text"]
 
@@ -126,7 +126,7 @@ def _turn(row: Sequence[Any]) -> ConversationTurn:
 
 class EpisodicLog:
     """The ``messages`` table and its per-user index; a message is searched by its
-    text with ``neighbor_turns`` turns around it (see :mod:`tiers.neighbors`)."""
+    text with ``neighbor_turns`` turns around it (see :mod:`tiers.indexes.neighbors`)."""
 
     def __init__(self, storage: Storage, *, k1: float = 1.2, b: float = 0.75, neighbor_turns: int = 2,
                  neighbor_gap_seconds: float = 7200.0) -> None:

@@ -6,9 +6,9 @@ messages and trims whole interactions by the rules of :mod:`tiers.trimming`;
 whatever it trims is returned so the coordinator can promote it. Reopening the
 file restores every window.
 
-    >>> from tiers.storage import Storage, Scope
+    >>> from tiers.storage.backend import Storage, Scope
     >>> from tiers.episodic import EpisodicLog
-    >>> from unified_memory.types import Message
+    >>> from tiers.records.types import Message
     >>> store = Storage(None)
     >>> log = EpisodicLog(store)
     >>> window = ShortTermWindow(log, max_messages=2)
@@ -28,9 +28,9 @@ from typing import NamedTuple
 
 from tiers.candidates import CandidateQuery, RecallCandidate
 from tiers.episodic import EpisodicLog, LoggedMessage
-from tiers.storage import Scope, Storage, loads
+from tiers.records.types import Message
+from tiers.storage.backend import Scope, Storage, loads
 from tiers.trimming import plan_trim
-from unified_memory.types import Message
 
 __all__ = ["ShortTermWindow"]
 
@@ -189,9 +189,9 @@ class ShortTermWindow:
         interactions down to ``target`` tokens (nothing while tool calls are pending);
         returns what left, oldest first. Call inside ``storage.atomic()``.
 
-        >>> from tiers.storage import Storage, Scope
+        >>> from tiers.storage.backend import Storage, Scope
         >>> from tiers.episodic import EpisodicLog
-        >>> from unified_memory.types import Message
+        >>> from tiers.records.types import Message
         >>> store = Storage(None); log = EpisodicLog(store)
         >>> window, scope = ShortTermWindow(log, max_messages=100), Scope("ada")
         >>> with store.atomic():

@@ -1,6 +1,6 @@
 """The running summary of each conversation: what left its short-term window, condensed.
 
-    >>> from tiers.storage import Storage, Scope
+    >>> from tiers.storage.backend import Storage, Scope
     >>> store = ConversationSummaries(Storage(None))
     >>> with store.storage.atomic():
     ...     store.put(Scope("ada", session_id="s1"), "user: I'm allergic to peanuts.", messages=2, now=0.0)
@@ -10,7 +10,7 @@
 
 from __future__ import annotations
 
-from tiers.storage import Scope, Storage
+from tiers.storage.backend import Scope, Storage
 
 __all__ = ["ConversationSummaries"]
 

@@ -25,9 +25,9 @@ from dataclasses import dataclass
 from itertools import accumulate
 from typing import Any, Literal, Protocol
 
-from unified_memory.errors import invalid, wrong_type
-from unified_memory.protocols import TokenCounter
-from unified_memory.types import Message
+from scoring.errors import invalid, wrong_type
+from tiers.records.protocols import TokenCounter
+from tiers.records.types import Message
 
 __all__ = [
     "TrimPlan",

@@ -22,7 +22,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, TextIO
 
-from tiers.storage import Storage
+from tiers.storage.backend import Storage
 from unified_memory.memory import UnifiedMemory
 
 __all__ = ["load_sample", "open_demo", "ingest_sample", "run_demo", "main"]

@@ -20,7 +20,7 @@ import os
 from collections.abc import Callable
 from typing import Any
 
-from tiers.scope import Scope
+from tiers.records.scope import Scope
 from unified_memory.config import MemoryConfig
 from unified_memory.coordinator.async_api import AsyncAPI
 from unified_memory.coordinator.backend import Plugins, open_backend

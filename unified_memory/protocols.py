@@ -6,7 +6,8 @@ Anything with the right shape plugs in; nothing needs to subclass us.
     >>> isinstance(lambda text: 0.5, ImportanceScorer)
     True
 
-This module is a leaf: it imports only :mod:`unified_memory.types`.
+The parts the tiers call (token counter, embedder, vector index, conversation store) are
+defined in :mod:`tiers.records.protocols`, below the tiers, and importable from here.
 """
 
 from __future__ import annotations
@@ -14,17 +15,11 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
+from tiers.records.protocols import ConversationStore, Embedder, TokenCounter, VectorIndex
 from unified_memory.types import ContextBlock, Extraction, Fact, MemoryStats, Message, RecallHit
 
 __all__ = ["TokenCounter", "ImportanceScorer", "Redactor", "Extractor", "Embedder", "VectorIndex", "Reranker", "Summarizer",
            "LLM", "ConversationStore", "MemoryClient"]
-
-
-@runtime_checkable
-class TokenCounter(Protocol):
-    """Counts the tokens of a text: any callable ``str -> int``."""
-
-    def __call__(self, text: str, /) -> int: ...
 
 
 @runtime_checkable
@@ -55,55 +50,6 @@ class Extractor(Protocol):
 
 
 @runtime_checkable
-class Embedder(Protocol):
-    """Turns texts into L2-normalised float32 vectors of shape ``(n, dim)``.
-
-    ``name`` identifies the model (it is part of the embedding cache key, so two
-    models never share cached vectors).
-    """
-
-    @property
-    def name(self) -> str: ...
-
-    @property
-    def dim(self) -> int: ...
-
-    def embed(self, texts: Sequence[str]) -> Any: ...
-
-
-@runtime_checkable
-class VectorIndex(Protocol):
-    """Nearest-neighbour search by cosine similarity, in named partitions (one per
-    tier and user, e.g. ``"facts/ada"``). Vectors are L2-normalised float32.
-
-    An index is derived data: SQLite holds the vectors' source (texts and the
-    embedding cache), and the memory rebuilds a partition whenever it drifts.
-    ``persistent`` says whether the index keeps its content across processes
-    (chroma) or must be rebuilt in every process (numpy).
-    """
-
-    @property
-    def persistent(self) -> bool: ...
-
-    def upsert(self, partition: str, ids: Sequence[str], vectors: Any) -> None: ...
-
-    def delete(self, partition: str, ids: Sequence[str]) -> None: ...
-
-    def search(self, partition: str, vector: Any, limit: int) -> list[tuple[str, float]]: ...
-
-    def similarity(self, partition: str, vector: Any, ids: Sequence[str]) -> dict[str, float]:
-        """Cosine similarity of ``vector`` to each of ``ids`` held (so a lexical hit that
-        is not among the nearest neighbours still gets its dense score)."""
-        ...
-
-    def ids(self, partition: str) -> set[str]: ...
-
-    def drop(self, partition: str) -> None: ...
-
-    def close(self) -> None: ...
-
-
-@runtime_checkable
 class Reranker(Protocol):
     """Re-scores the best recall hits for a query (e.g. a cross-encoder): one score per
     text, higher is better. See :mod:`unified_memory.retrieval.rerank`."""
@@ -124,28 +70,6 @@ class LLM(Protocol):
     """A chat model: takes OpenAI-style messages, returns the reply text."""
 
     def complete(self, messages: Sequence[dict[str, Any]]) -> str: ...
-
-
-@runtime_checkable
-class ConversationStore(Protocol):
-    """Persists conversation sessions: one JSON object per ``(namespace, session_id)``.
-
-    ``save`` overwrites; a plain list of messages is stored as ``{"messages": [...],
-    "summary": None}``. ``ttl`` (seconds; ``None`` = the store's default, which may be
-    "never") makes an entry expire: expired entries are never loaded or listed.
-    ``load`` returns ``None`` for a missing or expired entry; ``delete`` returns
-    whether something was deleted; ``list`` returns the live ids of a namespace,
-    sorted. Implementations: :mod:`tiers.sessions`.
-    """
-
-    def load(self, session_id: str, *, namespace: str = "default") -> dict[str, Any] | None: ...
-
-    def save(self, session_id: str, state: Mapping[str, Any] | Sequence[Any], *, namespace: str = "default",
-             ttl: float | None = None) -> None: ...
-
-    def delete(self, session_id: str, *, namespace: str = "default") -> bool: ...
-
-    def list(self, *, namespace: str = "default") -> list[str]: ...
 
 
 @runtime_checkable

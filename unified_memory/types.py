@@ -8,19 +8,37 @@ an error that names it, never silently dropped. Times are timezone-aware UTC
     >>> Message(role="user", content="I'm allergic to peanuts").role
     'user'
 
-This module is a leaf: it imports only :mod:`unified_memory.values` (the rules a stored value
-meets).
+The records the tiers store (messages, facts, entities, triples, episodes, extractions) are
+defined in :mod:`tiers.records.types`, below the tiers, and importable from here; the results
+only the front door builds (recall hits, context blocks, stats, keyed items) are defined here.
 """
 
 from __future__ import annotations
 
 import math
-from datetime import UTC, datetime
-from typing import Any, Literal, TypeVar
+from datetime import datetime
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
 
-from unified_memory.values import (  # noqa: F401 - the value rules, kept importable from here
+from tiers.records.types import (
+    TIERS,
+    Entity,
+    Episode,
+    ExtractedEntity,
+    ExtractedFact,
+    ExtractedTriple,
+    Extraction,
+    Fact,
+    Message,
+    Record,
+    Role,
+    Tier,
+    Triple,
+    trusted_record,
+    utc_from_timestamp,
+)
+from tiers.records.values import (  # noqa: F401 - the value rules, kept importable from here
     LONE_SURROGATE,
     MAX_JSON_DEPTH,
     check_json_value,
@@ -53,242 +71,8 @@ __all__ = [
     "text_fault",
 ]
 
-Role = Literal["user", "assistant", "system", "tool"]
-Tier = Literal["short_term", "long_term", "entity", "episodic"]
-TIERS: tuple[str, ...] = ("short_term", "long_term", "entity", "episodic")
 
-
-def utc_from_timestamp(ts: float | None) -> datetime | None:
-    """Turn a stored POSIX timestamp into an aware UTC datetime (``None`` stays ``None``).
-
-    >>> utc_from_timestamp(0).isoformat()
-    '1970-01-01T00:00:00+00:00'
-    """
-    if ts is None:
-        return None
-    return datetime.fromtimestamp(ts, tz=UTC)
-
-
-class _Record(BaseModel):
-    model_config = ConfigDict(extra="forbid", validate_assignment=True)
-
-
-R = TypeVar("R", bound=BaseModel)
-_FIELD_NAMES: dict[type, tuple[str, ...]] = {}
-
-
-def trusted_record(cls: type[R], **values: Any) -> R:
-    """A record of values already checked (rows the library wrote, recall's own results): what
-    ``cls.model_construct(**values)`` builds, without its per-field work (2 µs instead of 5 for a
-    Message: a context builds some 120 records). Every field must be given; nothing is validated.
-
-    >>> trusted_record(RecallHit, id="f1", tier="long_term", text="hi", score=0.5, components={},
-    ...                metadata={}, created_at=None) == RecallHit(id="f1", tier="long_term", text="hi", score=0.5)
-    True
-    """
-    names = _FIELD_NAMES.get(cls)
-    if names is None:  # pydantic's model_fields is a property that builds a dict on each access
-        names = _FIELD_NAMES[cls] = tuple(cls.model_fields)
-    record = cls.__new__(cls)
-    fields = {name: values[name] for name in names}  # all of them, in declared order
-    if len(fields) != len(values):
-        raise TypeError(f"{cls.__name__}: unknown fields {sorted(set(values) - set(fields))}")
-    object.__setattr__(record, "__dict__", fields)
-    object.__setattr__(record, "__pydantic_fields_set__", set(fields))
-    object.__setattr__(record, "__pydantic_extra__", None)
-    object.__setattr__(record, "__pydantic_private__", None)
-    return record
-
-
-class Message(_Record):
-    """One chat message, in the shape OpenAI-style chat APIs use.
-
-    ``tool_calls`` is the assistant's list of calls (each a dict with an ``id``);
-    a ``tool`` message answers one of them through ``tool_call_id``.
-
-    >>> m = Message(role="assistant", content=None, tool_calls=[{"id": "c1", "type": "function",
-    ...     "function": {"name": "lookup", "arguments": "{}"}}])
-    >>> m.tool_call_ids()
-    ['c1']
-    """
-
-    role: Role
-    content: str | None = None
-    name: str | None = None
-    tool_calls: list[dict[str, Any]] | None = None
-    tool_call_id: str | None = None
-    metadata: dict[str, Any] = Field(default_factory=dict)
-    images: list[str] | None = None
-    reasoning_details: list[dict[str, Any]] | None = None
-    id: str | None = None
-    created_at: datetime | None = None
-    user_id: str | None = None
-    agent_id: str | None = None
-    session_id: str | None = None
-
-    @field_validator("metadata", "tool_calls", "reasoning_details")
-    @classmethod
-    def _json_only(cls, value: Any, info: Any) -> Any:
-        return check_json_value(value, info.field_name)
-
-    def tool_call_ids(self) -> list[str]:
-        """The ids of the tool calls this message opens (empty when none).
-
-        >>> Message(role="user", content="hi").tool_call_ids()
-        []
-        """
-        return [str(call.get("id")) for call in (self.tool_calls or []) if call.get("id") is not None]
-
-    def text(self) -> str:
-        """The message's text, '' when it has none.
-
-        >>> Message(role="assistant").text()
-        ''
-        """
-        return self.content or ""
-
-
-class Fact(_Record):
-    """A long-term fact with its importance, provenance and validity interval.
-
-    ``status`` is ``active``, ``superseded`` (a newer fact on the same subject and
-    attribute replaced it: ``valid_to`` says when), ``archived`` (pushed out of the
-    active facts by ``long_term_limit``: kept, and still recalled, below active facts;
-    files and exports of older versions called it ``evicted``) or ``expired`` (its
-    ``ttl_days`` ran out).
-
-    Facts are bi-temporal. ``valid_from`` / ``valid_to`` say when the fact was true in
-    the world: from when it was said, or from the start it states ("since March 2024"),
-    until the fact that replaced it became true (``None``: still true). ``recorded_at``
-    / ``superseded_at`` say when the memory learned it and retired it (the clock of the
-    write; ``None``: not retired). ``recall(..., as_of=...)`` answers from the facts valid
-    then; ``facts(include_history=True)`` lists the superseded ones with their validity.
-
-    >>> Fact(id="fact_1", text="I live in Lisbon", importance=0.8,
-    ...      created_at=utc_from_timestamp(0), updated_at=utc_from_timestamp(0)).status
-    'active'
-    """
-
-    id: str
-    text: str
-    importance: float = Field(ge=0.0, le=1.0)
-    category: str | None = None
-    confidence: float = Field(default=1.0, ge=0.0, le=1.0)
-    subject: str | None = None
-    attribute: str | None = None
-    value: str | None = None
-    status: Literal["active", "superseded", "archived", "expired"] = "active"
-    created_at: datetime
-    updated_at: datetime
-    last_accessed: datetime | None = None
-    access_count: int = 0
-    reinforcement_count: int = 0
-    valid_from: datetime | None = None
-    valid_to: datetime | None = None
-    superseded_by: str | None = None
-    expires_at: datetime | None = None
-    recorded_at: datetime | None = None
-    superseded_at: datetime | None = None
-    source: str = "remember"
-    source_message_ids: list[str] = Field(default_factory=list)
-    metadata: dict[str, Any] = Field(default_factory=dict)
-    user_id: str = "default"
-    agent_id: str | None = None
-    session_id: str | None = None
-
-
-class Entity(_Record):
-    """A person, place, organisation or thing the conversation mentioned.
-
-    >>> Entity(id="ent_1", name="Maria", type="person", first_seen=utc_from_timestamp(0),
-    ...        last_seen=utc_from_timestamp(0)).mention_count
-    1
-    """
-
-    id: str
-    name: str
-    type: str = "thing"
-    attributes: dict[str, Any] = Field(default_factory=dict)
-    mention_count: int = 1
-    first_seen: datetime
-    last_seen: datetime
-    metadata: dict[str, Any] = Field(default_factory=dict)
-    user_id: str = "default"
-    agent_id: str | None = None
-
-
-class Triple(_Record):
-    """A relation ``subject --predicate--> object`` in the entity graph.
-
-    A single-valued relation (where someone lives or works, their name...) stated
-    anew with another object ends the old one: its ``valid_to`` is set.
-
-    >>> Triple(id="tri_1", subject="Maria", predicate="lives_in", object="Lisbon",
-    ...        created_at=utc_from_timestamp(0)).as_text()
-    'Maria lives in Lisbon'
-    """
-
-    id: str
-    subject: str
-    predicate: str
-    object: str
-    confidence: float = Field(default=1.0, ge=0.0, le=1.0)
-    created_at: datetime
-    source_message_id: str | None = None
-    metadata: dict[str, Any] = Field(default_factory=dict)
-    valid_to: datetime | None = None
-    user_id: str = "default"
-    agent_id: str | None = None
-
-    def as_text(self) -> str:
-        """The triple as a readable sentence fragment (predicate underscores become spaces)."""
-        return f"{self.subject} {self.predicate.replace('_', ' ')} {self.object}"
-
-
-class Episode(_Record):
-    """One message of the episodic log, verbatim, with its time and scope.
-
-    ``in_window`` says whether the message is still in the short-term window;
-    ``promoted`` whether it has been through promotion.
-    """
-
-    id: str
-    role: Role
-    content: str | None
-    name: str | None = None
-    created_at: datetime
-    metadata: dict[str, Any] = Field(default_factory=dict)
-    tool_calls: list[dict[str, Any]] | None = None
-    tool_call_id: str | None = None
-    images: list[str] | None = None
-    reasoning_details: list[dict[str, Any]] | None = None
-    importance: float = 0.0
-    in_window: bool = False
-    promoted: bool = False
-    user_id: str = "default"
-    agent_id: str | None = None
-    session_id: str | None = None
-
-    def to_message(self) -> Message:
-        """This log entry as a :class:`Message` (for sending back to a chat API)."""
-        return Message(
-            role=self.role,
-            content=self.content,
-            name=self.name,
-            tool_calls=self.tool_calls,
-            tool_call_id=self.tool_call_id,
-            metadata=dict(self.metadata),
-            images=self.images,
-            reasoning_details=self.reasoning_details,
-            id=self.id,
-            created_at=self.created_at,
-            user_id=self.user_id,
-            agent_id=self.agent_id,
-            session_id=self.session_id,
-        )
-
-
-class RecallHit(_Record):
+class RecallHit(Record):
     """One result of a federated recall, with the parts its score was made of.
 
     ``components`` always has ``relevance`` (0..1, comparable across tiers),
@@ -312,7 +96,7 @@ class RecallHit(_Record):
         return value
 
 
-class SectionUsage(_Record):
+class SectionUsage(Record):
     """How one section of a context block spent its budget."""
 
     name: str
@@ -322,7 +106,7 @@ class SectionUsage(_Record):
     dropped: int = 0
 
 
-class ContextBlock(_Record):
+class ContextBlock(Record):
     """A token-budgeted memory block for the next LLM call.
 
     ``hits`` are exactly the recall hits whose text appears in ``text``;
@@ -340,7 +124,7 @@ class ContextBlock(_Record):
         return self.text
 
 
-class MemoryStats(_Record):
+class MemoryStats(Record):
     """Counts of what one user's memory holds (the scope of the asking instance).
 
     ``facts`` counts the active facts, ``superseded_facts`` and ``archived_facts`` those
@@ -377,53 +161,7 @@ class MemoryStats(_Record):
         return data
 
 
-class ExtractedFact(_Record):
-    """A fact proposed by an extractor, before the importance filter.
-
-    ``subject`` / ``attribute`` / ``value`` name a slot ("user", "residence",
-    "Lisbon") so a later fact on the same slot can supersede this one.
-    """
-
-    text: str = Field(description="The fact as one self-contained sentence.")
-    importance: float | None = Field(default=None, ge=0.0, le=1.0,
-                                     description="0..1; None lets the importance scorer decide.")
-    category: str | None = Field(default=None, description="identity, health, preference, ...")
-    subject: str | None = Field(default=None, description="Who the fact is about, e.g. 'user'.")
-    attribute: str | None = Field(default=None, description="Which attribute, e.g. 'residence'.")
-    value: str | None = Field(default=None, description="The attribute's value, e.g. 'Lisbon'.")
-    confidence: float = Field(default=1.0, ge=0.0, le=1.0)
-    replaces: list[str] = Field(
-        default_factory=list,
-        description="Values this statement says are no longer current ('I sold the Civic' -> ['Civic']): a "
-                    "current fact about the same subject that names every word of one of them is superseded.")
-
-
-class ExtractedEntity(_Record):
-    """An entity proposed by an extractor."""
-
-    name: str = Field(min_length=1, description="The entity's name as written.")
-    type: str = Field(default="thing", description="person, place, organization, thing, ...")
-    attributes: dict[str, Any] = Field(default_factory=dict)
-
-
-class ExtractedTriple(_Record):
-    """A relation proposed by an extractor."""
-
-    subject: str = Field(min_length=1)
-    predicate: str = Field(min_length=1, description="snake_case relation, e.g. 'lives_in'.")
-    object: str = Field(min_length=1)
-    confidence: float = Field(default=1.0, ge=0.0, le=1.0)
-
-
-class Extraction(_Record):
-    """What an extractor found in some messages."""
-
-    facts: list[ExtractedFact] = Field(default_factory=list)
-    entities: list[ExtractedEntity] = Field(default_factory=list)
-    triples: list[ExtractedTriple] = Field(default_factory=list)
-
-
-class StoredItem(_Record):
+class StoredItem(Record):
     """A keyed item (:meth:`~unified_memory.UnifiedMemory.put_item`): a JSON object stored under a
     ``namespace`` (a tuple of labels) and a ``key``. A search with a query sets ``score``: the
     cosine similarity of the query to the item's closest indexed field when the search compares

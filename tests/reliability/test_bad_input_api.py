@@ -45,7 +45,7 @@ from hypothesis import strategies as st
 
 import unified_memory as um
 from tests.reliability.conftest import scaled
-from tiers.storage import Storage
+from tiers.storage.backend import Storage
 from unified_memory import (
     CompactionConfig,
     ContextConfig,
@@ -249,7 +249,7 @@ def listings(mem: UnifiedMemory) -> dict[str, Any]:
 
 
 def snapshot(mem: UnifiedMemory) -> tuple[str, dict[str, Any]]:
-    shown = listings(mem)  # first: listing the facts writes the uses recall left waiting (tiers.access)
+    shown = listings(mem)  # first: listing the facts writes the uses recall left waiting (tiers.facts.access)
     return db_digest(mem), shown
 
 

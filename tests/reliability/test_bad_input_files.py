@@ -639,7 +639,7 @@ def test_conversation_log_refuses_bad_lines_untouched(tmp_path_factory, log_file
 @pytest.fixture(scope="module")
 def snapshot_parts() -> tuple[bytes, bytes]:
     from scoring.lexical import LexicalIndex
-    from tiers import snapshots
+    from tiers.indexes import snapshots
 
     index = LexicalIndex()
     index.add_many([(f"f{i}", f"I keep {i} bees in Lisbon, café {i % 3}") for i in range(12)])
@@ -653,8 +653,8 @@ def snapshot_parts() -> tuple[bytes, bytes]:
 def test_damaged_index_snapshots_are_ignored(snapshot_parts, data, part) -> None:
     """A damaged snapshot is not used (the index is rebuilt from the store), never a crash."""
     from scoring.lexical import LexicalIndex
-    from tiers import snapshots
-    from tiers.storage import Storage
+    from tiers.indexes import snapshots
+    from tiers.storage.backend import Storage
 
     header, blob = snapshot_parts
     how, body = data.draw(mutated(header if part == "header" else blob, "json" if part == "header" else "bytes"),
@@ -668,14 +668,14 @@ def test_damaged_index_snapshots_are_ignored(snapshot_parts, data, part) -> None
         storage.execute("INSERT INTO index_snapshots (user_id, kind, head, header, arrays) VALUES (?, ?, ?, ?, ?)",
                         ["ada", "facts", 0, value if part == "header" else header.decode(),
                          blob if part == "header" else value])
-    READERS.add("tiers.snapshots.load")
+    READERS.add("tiers.indexes.snapshots.load")
     TALLY["inputs"] += 1
     try:
         found = snapshots.load(storage, "ada", "facts")
         if found is None:
             TALLY["refused"] += 1
             return
-        try:  # what tiers.partitions does with it
+        try:  # what tiers.indexes.partitions does with it
             index = LexicalIndex.from_state(found[0])
         except ValueError:
             TALLY["refused"] += 1

@@ -39,7 +39,7 @@ from typing import Any
 import pytest
 
 from tests.reliability.conftest import scaled, service_database
-from tiers.storage import Storage
+from tiers.storage.backend import Storage
 
 ROOT = Path(__file__).resolve().parents[2]
 THREADS = 8

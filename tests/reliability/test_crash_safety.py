@@ -69,8 +69,8 @@ from pathlib import Path
 import pytest
 
 from tests.reliability.conftest import scaled
-from tiers import snapshots
-from tiers.postgres_backend import is_url, psycopg_statement
+from tiers.indexes import snapshots
+from tiers.storage.postgres_backend import is_url, psycopg_statement
 
 # Children and checkers are processes that open the file (or database URL) themselves: on
 # PostgreSQL the test creates the databases (the storage_backend fixture's patch stays in this process).
@@ -96,10 +96,10 @@ CHECK_TIMEOUT, FINAL_TIMEOUT = 120.0, 900.0
 RECALL_NEW, RECALL_OLD = 6, 4  # markers of the trial, and earlier ones, recalled in each check (all at the end)
 # Imported once by the fork server: a forked child then opens a memory in ~0.05 s instead of ~1 s.
 PRELOAD = ["unified_memory.memory", "unified_memory.testing", "unified_memory.io.jsonl", "unified_memory.retrieval.federation",
-           "unified_memory.extraction.summarizers", "tiers.row_export", "tiers.deletion", "tiers.user_tables", "tiers.vectors", "tiers.binary_codes", "tiers.vector_partition", "tiers.vector_store", "faiss", "scoring.embeddings",
-           "scoring.onnx_query", "tiers.chroma_index", "chromadb", "chromadb.api.rust",
-           "chromadb.telemetry.product.posthog", "dateutil.parser", "tiktoken", "psycopg", "tiers.postgres_backend",
-           "tiers.pg_listener", "tiers.pg_schema", "tests.reliability.test_crash_safety"]
+           "unified_memory.extraction.summarizers", "tiers.maintenance.row_export", "tiers.maintenance.deletion", "tiers.storage.user_tables", "tiers.indexes.vectors", "tiers.indexes.binary_codes", "tiers.indexes.vector_partition", "tiers.indexes.vector_store", "faiss", "scoring.embeddings",
+           "scoring.onnx_query", "tiers.indexes.chroma_index", "chromadb", "chromadb.api.rust",
+           "chromadb.telemetry.product.posthog", "dateutil.parser", "tiktoken", "psycopg", "tiers.storage.postgres_backend",
+           "tiers.storage.pg_listener", "tiers.storage.pg_schema", "tests.reliability.test_crash_safety"]
 
 
 # -- the child: writes until killed -------------------------------------------------------------
@@ -265,7 +265,7 @@ def _saved_vector_problems(args: dict, rows: Rows) -> tuple[list[str], int, int]
 
 def _check(args: dict) -> dict:
     """Everything the parent asserts, as data: ``problems`` (empty when all is well) and counts."""
-    from tiers.vectors import content_hash
+    from tiers.indexes.vectors import content_hash
 
     snapshots.SNAPSHOT_MIN_DOCS = SNAPSHOT_DOCS
     problems: list[str] = []
@@ -291,7 +291,7 @@ def _check(args: dict) -> dict:
                 problems += found
                 result["snapshots"] = rows("SELECT COUNT(*) FROM index_snapshots")[0][0]
     if args["backend"] == "chroma":  # what the kill left in chroma, before the library repairs it
-        from tiers.chroma_index import ChromaVectorIndex
+        from tiers.indexes.chroma_index import ChromaVectorIndex
 
         with ChromaVectorIndex.embedded(args["chroma_path"]) as index:
             left = _index_ids(index)
@@ -306,7 +306,7 @@ def _check(args: dict) -> dict:
             assert rows is not None  # the library's open created it
             stored = _stored_ids(rows)
         if args["backend"] == "chroma":
-            from tiers.chroma_index import ChromaVectorIndex
+            from tiers.indexes.chroma_index import ChromaVectorIndex
 
             with ChromaVectorIndex.embedded(args["chroma_path"]) as index:  # not through the memory's own index
                 after = _index_ids(index)

@@ -35,8 +35,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.reliability.conftest import record_figures, scaled
-from tiers import snapshots
-from tiers.storage import Storage
+from tiers.indexes import snapshots
+from tiers.storage.backend import Storage
 from unified_memory import UnifiedMemory, VectorConfig
 from unified_memory.testing import FakeEmbedder
 
@@ -204,7 +204,7 @@ def test_forget_a_user_leaves_no_row_behind_on_postgresql(tmp_path, monkeypatch,
     every table was rewritten, every other user answers exactly as before."""
     if storage_backend != "postgresql":
         pytest.skip("on SQLite, test_forget_a_user_leaves_no_byte_behind scans the file itself")
-    from tiers.postgres_backend import PostgresBackend
+    from tiers.storage.postgres_backend import PostgresBackend
 
     monkeypatch.setattr(snapshots, "SNAPSHOT_MIN_DOCS", 2)
     vacuums = []

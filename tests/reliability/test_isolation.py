@@ -7,7 +7,7 @@ Every written text carries a marker naming its owner and a unique item number
 none). The model records which scopes own each item number — an import with
 ``user_id=`` gives another user a copy — and which items must still be listable.
 
-What each read may show, as documented (README "Scoping"; ``tiers.storage.Scope``):
+What each read may show, as documented (README "Scoping"; ``tiers.storage.backend.Scope``):
 
 * the user is a hard boundary: nothing of another user, ever (every read);
 * an agent sees its own items and those stored without an agent; a view without an

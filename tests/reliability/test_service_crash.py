@@ -51,7 +51,7 @@ from tests.reliability.conftest import scaled, service_database
 pytest.importorskip("fastapi", reason="the service needs the server extra")
 httpx = pytest.importorskip("httpx")
 
-from tiers.postgres_backend import is_url  # noqa: E402
+from tiers.storage.postgres_backend import is_url  # noqa: E402
 from unified_memory.service.background import ServiceProcess  # noqa: E402
 
 pytestmark = pytest.mark.slow

@@ -46,8 +46,8 @@ from tests.reliability.conftest import one_per_backend, scaled
 pytest.importorskip("fastapi", reason="the service needs the server extra")
 httpx = pytest.importorskip("httpx")
 
-from tiers.keys import KeyRing  # noqa: E402
-from tiers.storage import Storage  # noqa: E402
+from tiers.maintenance.keys import KeyRing  # noqa: E402
+from tiers.storage.backend import Storage  # noqa: E402
 from unified_memory.service.background import ServiceProcess  # noqa: E402
 
 pytestmark = pytest.mark.slow

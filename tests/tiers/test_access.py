@@ -1,4 +1,4 @@
-"""Recall's reinforcement of facts, written in batches (tiers.access): every use counted, none
+"""Recall's reinforcement of facts, written in batches (tiers.facts.access): every use counted, none
 written by a read, all of them visible to whatever reads them."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.tiers.write_lock import hold_write_lock, release
-from tiers.access import ACCESS_COUNT, USES_JOIN, AccessLog, last_accessed
-from tiers.storage import Storage
+from tiers.facts.access import ACCESS_COUNT, USES_JOIN, AccessLog, last_accessed
+from tiers.storage.backend import Storage
 from unified_memory import UnifiedMemory
 
 

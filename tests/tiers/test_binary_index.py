@@ -1,5 +1,5 @@
 """The numpy vector index's approximate mode: binary codes scanned, then exact re-scoring
-(tiers.binary_codes, tiers.vector_partition, tiers.numpy_index)."""
+(tiers.indexes.binary_codes, tiers.indexes.vector_partition, tiers.indexes.numpy_index)."""
 
 import threading
 
@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tiers import binary_codes
-from tiers.vectors import NumpyVectorIndex
+from tiers.indexes import binary_codes
+from tiers.indexes.vectors import NumpyVectorIndex
 from unified_memory.config import MemoryConfig, VectorConfig
 from unified_memory.errors import ConfigError, MemoryTypeError, MemoryValueError
 

@@ -11,11 +11,11 @@ from tiers.candidates import (
     MessageDetail,
     RecallCandidate,
 )
-from tiers.entities import EntityGraph, entity_importance
 from tiers.episodic import EpisodicLog
-from tiers.long_term import FactInput, LongTermFacts
+from tiers.facts.long_term import FactInput, LongTermFacts
+from tiers.graph.entities import EntityGraph, entity_importance
 from tiers.short_term import ShortTermWindow
-from tiers.storage import Scope, Storage
+from tiers.storage.backend import Scope, Storage
 from unified_memory.types import ExtractedTriple, Message
 
 ADA = Scope("ada", session_id="s1")

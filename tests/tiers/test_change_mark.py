@@ -1,6 +1,6 @@
 """Storage.change_mark: what a reader keeps until anything is written (by this connection or another)."""
 
-from tiers.storage import Storage
+from tiers.storage.backend import Storage
 
 
 def test_the_mark_changes_with_every_write_of_this_connection_or_another(tmp_path, storage_backend):

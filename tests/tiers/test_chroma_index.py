@@ -19,8 +19,8 @@ from tests.conftest import free_port
 
 chromadb = pytest.importorskip("chromadb")
 
-from tiers import chroma_index  # noqa: E402
-from tiers.chroma_index import ChromaVectorIndex, collection_name  # noqa: E402
+from tiers.indexes import chroma_index  # noqa: E402
+from tiers.indexes.chroma_index import ChromaVectorIndex, collection_name  # noqa: E402
 from unified_memory.errors import (  # noqa: E402
     ClosedError,
     DependencyError,
@@ -335,7 +335,7 @@ def test_bad_prefix(tmp_path, prefix):
 
 
 def test_chromadb_is_imported_lazily_with_an_install_hint(monkeypatch):
-    code = "import sys, tiers.chroma_index; assert 'chromadb' not in sys.modules"
+    code = "import sys, tiers.indexes.chroma_index; assert 'chromadb' not in sys.modules"
     subprocess.run([sys.executable, "-c", code], check=True)
     monkeypatch.setitem(sys.modules, "chromadb", None)  # makes `import chromadb` fail
     with pytest.raises(DependencyError, match=r'pip install "unified-memory\[chroma\]"'):

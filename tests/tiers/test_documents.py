@@ -1,11 +1,11 @@
-"""A tier's document search (tiers.documents): the rows the caller's filter drops never cost a candidate."""
+"""A tier's document search (tiers.indexes.documents): the rows the caller's filter drops never cost a candidate."""
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tiers.candidates import CandidateQuery
-from tiers.long_term import FactInput, LongTermFacts
-from tiers.storage import Scope, Storage
+from tiers.facts.long_term import FactInput, LongTermFacts
+from tiers.storage.backend import Scope, Storage
 
 ADA = Scope("ada")
 

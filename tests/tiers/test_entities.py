@@ -1,5 +1,5 @@
-from tiers.entities import EntityGraph, entity_importance, norm_name
-from tiers.storage import Scope, Storage
+from tiers.graph.entities import EntityGraph, entity_importance, norm_name
+from tiers.storage.backend import Scope, Storage
 from unified_memory.types import ExtractedEntity, ExtractedTriple
 
 ADA = Scope("ada")

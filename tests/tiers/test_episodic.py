@@ -1,6 +1,6 @@
 from tiers.episodic import EpisodicLog
 from tiers.short_term import ShortTermWindow
-from tiers.storage import Scope, Storage
+from tiers.storage.backend import Scope, Storage
 from unified_memory.types import Message
 
 ADA = Scope("ada", session_id="s1")

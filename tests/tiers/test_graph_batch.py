@@ -1,4 +1,4 @@
-"""A batch's graph writes (:class:`tiers.graph_batch.GraphBatch`: lookups per batch, one statement
+"""A batch's graph writes (:class:`tiers.graph.batch.GraphBatch`: lookups per batch, one statement
 per table and kind of change) leave exactly the rows the item-by-item calls
 (:meth:`EntityGraph.upsert`, :meth:`EntityGraph.add_triples`) leave: every column of every entity and
 relation (counts, merged attributes, types, sightings, validity, what superseded what, metadata,
@@ -13,9 +13,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tiers.entities import EntityGraph
-from tiers.graph_batch import GraphBatch
-from tiers.storage import Scope, Storage
+from tiers.graph.batch import GraphBatch
+from tiers.graph.entities import EntityGraph
+from tiers.storage.backend import Scope, Storage
 from unified_memory.types import ExtractedEntity, ExtractedTriple
 
 ADA = Scope("ada")

@@ -1,7 +1,7 @@
 import pytest
 
-from tiers.ingested import IngestedKeys
-from tiers.storage import SCHEMA_VERSION, IntegrityError, Storage
+from tiers.maintenance.ingested import IngestedKeys
+from tiers.storage.backend import SCHEMA_VERSION, IntegrityError, Storage
 
 
 def test_table_is_created_on_first_use_only(db_path):

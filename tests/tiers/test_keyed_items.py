@@ -1,4 +1,4 @@
-"""Keyed items (tiers.keyed_items and the memory's put_item / get_item / search_items / ...): round trip,
+"""Keyed items (tiers.items.keyed_items and the memory's put_item / get_item / search_items / ...): round trip,
 overwrite, delete, isolation of namespaces and users, TTL with an injected clock, filters, ranking,
 namespace listing, and that forget / export / import cover them."""
 
@@ -10,9 +10,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tiers.item_checks import matches
-from tiers.keyed_items import KeyedItems
-from tiers.storage import Storage
+from tiers.items.checks import matches
+from tiers.items.keyed_items import KeyedItems
+from tiers.storage.backend import Storage
 from unified_memory import MemoryTypeError, MemoryValueError, StoredItem, UnifiedMemory
 
 
@@ -286,7 +286,7 @@ def test_forget_export_and_import_cover_items(tmp_path, clock):
 def test_a_schema_3_file_gains_the_vectors_column_and_keeps_its_items(tmp_path):
     import sqlite3
 
-    from tiers.storage import SCHEMA_VERSION
+    from tiers.storage.backend import SCHEMA_VERSION
 
     path = tmp_path / "old.db"
     with UnifiedMemory(path, user_id="ada") as memory:

@@ -2,8 +2,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tiers.candidates import CandidateQuery
-from tiers.long_term import EvictionWeights, FactInput, LongTermFacts
-from tiers.storage import Scope, Storage
+from tiers.facts.long_term import EvictionWeights, FactInput, LongTermFacts
+from tiers.storage.backend import Scope, Storage
 
 ADA = Scope("ada")
 DAY = 86400.0
@@ -179,7 +179,7 @@ def test_index_is_rebuilt_from_the_store_after_reopen(tmp_path):
                           st.integers(0, 30), st.booleans()), min_size=2, max_size=25),
        st.integers(1, 25), st.floats(1.0, 60.0))
 def test_retention_archives_what_the_scoring_formula_ranks_lowest(rows, excess, half_life):
-    """SQLite ranks retention (tiers.long_term.retention_order) as scoring.decay defines it:
+    """SQLite ranks retention (tiers.facts.long_term.retention_order) as scoring.decay defines it:
     unprotected first, then lowest importance·w_i + recency·w_r + use·w_u, then oldest."""
     import numpy as np
 

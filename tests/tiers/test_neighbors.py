@@ -3,8 +3,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tiers.episodic import EpisodicLog
-from tiers.neighbors import OWN_WEIGHT, ConversationTurn, neighbor_documents, split_parts
-from tiers.storage import Scope, Storage
+from tiers.indexes.neighbors import OWN_WEIGHT, ConversationTurn, neighbor_documents, split_parts
+from tiers.storage.backend import Scope, Storage
 from unified_memory.types import Message
 
 MINUTE = 60.0

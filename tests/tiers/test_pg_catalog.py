@@ -1,5 +1,5 @@
-"""The drift guard between tiers.schema.SCHEMA (SQLite) and tiers.pg_schema.SCHEMA_PG: on fresh
-databases, tiers.pg_catalog describes every user table exactly as tiers.user_tables does, and
+"""The drift guard between tiers.storage.schema.SCHEMA (SQLite) and tiers.storage.pg_schema.SCHEMA_PG: on fresh
+databases, tiers.storage.pg_catalog describes every user table exactly as tiers.storage.user_tables does, and
 every table (user-scoped or not) has the same columns, NOT NULLs, keys, defaults, indexes and
 foreign keys on both (docs/design/postgresql-survey.md, section 3)."""
 
@@ -9,11 +9,11 @@ import re
 
 import pytest
 
-from tiers.ingested import IngestedKeys
-from tiers.pg_catalog import table_columns, table_infos
-from tiers.pg_schema import INGESTED_PG, prepare_schema
-from tiers.storage import Storage
-from tiers.user_tables import Column, user_tables
+from tiers.maintenance.ingested import IngestedKeys
+from tiers.storage.backend import Storage
+from tiers.storage.pg_catalog import table_columns, table_infos
+from tiers.storage.pg_schema import INGESTED_PG, prepare_schema
+from tiers.storage.user_tables import Column, user_tables
 
 psycopg = pytest.importorskip("psycopg")
 # Not run twice (storage_backend): these tests make their own PostgreSQL databases (pg_url), and the

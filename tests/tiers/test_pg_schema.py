@@ -1,4 +1,4 @@
-"""tiers.pg_schema.prepare_schema on a real PostgreSQL 15 server (tests/pg_server.py): it creates
+"""tiers.storage.pg_schema.prepare_schema on a real PostgreSQL 15 server (tests/pg_server.py): it creates
 a fresh schema, reads an up-to-date one without writing, refuses what is not ours (without
 writing), serialises concurrent openers, and an error leaves nothing half-created."""
 
@@ -8,8 +8,8 @@ import threading
 
 import pytest
 
-from tiers.pg_schema import SCHEMA_OBJECTS_PG, SCHEMA_PG, prepare_schema, statements
-from tiers.schema import SCHEMA_OBJECTS, SCHEMA_VERSION
+from tiers.storage.pg_schema import SCHEMA_OBJECTS_PG, SCHEMA_PG, prepare_schema, statements
+from tiers.storage.schema import SCHEMA_OBJECTS, SCHEMA_VERSION
 from unified_memory.errors import StorageError
 
 psycopg = pytest.importorskip("psycopg")

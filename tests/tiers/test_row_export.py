@@ -1,5 +1,5 @@
-"""Row-level export, import and deletion over the user-scoped tables (tiers.row_export, tiers.deletion,
-tiers.user_tables)."""
+"""Row-level export, import and deletion over the user-scoped tables (tiers.maintenance.row_export, tiers.maintenance.deletion,
+tiers.storage.user_tables)."""
 
 from __future__ import annotations
 
@@ -9,12 +9,12 @@ import sqlite3
 
 import pytest
 
-from tiers.deletion import delete_items, delete_user_rows, find_items, prune_embeddings
-from tiers.row_export import FORMAT, FORMAT_VERSION, export_rows
-from tiers.row_import import fresh_id, import_rows, parse_export
-from tiers.storage import Storage
-from tiers.user_tables import export_tables, user_tables, users_in
-from tiers.vectors import content_hash
+from tiers.indexes.vectors import content_hash
+from tiers.maintenance.deletion import delete_items, delete_user_rows, find_items, prune_embeddings
+from tiers.maintenance.row_export import FORMAT, FORMAT_VERSION, export_rows
+from tiers.maintenance.row_import import fresh_id, import_rows, parse_export
+from tiers.storage.backend import Storage
+from tiers.storage.user_tables import export_tables, user_tables, users_in
 from unified_memory.errors import MemoryValueError, NotFoundError, UnifiedMemoryError
 
 HEADER = {"kind": "header", "format": FORMAT, "version": FORMAT_VERSION}

@@ -3,7 +3,7 @@ from hypothesis import strategies as st
 
 from tiers.episodic import EpisodicLog
 from tiers.short_term import ShortTermWindow
-from tiers.storage import Scope, Storage
+from tiers.storage.backend import Scope, Storage
 from tiers.trimming import plan_trim
 from unified_memory.types import Message
 

@@ -1,4 +1,4 @@
-"""Saved lexical indexes (tiers.snapshots): restored on open, replayed forward from the
+"""Saved lexical indexes (tiers.indexes.snapshots): restored on open, replayed forward from the
 journal, refused when stale or damaged, erased with what they index."""
 
 import pytest
@@ -6,8 +6,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from scoring.lexical import LexicalIndex
-from tiers import journal, snapshots
-from tiers.storage import Storage
+from tiers.indexes import snapshots
+from tiers.storage import journal
+from tiers.storage.backend import Storage
 from unified_memory import UnifiedMemory
 
 

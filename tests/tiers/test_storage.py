@@ -5,7 +5,7 @@ import time
 
 import pytest
 
-from tiers.storage import SCHEMA_VERSION, Scope, Storage, metadata_where
+from tiers.storage.backend import SCHEMA_VERSION, Scope, Storage, metadata_where
 from unified_memory.errors import ClosedError, MemoryTypeError, MemoryValueError, StorageError
 
 
@@ -129,7 +129,7 @@ def test_writers_of_one_process_take_turns_without_starving(tmp_path):
     process writing one busy file. SQLite's polling let a writer that had waited long
     lose the lock again and again to newcomers, past its busy timeout ("database is
     locked") although no transaction held the lock that long. The writers of a process
-    now take turns (tiers.writers.WriterQueue): each waits about one round of the others.
+    now take turns (tiers.storage.writers.WriterQueue): each waits about one round of the others.
 
     Asserted without a clock bound (a busy CI machine stretches every transaction): while
     one writer waits, the others start at most about one transaction each, never the tens
@@ -203,7 +203,7 @@ def test_a_second_connection_in_the_process_keeps_seeing_other_processes_commits
 
     path = tmp_path / "m.db"
     first, second = Storage(path), Storage(path)
-    insert = ("from tiers.storage import Storage; s = Storage({path!r});\n"
+    insert = ("from tiers.storage.backend import Storage; s = Storage({path!r});\n"
               "with s.atomic(): s.execute(\"INSERT INTO meta(key, value) VALUES (?, 'x')\", [{key!r}])\n"
               "s.close()")
     for key in ("one", "two", "three"):

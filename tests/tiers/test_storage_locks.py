@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from tiers.storage import Storage
+from tiers.storage.backend import Storage
 
 
 @pytest.mark.sqlite_only  # about SQLite's write-ahead log file and POSIX locks; another process opens the path
@@ -19,7 +19,7 @@ def test_another_process_closing_the_file_leaves_this_process_s_log_alone(tmp_pa
     path = tmp_path / "m.db"
     first = Storage(path)
     second = Storage(path)  # the key ring beside the memory
-    subprocess.run([sys.executable, "-c", f"from tiers.storage import Storage; Storage({str(path)!r}).close()"],
+    subprocess.run([sys.executable, "-c", f"from tiers.storage.backend import Storage; Storage({str(path)!r}).close()"],
                    check=True)
     assert (tmp_path / "m.db-wal").exists()
     with first.atomic() as db:
@@ -46,7 +46,7 @@ def test_a_writer_waits_for_another_connections_write_then_takes_the_lock(tmp_pa
     import time
 
     from tests.tiers.write_lock import busy_timeout_ms, hold_write_lock, release
-    from tiers.storage import Storage
+    from tiers.storage.backend import Storage
     from unified_memory.errors import StorageError
 
     path = tmp_path / "m.db"

@@ -4,9 +4,9 @@ import numpy as np
 import pytest
 
 from scoring.embeddings import HashingEmbedder
-from tiers import vector_store
-from tiers.vector_partition import Partition
-from tiers.vectors import NumpyVectorIndex
+from tiers.indexes import vector_store
+from tiers.indexes.vector_partition import Partition
+from tiers.indexes.vectors import NumpyVectorIndex
 from unified_memory import UnifiedMemory
 from unified_memory.config import VectorConfig
 
@@ -170,7 +170,7 @@ def test_a_reset_since_the_saved_position_discards_it(tmp_path, monkeypatch):
         mem.remember_many(facts[:60])
         mem.recall(facts[0])
         wait(mem)
-    monkeypatch.setattr("tiers.journal.BULK_RESET", 5)  # a bulk write journals one reset
+    monkeypatch.setattr("tiers.storage.journal.BULK_RESET", 5)  # a bulk write journals one reset
     with UnifiedMemory(path, retrieval="lexical") as mem:
         mem.remember_many(facts[60:])
     loads = []

@@ -5,10 +5,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tiers import journal
-from tiers.journal import IndexJournal
-from tiers.storage import Storage
-from tiers.vectors import EmbeddingCache, NumpyVectorIndex, PartitionedVectors, content_hash
+from tiers.indexes.vectors import EmbeddingCache, NumpyVectorIndex, PartitionedVectors, content_hash
+from tiers.storage import journal
+from tiers.storage.backend import Storage
+from tiers.storage.journal import IndexJournal
 from unified_memory.errors import MemoryTypeError, MemoryValueError
 from unified_memory.protocols import VectorIndex
 from unified_memory.testing import FakeEmbedder
@@ -63,9 +63,9 @@ def test_cache_survives_a_restart_without_re_embedding(db_path):
 
 @pytest.mark.parametrize("scan_from", [2, 10_000])  # one range scan, or lookups by key
 def test_cache_reads_back_exactly_what_it_stored(monkeypatch, scan_from):
-    import tiers.vectors
+    import tiers.indexes.vectors
 
-    monkeypatch.setattr(tiers.vectors, "_SCAN_FROM", scan_from)
+    monkeypatch.setattr(tiers.indexes.vectors, "_SCAN_FROM", scan_from)
     store, emb = Storage(None), FakeEmbedder(16)
     texts = [f"note {i} about jazz" for i in range(40)]
     first = EmbeddingCache(store, emb).vectors("ada", texts)
@@ -83,10 +83,10 @@ def test_cache_reads_back_exactly_what_it_stored(monkeypatch, scan_from):
 def test_cache_vectors_equal_the_embedders_whatever_was_cached(texts, cached, scan_from, embed_slice):
     """Found rows, missing rows and repeated texts all land in their place, from one fresh array,
     the missing texts embedded in slices of ``_EMBED_SLICE``."""
-    import tiers.vectors
+    import tiers.indexes.vectors
 
-    old_scan, old_slice = tiers.vectors._SCAN_FROM, tiers.vectors._EMBED_SLICE
-    tiers.vectors._SCAN_FROM, tiers.vectors._EMBED_SLICE = scan_from, embed_slice
+    old_scan, old_slice = tiers.indexes.vectors._SCAN_FROM, tiers.indexes.vectors._EMBED_SLICE
+    tiers.indexes.vectors._SCAN_FROM, tiers.indexes.vectors._EMBED_SLICE = scan_from, embed_slice
     try:
         store, emb = Storage(None), FakeEmbedder(16)
         cache = EmbeddingCache(store, emb)
@@ -100,7 +100,7 @@ def test_cache_vectors_equal_the_embedders_whatever_was_cached(texts, cached, sc
         got[:] = 0  # the caller's own array: writing it changes nothing cached
         assert np.array_equal(cache.vectors("ada", texts), emb.embed(texts))
     finally:
-        tiers.vectors._SCAN_FROM, tiers.vectors._EMBED_SLICE = old_scan, old_slice
+        tiers.indexes.vectors._SCAN_FROM, tiers.indexes.vectors._EMBED_SLICE = old_scan, old_slice
 
 
 def test_a_first_load_keeps_one_copy_of_the_vectors():
@@ -217,14 +217,14 @@ def test_numpy_index_rejects_bad_shapes():
 
 
 def test_numpy_index_scores_large_partitions_in_slices(monkeypatch):
-    import tiers.vector_partition
+    import tiers.indexes.vector_partition
 
     rng = np.random.default_rng(7)
     vectors = rng.standard_normal((1000, 8)).astype(np.float32)
     query = rng.standard_normal(8).astype(np.float32)
     index = NumpyVectorIndex()
     index.upsert("p", [f"id{i}" for i in range(1000)], vectors)
-    monkeypatch.setattr(tiers.vector_partition, "_CHUNK_ELEMENTS", 8 * 37)  # 37 rows per slice
+    monkeypatch.setattr(tiers.indexes.vector_partition, "_CHUNK_ELEMENTS", 8 * 37)  # 37 rows per slice
     found = index.search("p", query, 1000)
     exact = vectors.astype(np.float64) @ query.astype(np.float64)
     assert [key for key, _ in found[:20]] == [f"id{i}" for i in np.argsort(-exact)[:20]]
@@ -275,7 +275,7 @@ class Docs:
         with store.atomic():
             store.execute("CREATE TABLE IF NOT EXISTS docs (user_id TEXT, id TEXT PRIMARY KEY, text TEXT)")
 
-    def put(self, user_id, item_id, text):  # journalled, as tiers.documents.DocumentIndex writes do
+    def put(self, user_id, item_id, text):  # journalled, as tiers.indexes.documents.DocumentIndex writes do
         with self.store.atomic():
             self.store.execute("INSERT INTO docs VALUES (?, ?, ?) ON CONFLICT (id) DO UPDATE SET user_id = excluded.user_id, text = excluded.text", [user_id, item_id, text])
             IndexJournal(self.store, "facts").put(user_id, [(item_id, text)])
@@ -469,7 +469,7 @@ def test_kind_is_validated():
 
 
 def test_parts_are_embedded_once_each_and_summed():
-    from tiers.neighbors import PART_SEP, split_parts
+    from tiers.indexes.neighbors import PART_SEP, split_parts
 
     store, emb = Storage(None), FakeEmbedder(16)
     cache = EmbeddingCache(store, emb)
@@ -498,7 +498,7 @@ def test_numpy_similarity_matches_search_scores():
 
 
 def test_lexical_hits_beyond_the_nearest_neighbours_get_their_dense_score():
-    from tiers.documents import DocumentIndex
+    from tiers.indexes.documents import DocumentIndex
 
     store, emb = Storage(None), FakeEmbedder(16)
     docs = [(f"d{i}", f"filler words number {i}") for i in range(40)] + [("target", "zebra stripes")]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tiers.storage import Storage
+from tiers.storage.backend import Storage
 
 
 def hold_write_lock(storage: Storage) -> None:

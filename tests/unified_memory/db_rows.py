@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 
-from tiers.storage import Storage
+from tiers.storage.backend import Storage
 
 
 def rows_as_text(path: str | os.PathLike[str]) -> dict[str, list[str]]:

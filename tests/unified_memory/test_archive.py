@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.conftest import Clock
-from tiers.storage import SCHEMA_VERSION
+from tiers.storage.backend import SCHEMA_VERSION
 from unified_memory import MemoryConfig, UnifiedMemory
 from unified_memory.config import VectorConfig
 from unified_memory.testing import FakeEmbedder

@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.conftest import DAY, T0, Clock
-from tiers.storage import SCHEMA_VERSION
+from tiers.storage.backend import SCHEMA_VERSION
 from unified_memory import MemoryTypeError, MemoryValueError, UnifiedMemory, UnifiedMemoryError
 from unified_memory.cli import main
 

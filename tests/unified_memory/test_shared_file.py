@@ -1,11 +1,11 @@
 """Several memories (as several processes would) sharing one file: each keeps its
-in-memory indexes in step by replaying the others' journalled changes (tiers.journal)."""
+in-memory indexes in step by replaying the others' journalled changes (tiers.storage.journal)."""
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tiers import journal
-from tiers.storage import Storage
+from tiers.storage import journal
+from tiers.storage.backend import Storage
 from unified_memory import UnifiedMemory
 
 

@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 import unified_memory.coordinator.window_tail
-from tiers.scope import Scope
+from tiers.records.scope import Scope
 from unified_memory import UnifiedMemory
 from unified_memory.coordinator.window_tail import WindowTail
 from unified_memory.extraction.promotion import CONTEXT_MESSAGES

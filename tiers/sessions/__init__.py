@@ -1,13 +1,15 @@
-"""Conversation session stores behind one protocol, :class:`~unified_memory.protocols.ConversationStore`.
+"""Conversation session stores behind one protocol, :class:`~tiers.records.protocols.ConversationStore`.
 
 Five backends, one contract: in memory, JSON files, SQLite, Redis and PostgreSQL (the last
 two need ``pip install 'unified-memory[redis]'`` / ``'unified-memory[postgres]'``; their
 drivers are imported only when one is built).
 
     >>> from tiers.sessions import InMemoryConversationStore
-    >>> from unified_memory.protocols import ConversationStore
+    >>> from tiers.records.protocols import ConversationStore
     >>> isinstance(InMemoryConversationStore(), ConversationStore)
     True
+
+May import: :mod:`tiers.storage`, :mod:`tiers.records`, :mod:`scoring`.
 """
 
 from __future__ import annotations

@@ -20,7 +20,7 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from unified_memory.errors import StorageError, invalid, wrong_type
+from scoring.errors import StorageError, invalid, wrong_type
 
 __all__ = ["MAX_KEY_LENGTH", "check_key", "check_ttl", "check_clock", "encode_state", "decode_state", "expires_at"]
 

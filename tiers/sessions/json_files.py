@@ -26,8 +26,8 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from scoring.errors import StorageError, StoreUnavailableError, check_path, wrong_type
 from tiers.sessions._common import check_clock, check_key, check_ttl, decode_state, encode_state, expires_at
-from unified_memory.errors import StorageError, StoreUnavailableError, check_path, wrong_type
 
 __all__ = ["JSONConversationStore", "encode_name"]
 
@@ -52,10 +52,10 @@ def encode_name(value: str) -> str:
 
 
 class JSONConversationStore:
-    """A :class:`~unified_memory.protocols.ConversationStore` in a directory of JSON files.
+    """A :class:`~tiers.records.protocols.ConversationStore` in a directory of JSON files.
 
     The directory is created if missing. Expired files are removed when a load or a
-    list meets them; a corrupt file raises :class:`~unified_memory.errors.StorageError`.
+    list meets them; a corrupt file raises :class:`~scoring.errors.StorageError`.
 
     >>> import tempfile
     >>> store = JSONConversationStore(tempfile.mkdtemp(), default_ttl=3600)

@@ -23,7 +23,7 @@ DEFAULT_NAMESPACE = "default"
 
 
 class InMemoryConversationStore:
-    """A :class:`~unified_memory.protocols.ConversationStore` held in memory.
+    """A :class:`~tiers.records.protocols.ConversationStore` held in memory.
 
     ``default_ttl`` (seconds, ``None`` = never) applies when ``save`` gets no ``ttl``;
     ``clock`` says what time it is (inject one in tests). Also offers the lauren-ai

@@ -5,7 +5,7 @@ clock decides expiry). The primary key is ``(namespace, session_key)``, ``sessio
 the SHA-256 of the id: a 512-character id of 4-byte characters would not fit a btree entry
 beside its namespace. PostgreSQL text holds no NUL, so ``%`` and NUL are percent-encoded in
 the stored namespace and id. Needs ``pip install "unified-memory[postgres]"``; a server that
-cannot be reached (or is lost) is a :class:`~unified_memory.errors.StorageUnavailableError`.
+cannot be reached (or is lost) is a :class:`~scoring.errors.StorageUnavailableError`.
 """
 
 from __future__ import annotations
@@ -18,13 +18,13 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 from urllib.parse import unquote
 
-from tiers.postgres_backend import (
-    _reason,
-    _server_gone,
-    is_url,
-    open_connection,
-    redact_url,
-    replace_if_lost,
+from scoring.errors import (
+    ClosedError,
+    DependencyError,
+    StorageError,
+    StorageUnavailableError,
+    invalid,
+    wrong_type,
 )
 from tiers.sessions._common import (
     check_clock,
@@ -35,13 +35,13 @@ from tiers.sessions._common import (
     encode_state,
     expires_at,
 )
-from unified_memory.errors import (
-    ClosedError,
-    DependencyError,
-    StorageError,
-    StorageUnavailableError,
-    invalid,
-    wrong_type,
+from tiers.storage.postgres_backend import (
+    _reason,
+    _server_gone,
+    is_url,
+    open_connection,
+    redact_url,
+    replace_if_lost,
 )
 
 __all__ = ["PostgresConversationStore", "encode_text"]
@@ -67,7 +67,7 @@ def _session_key(session_id: str) -> str:
 
 
 class PostgresConversationStore:
-    """A :class:`~unified_memory.protocols.ConversationStore` in a PostgreSQL table.
+    """A :class:`~tiers.records.protocols.ConversationStore` in a PostgreSQL table.
 
     ``url`` is a ``postgresql://`` URL; ``table`` (a plain SQL identifier, created in the
     URL's current schema if missing) may be shared by any number of processes and hosts.
@@ -197,7 +197,7 @@ class PostgresConversationStore:
         return sorted(unquote(row[0]) for row in rows)
 
     def close(self) -> None:
-        """Close the connection (idempotent); later calls raise :class:`~unified_memory.errors.ClosedError`."""
+        """Close the connection (idempotent); later calls raise :class:`~scoring.errors.ClosedError`."""
         with self._lock:
             self._closed = True
             conn, self._conn = self._conn, None

@@ -6,7 +6,7 @@ namespaces (or prefixes) never collide. TTLs are Redis's own expiry (``SET ... P
 'unified-memory[redis]'``. A server that cannot be reached fails fast:
 
     >>> from tiers.sessions import RedisConversationStore
-    >>> from unified_memory.errors import StoreUnavailableError
+    >>> from scoring.errors import StoreUnavailableError
     >>> try:
     ...     RedisConversationStore("redis://127.0.0.1:1/0", socket_timeout=0.5)
     ... except StoreUnavailableError as exc:
@@ -24,8 +24,8 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 from urllib.parse import unquote
 
+from scoring.errors import DependencyError, StorageError, StoreUnavailableError, invalid, wrong_type
 from tiers.sessions._common import check_key, check_ttl, decode_state, encode_state
-from unified_memory.errors import DependencyError, StorageError, StoreUnavailableError, invalid, wrong_type
 
 __all__ = ["RedisConversationStore", "encode_part", "glob_escape"]
 
@@ -52,10 +52,10 @@ def glob_escape(value: str) -> str:
 
 
 class RedisConversationStore:
-    """A :class:`~unified_memory.protocols.ConversationStore` on a Redis server.
+    """A :class:`~tiers.records.protocols.ConversationStore` on a Redis server.
 
     Connects to ``url`` (or uses a ready ``client``) and PINGs it at once: a dead server
-    raises :class:`~unified_memory.errors.StoreUnavailableError` within about
+    raises :class:`~scoring.errors.StoreUnavailableError` within about
     ``socket_timeout`` seconds, as does any later connection failure.
 
     >>> store = RedisConversationStore("redis://127.0.0.1:6379/0", default_ttl=3600)  # doctest: +SKIP

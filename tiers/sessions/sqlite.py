@@ -18,6 +18,7 @@ from typing import Any
 
 import sqlite_utils
 
+from scoring.errors import ClosedError, StorageError, check_path, wrong_type
 from tiers.sessions._common import (
     check_clock,
     check_key,
@@ -27,7 +28,6 @@ from tiers.sessions._common import (
     encode_state,
     expires_at,
 )
-from unified_memory.errors import ClosedError, StorageError, check_path, wrong_type
 
 __all__ = ["SQLiteConversationStore"]
 
@@ -35,7 +35,7 @@ _COLUMNS = {"namespace": str, "session_id": str, "state": str, "saved_at": float
 
 
 class SQLiteConversationStore:
-    """A :class:`~unified_memory.protocols.ConversationStore` in a SQLite table.
+    """A :class:`~tiers.records.protocols.ConversationStore` in a SQLite table.
 
     ``path`` is the database file (``None``: in memory); ``table`` must be a plain SQL
     identifier. Thread-safe; close it (or use it as a context manager) when done.
@@ -158,7 +158,7 @@ class SQLiteConversationStore:
         return sorted(row[0] for row in rows)
 
     def close(self) -> None:
-        """Close the connection (idempotent); later calls raise :class:`~unified_memory.errors.ClosedError`.
+        """Close the connection (idempotent); later calls raise :class:`~scoring.errors.ClosedError`.
 
         >>> store = SQLiteConversationStore(); store.close(); store.close()
         """

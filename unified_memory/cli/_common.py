@@ -15,7 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tiers.postgres_backend import displayed, is_url, redact_url
+from tiers.storage.postgres_backend import displayed, is_url, redact_url
 from unified_memory.cli._format import dump_json
 
 if TYPE_CHECKING:

@@ -15,7 +15,7 @@ import sys
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
-from tiers.postgres_backend import displayed, is_url
+from tiers.storage.postgres_backend import displayed, is_url
 from unified_memory.cli._common import CliError, db_path, emit, open_memory, user_of
 from unified_memory.cli._format import format_pairs, progress, to_jsonable
 

@@ -27,8 +27,8 @@ INSTALL_HINT = "pip install 'unified-memory[server]'"
 
 
 def _ring(args: argparse.Namespace):  # type: ignore[no-untyped-def]
-    from tiers.keys import KeyRing
-    from tiers.storage import Storage
+    from tiers.maintenance.keys import KeyRing
+    from tiers.storage.backend import Storage
 
     return KeyRing(Storage(db_path(args)))
 

@@ -15,7 +15,7 @@ BM25 index and embedding never stall the loop. They are plain coroutines (no
     ['I keep bees']
 
 Why a dedicated executor rather than ``asyncio.to_thread``: every memory file (one
-:class:`~tiers.storage.Storage`, shared by all ``scoped`` views) has a few worker threads
+:class:`~tiers.storage.backend.Storage`, shared by all ``scoped`` views) has a few worker threads
 (:data:`~unified_memory.coordinator.lanes.WORKERS`) and one lane per user
 (:class:`~unified_memory.coordinator.lanes.Lanes`): the calls of one user run one at a time,
 in call order, and the calls of different users run side by side, so one user's slow call
@@ -49,7 +49,7 @@ from concurrent.futures import Executor
 from datetime import datetime
 from typing import Any, Literal, TypeVar
 
-from tiers.storage import Storage
+from tiers.storage.backend import Storage
 from unified_memory.coordinator.items_api import ItemsAPI
 from unified_memory.coordinator.lanes import EVERY_USER, Lane, fenced_executor, lanes_for
 from unified_memory.io.ingest import IngestReport

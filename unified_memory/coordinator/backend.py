@@ -21,13 +21,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from scoring.importance import HeuristicImportanceScorer
-from tiers.documents import DocumentIndex
-from tiers.entities import ENTITY_LENGTH_NORMALISATION, EntityGraph
 from tiers.episodic import EpisodicLog
-from tiers.keyed_items import KeyedItems, Ranking
-from tiers.long_term import LongTermFacts
+from tiers.facts.long_term import LongTermFacts
+from tiers.graph.entities import ENTITY_LENGTH_NORMALISATION, EntityGraph
+from tiers.indexes.documents import DocumentIndex
+from tiers.items.keyed_items import KeyedItems, Ranking
 from tiers.short_term import ShortTermWindow
-from tiers.storage import DriverError, Storage
+from tiers.storage.backend import DriverError, Storage
 from tiers.summaries import ConversationSummaries
 from unified_memory.config import MemoryConfig
 from unified_memory.coordinator.window_tail import WindowTail

@@ -1,6 +1,6 @@
 """The keyed-items layer of :class:`~unified_memory.UnifiedMemory`: JSON objects stored under a
 namespace (a tuple of labels) and a key, for this memory's user, in the memory's file
-(:mod:`tiers.keyed_items`) — what LangGraph's store keeps
+(:mod:`tiers.items.keyed_items`) — what LangGraph's store keeps
 (:mod:`unified_memory.integrations.langgraph`). A search ranks them with the memory's recall
 scoring (BM25, dense similarity when the memory has an embedder, recency).
 
@@ -18,9 +18,9 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from tiers.item_checks import check_filter, check_index, check_key, check_namespace, check_ttl, check_value
-from tiers.item_vectors import check_distance_type, check_query_vector, check_vectors, cosines
-from tiers.keyed_items import ItemRow, Similarity
+from tiers.items.checks import check_filter, check_index, check_key, check_namespace, check_ttl, check_value
+from tiers.items.keyed_items import ItemRow, Similarity
+from tiers.items.vectors import check_distance_type, check_query_vector, check_vectors, cosines
 from unified_memory.coordinator.write_api import WritingAPI
 from unified_memory.types import StoredItem
 from unified_memory.validation import check_bool, check_limit, check_no_nul, check_optional_text

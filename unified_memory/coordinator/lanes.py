@@ -15,7 +15,7 @@ from collections.abc import Callable, Hashable
 from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from typing import Any, TypeVar
 
-from tiers.storage import Storage
+from tiers.storage.backend import Storage
 
 __all__ = ["Lanes", "lanes_for", "fenced_executor", "EVERY_USER", "WORKERS"]
 

@@ -16,8 +16,8 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any, Literal
 
-from tiers.entities import USER_ENTITY, EntityGraph
-from tiers.storage import SCHEMA_VERSION
+from tiers.graph.entities import USER_ENTITY, EntityGraph
+from tiers.storage.backend import SCHEMA_VERSION
 from unified_memory.config import MemoryConfig
 from unified_memory.coordinator.backend import Backend
 from unified_memory.coordinator.view import MemoryView
@@ -83,7 +83,7 @@ class ReadingAPI:
     def close(self) -> None:
         """Close the file (idempotent). Scoped views share it and are closed too.
         Large lexical indexes built or changed here are saved first, so the next
-        process restores them instead of rebuilding (:mod:`tiers.snapshots`)."""
+        process restores them instead of rebuilding (:mod:`tiers.indexes.snapshots`)."""
         self._view.backend.close()
 
     @property
@@ -115,7 +115,7 @@ class ReadingAPI:
         ``tiers`` restricts to some of ``short_term``, ``long_term``, ``entity``,
         ``episodic``; ``days`` to items from the last N days; ``where`` to items whose
         metadata has these values. Recalled facts have their access reinforced (written in a
-        batch within 2 s, see :mod:`tiers.access`: recall itself takes no write lock).
+        batch within 2 s, see :mod:`tiers.facts.access`: recall itself takes no write lock).
 
         ``as_of`` (a datetime, naive meaning UTC; an ISO 8601 string; POSIX seconds)
         answers what was true then: the facts valid at that moment (one superseded
@@ -163,7 +163,7 @@ class ReadingAPI:
         if backend.reranker is not None:
             hits = rerank(backend.reranker, query, hits, depth=depth)
         hits = hits[:limit]
-        if moment is None:  # written in a batch (tiers.access)
+        if moment is None:  # written in a batch (tiers.facts.access)
             backend.facts.touch([h.id for h in hits if h.tier == "long_term"], now=now)
         return hits
 
@@ -383,6 +383,6 @@ class ReadingAPI:
         ['ada', 'bob']
         """
         # the rows export and import move: one definition of "has memories"
-        from tiers.user_tables import users_in
+        from tiers.storage.user_tables import users_in
 
         return users_in(self._view.backend.storage)

@@ -7,7 +7,7 @@ the store and the held events are dropped, on success they are delivered.
 
     >>> from unified_memory.config import MemoryConfig
     >>> from unified_memory.coordinator.backend import open_backend
-    >>> from tiers.scope import Scope
+    >>> from tiers.records.scope import Scope
     >>> view = MemoryView(open_backend(None, MemoryConfig()), Scope("ada", "", ""))
     >>> seen = []
     >>> _ = view.backend.events.subscribe(seen.append)
@@ -24,7 +24,7 @@ import contextlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from tiers.scope import Scope
+from tiers.records.scope import Scope
 from unified_memory.coordinator.backend import Backend
 from unified_memory.events import MemoryEvent, Stage
 from unified_memory.types import utc_from_timestamp

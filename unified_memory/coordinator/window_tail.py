@@ -3,13 +3,13 @@ extractor reads for the next turn (the last :data:`~unified_memory.extraction.pr
 of the window) without asking the database again, as long as nothing was written since.
 
 A write offers what the window ends with once it is done (:meth:`WindowTail.offer`); the
-outermost transaction keeps it with :meth:`tiers.storage.Storage.change_mark` taken as its last
+outermost transaction keeps it with :meth:`tiers.storage.backend.Storage.change_mark` taken as its last
 step before the commit, and the next write uses it only while the mark is the same (nothing
 written since by this connection, rolled back or not, nor committed by another one: the
 next write looks inside its own transaction, where no one else can commit). A failed write
 forgets it. PostgreSQL has no mark: nothing is kept, the window is read.
 
-    >>> from tiers.scope import Scope
+    >>> from tiers.records.scope import Scope
     >>> tail = WindowTail()
     >>> tail.enter(); tail.offer(Scope("ada"), []); tail.leave(lambda: (1, 2))
     >>> tail.get(Scope("ada"), lambda: (1, 2)), tail.get(Scope("ada"), lambda: (1, 3)), tail.get(Scope("bo"), lambda: (1, 2))
@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from tiers.scope import Scope
+from tiers.records.scope import Scope
 from unified_memory.types import Message
 
 __all__ = ["WindowTail"]

@@ -8,7 +8,7 @@ method here runs inside the view's write transaction, so a failure writes nothin
     >>> from unified_memory.config import MemoryConfig
     >>> from unified_memory.coordinator.backend import open_backend
     >>> from unified_memory.types import Message
-    >>> from tiers.scope import Scope
+    >>> from tiers.records.scope import Scope
     >>> writer = Writer(MemoryView(open_backend(None, MemoryConfig()), Scope("ada", "", "")))
     >>> ids = writer.write_messages([Message(role="user", content="I live in Lisbon")], extract=True)
     >>> [f.text for f in writer.view.backend.facts.list(writer.view.scope, now=0.0)]
@@ -23,8 +23,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from tiers.episodic import LoggedMessage
-from tiers.long_term import EvictionWeights
-from tiers.rows import new_id
+from tiers.facts.long_term import EvictionWeights
+from tiers.storage.rows import new_id
 from tiers.trimming import message_token_counts
 from unified_memory.coordinator.view import MemoryView
 from unified_memory.errors import wrong_type

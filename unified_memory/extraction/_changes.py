@@ -4,7 +4,7 @@ Private: used by :class:`unified_memory.extraction.rules.RuleExtractor`. A chang
 told in everyday phrasing — "from X to Y", "no longer", "not ... anymore", "used
 to", "sold / left / gave up / quit X", "X and I broke up", "X left the company" —
 and :func:`replaced` returns the words that name the old value X, for long-term
-memory to find the fact that stated it (:meth:`tiers.long_term.LongTermFacts.add`
+memory to find the fact that stated it (:meth:`tiers.facts.long_term.LongTermFacts.add`
 supersedes a current fact of the same person that names all of them).
 
     >>> replaced("I sold the Civic and bought a Subaru Outback.")

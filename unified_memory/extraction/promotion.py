@@ -6,10 +6,10 @@ scorer) into long-term memory, which reinforces what it knows and supersedes wha
 is contradicted; entities and triples go to the graph. The messages are marked
 promoted in the same transaction, so promotion happens once, across restarts too.
 
-    >>> from tiers.storage import Storage, Scope
+    >>> from tiers.storage.backend import Storage, Scope
     >>> from tiers.episodic import EpisodicLog
-    >>> from tiers.long_term import LongTermFacts
-    >>> from tiers.entities import EntityGraph
+    >>> from tiers.facts.long_term import LongTermFacts
+    >>> from tiers.graph.entities import EntityGraph
     >>> from unified_memory.extraction.rules import RuleExtractor
     >>> from unified_memory.types import Message
     >>> store = Storage(None)
@@ -31,12 +31,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from tiers.entities import EntityGraph
 from tiers.episodic import EpisodicLog, LoggedMessage
-from tiers.graph_batch import GraphBatch
-from tiers.history import end_stated, statements
-from tiers.long_term import FactInput, LongTermFacts, fact_key
-from tiers.storage import Scope
+from tiers.facts.history import end_stated, statements
+from tiers.facts.long_term import FactInput, LongTermFacts, fact_key
+from tiers.graph.batch import GraphBatch
+from tiers.graph.entities import EntityGraph
+from tiers.storage.backend import Scope
 from unified_memory.protocols import Extractor
 from unified_memory.types import ExtractedFact, Extraction, Message
 

@@ -61,8 +61,8 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, cast
 
-from tiers.item_checks import ROOT_PATH, check_index
-from tiers.item_vectors import check_distance_type
+from tiers.items.checks import ROOT_PATH, check_index
+from tiers.items.vectors import check_distance_type
 from unified_memory.errors import DependencyError, MemoryValueError, invalid, wrong_type
 from unified_memory.integrations._checks import check_memory
 

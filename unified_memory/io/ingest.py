@@ -3,7 +3,7 @@
 :func:`ingest_file` reads a whole file (formats: see :mod:`unified_memory.io.chat_formats`),
 validates all of it, then writes it one conversation (one LoCoMo session) at a time,
 each in one transaction together with the keys of its messages in the ``ingested``
-table (:mod:`tiers.ingested`). Ingesting the same file again adds nothing; a file
+table (:mod:`tiers.maintenance.ingested`). Ingesting the same file again adds nothing; a file
 extended with new conversations, sessions or messages adds only those; a run that was
 interrupted (killed, Ctrl-C) is completed by running it again, without duplicates.
 
@@ -13,7 +13,7 @@ message's key — never the file's path, so a moved or re-downloaded file is rec
 Keys are per user: the same file ingested for another user is ingested again. A
 message edited in place is new (as are the messages after it in its conversation).
 Keys outlive the messages: after deleting a user's messages, drop its keys too
-(:meth:`tiers.ingested.IngestedKeys.forget`) to ingest the file again. Two processes
+(:meth:`tiers.maintenance.ingested.IngestedKeys.forget`) to ingest the file again. Two processes
 ingesting the same file at once cannot duplicate it: the later transaction fails on
 the keys the first one recorded (or on SQLite's lock) and can simply be re-run.
 
@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from tiers.ingested import IngestedKeys
+from tiers.maintenance.ingested import IngestedKeys
 from unified_memory.coordinator.view import MemoryView
 from unified_memory.coordinator.writer import Writer
 from unified_memory.errors import MemoryValueError, check_path, invalid, wrong_type

@@ -1,6 +1,6 @@
 """Export and import: a memory's rows as JSON Lines.
 
-The coordinator half of :mod:`tiers.row_export` (which moves rows): here the derived
+The coordinator half of :mod:`tiers.maintenance.row_export` (which moves rows): here the derived
 indexes of the users touched are rebuilt from the store. :class:`~unified_memory.UnifiedMemory`'s
 ``export_jsonl`` and ``import_jsonl`` hand their :class:`~unified_memory.coordinator.view.MemoryView`
 to the functions below.
@@ -19,10 +19,10 @@ import logging
 from datetime import UTC, datetime
 from typing import Any
 
-from tiers.row_export import FORMAT, FORMAT_VERSION, export_rows
-from tiers.row_import import import_rows, parse_export
-from tiers.storage import SCHEMA_VERSION
-from tiers.user_tables import TableInfo, user_tables
+from tiers.maintenance.row_export import FORMAT, FORMAT_VERSION, export_rows
+from tiers.maintenance.row_import import import_rows, parse_export
+from tiers.storage.backend import SCHEMA_VERSION
+from tiers.storage.user_tables import TableInfo, user_tables
 from unified_memory._version import __version__
 from unified_memory.coordinator.view import MemoryView
 from unified_memory.errors import wrong_type
@@ -100,7 +100,7 @@ def _create_lazy_table(storage: Any, kind: str) -> TableInfo | None:
     for it and this file does not have it yet; returns it (None for any other kind)."""
     if kind != "ingested":
         return None
-    from tiers.ingested import IngestedKeys
+    from tiers.maintenance.ingested import IngestedKeys
 
     IngestedKeys(storage).ensure()
     return next((t for t in user_tables(storage) if t.name == kind), None)

@@ -24,9 +24,9 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from tiers.postgres_backend import displayed
-from tiers.storage import Storage
-from tiers.table_info import quote_name
+from tiers.storage.backend import Storage
+from tiers.storage.postgres_backend import displayed
+from tiers.storage.table_info import quote_name
 from unified_memory.errors import ConflictError, MemoryValueError, StorageError
 
 __all__ = ["MigrationReport", "migrate_database"]

@@ -1,7 +1,7 @@
 """Forgetting: deleting a user's data, or some items with what derives from them, so that
 nothing readable is left behind.
 
-The coordinator half of :mod:`tiers.deletion` (which deletes rows): here the derived
+The coordinator half of :mod:`tiers.maintenance.deletion` (which deletes rows): here the derived
 state is kept in step — lexical indexes and vector partitions invalidated or
 dropped, the embedding cache pruned, entity descriptions and running summaries
 rewritten, the file vacuumed and the WAL checkpointed — and the ``reset`` event
@@ -19,7 +19,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable, Sequence
 
-from tiers.deletion import (
+from tiers.maintenance.deletion import (
     bare_values,
     delete_items,
     delete_user_rows,
@@ -29,8 +29,8 @@ from tiers.deletion import (
     mentioned_only_in,
     prune_embeddings,
 )
-from tiers.scope import Scope
-from tiers.user_tables import user_tables
+from tiers.records.scope import Scope
+from tiers.storage.user_tables import user_tables
 from unified_memory.coordinator.backend import Backend
 from unified_memory.coordinator.view import MemoryView
 from unified_memory.extraction.summarizers import ExtractiveSummarizer, LLMSummarizer
@@ -140,7 +140,7 @@ def _forget_items(backend: Backend, user_id: str, ids: list[str]) -> dict[str, i
     if deleted.get("messages"):  # the neighbouring turns' documents held the removed text
         backend.log.index.invalidate(user_id)
     # The user's journal entries may hold the removed text: erased, and the other
-    # processes sharing the file rebuild the user's indexes instead (tiers.journal).
+    # processes sharing the file rebuild the user's indexes instead (tiers.storage.journal).
     for index in (*backend.facts.indexes, backend.graph.index, backend.log.index):
         index.journal.reset(user_id)
     if storage.execute("SELECT 1 FROM embeddings WHERE user_id = ? LIMIT 1", [user_id]).fetchone():

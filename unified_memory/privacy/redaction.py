@@ -161,7 +161,7 @@ class Scrubber:
         return [self.message(f"{field}[{i}]", m) for i, m in enumerate(messages)]
 
     def export_row(self, table: str, row: dict[str, Any]) -> dict[str, Any]:
-        """A row of an export (:mod:`tiers.row_export`) with its text columns redacted; the
+        """A row of an export (:mod:`tiers.maintenance.row_export`) with its text columns redacted; the
         keys derived from them (``facts.norm_key``, ``entities.norm_name``) follow.
 
         >>> Scrubber(lambda t: t.replace("secret", "***")).export_row("summaries", {"text": "a secret"})
@@ -181,11 +181,11 @@ class Scrubber:
                 if clean != data:
                     out[column] = json.dumps(clean, ensure_ascii=False, separators=(",", ":"))
         if table == "facts" and out.get("text") != row.get("text"):
-            from tiers.long_term import fact_key
+            from tiers.facts.long_term import fact_key
 
             out["norm_key"] = fact_key(out["text"])
         if table == "entities" and out.get("name") != row.get("name"):
-            from tiers.entities import norm_name
+            from tiers.graph.entities import norm_name
 
             out["norm_name"] = norm_name(out["name"])
         return out

@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
-from tiers.item_checks import (
+from tiers.items.checks import (
     check_filter,
     check_index,
     check_key,
@@ -31,7 +31,7 @@ from tiers.item_checks import (
     check_value,
     filter_to_wire,
 )
-from tiers.item_vectors import check_distance_type, check_query_vector, check_vectors
+from tiers.items.vectors import check_distance_type, check_query_vector, check_vectors
 from unified_memory.errors import (
     AuthenticationError,
     ConflictError,

@@ -2,7 +2,7 @@
 
 1. Each tier returns candidates from its lexical (BM25) and, in hybrid mode, dense
    index; every candidate gets both scores. A message is indexed together with
-   its neighbour turns (:mod:`tiers.neighbors`); one whose own words miss the
+   its neighbour turns (:mod:`tiers.indexes.neighbors`); one whose own words miss the
    query keeps ``neighbor_match_weight`` of its lexical part.
 2. Lexical relevance is BM25 over the tier's best score for the query (at least
    ``lexical_norm_floor`` × the query's upper bound, :func:`scoring.fusion.lexical_scale`),
@@ -50,8 +50,8 @@ from tiers.candidates import (
     RecallSource,
     SearchMode,
 )
-from tiers.entities import EntityGraph
-from tiers.scope import Scope
+from tiers.graph.entities import EntityGraph
+from tiers.records.scope import Scope
 from unified_memory.config import RankingConfig
 from unified_memory.types import TIERS, RecallHit, Tier, trusted_record, utc_from_timestamp
 
@@ -173,7 +173,7 @@ def first_person(query: str, graph: EntityGraph, user_id: str) -> str:
     where *I* live, and memories say "I moved to Berlin", not "Ada moved to Berlin"
     (left as is, the name only pulls in whatever happens to contain it).
 
-    >>> from tiers.storage import Storage, Scope
+    >>> from tiers.storage.backend import Storage, Scope
     >>> from unified_memory.types import ExtractedTriple
     >>> graph = EntityGraph(Storage(None))
     >>> with graph.storage.atomic():
@@ -265,7 +265,7 @@ class _Fusion:
         return hit
 
     def message(self, candidate: RecallCandidate, detail: MessageDetail, scale: float) -> _Hit:
-        # A message is indexed with its neighbour turns (tiers.neighbors): one whose own
+        # A message is indexed with its neighbour turns (tiers.indexes.neighbors): one whose own
         # words miss the query matched through them, which is weaker evidence.
         own_match = bool(self.query_terms & term_set(detail.own_text))
         speaker_terms = term_set(detail.speaker) if detail.speaker else frozenset()

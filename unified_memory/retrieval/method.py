@@ -22,9 +22,9 @@ from threading import Lock
 from typing import Any
 
 from scoring.embeddings import default_embedder, embeddings_available
-from tiers.documents import DocumentIndex
-from tiers.postgres_backend import is_url
-from tiers.storage import DriverError, Storage
+from tiers.indexes.documents import DocumentIndex
+from tiers.storage.backend import DriverError, Storage
+from tiers.storage.postgres_backend import is_url
 from unified_memory.config import MemoryConfig
 from unified_memory.errors import ConfigError, DependencyError, UnifiedMemoryError
 from unified_memory.protocols import Embedder, VectorIndex
@@ -91,7 +91,7 @@ class Dense:
     @contextlib.contextmanager
     def defer(self) -> Iterator[None]:
         """Embed what a write adds in one batch per tier when the write ends (see
-        :meth:`tiers.vectors.PartitionedVectors.defer`)."""
+        :meth:`tiers.indexes.vectors.PartitionedVectors.defer`)."""
         with contextlib.ExitStack() as stack:
             for partitions in self.partitions.values():
                 stack.enter_context(partitions.defer())
@@ -99,7 +99,7 @@ class Dense:
 
     def close(self) -> None:
         """Save what the vector index keeps on disk (inside a write: see
-        :meth:`tiers.vectors.PartitionedVectors.save`), then close it. A save that fails is
+        :meth:`tiers.indexes.vectors.PartitionedVectors.save`), then close it. A save that fails is
         logged: the next process rebuilds instead."""
         try:
             for partitions in self.partitions.values():
@@ -112,12 +112,12 @@ class Dense:
 def _vector_index(config: MemoryConfig, path: str | os.PathLike[str] | None) -> VectorIndex:
     settings = config.vectors
     if settings.backend == "numpy":
-        from tiers.vectors import NumpyVectorIndex
+        from tiers.indexes.vectors import NumpyVectorIndex
 
         directory = f"{Path(path)}.vectors" if path is not None and not is_url(path) and str(path) != ":memory:" else None
         return NumpyVectorIndex(approximate_above=settings.approximate_above, depth=settings.scan_depth,
                                 directory=directory)
-    from tiers.chroma_index import ChromaVectorIndex
+    from tiers.indexes.chroma_index import ChromaVectorIndex
 
     hnsw = {"ef_search": settings.chroma_ef_search}
     if settings.chroma_host:
@@ -153,7 +153,7 @@ def setup_dense(
         raise DependencyError(
             f"retrieval: {mode!r} needs an embedder: pip install torch==2.13.0 then "
             f"pip install 'unified-memory[embeddings]', or pass embedder=...", field="retrieval")
-    from tiers.vectors import EmbeddingCache, PartitionedVectors
+    from tiers.indexes.vectors import EmbeddingCache, PartitionedVectors
 
     index = vector_index if vector_index is not None else _vector_index(config, path)
     cache = EmbeddingCache(storage, embedder)

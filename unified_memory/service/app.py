@@ -33,8 +33,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from starlette.exceptions import HTTPException
 from starlette.routing import Route
 
-from tiers.keys import KeyRing
-from tiers.storage import Storage
+from tiers.maintenance.keys import KeyRing
+from tiers.storage.backend import Storage
 from unified_memory._version import __version__
 from unified_memory.errors import ConfigError, UnifiedMemoryError, wrong_type
 from unified_memory.memory import UnifiedMemory

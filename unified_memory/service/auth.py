@@ -1,11 +1,11 @@
-"""Who is calling: the bearer key of a request, checked against the :class:`~tiers.keys.KeyRing`,
+"""Who is calling: the bearer key of a request, checked against the :class:`~tiers.maintenance.keys.KeyRing`,
 and a limit on failed attempts per client address.
 
 A key belongs to one user or is an admin key. :meth:`Gate.authenticate` answers 401 (no key,
 a malformed, unknown or revoked key) or 429 (too many failed attempts from this address in the
 last window), :meth:`Gate.authorize` 403 (a valid key for another user: the body says only
 that the key does not grant that user). Digests are compared in constant time
-(:meth:`~tiers.keys.KeyRing.verify`).
+(:meth:`~tiers.maintenance.keys.KeyRing.verify`).
 
 The key is checked first: a valid key is admitted even from a throttled address, so callers
 who share an address (a NAT, a proxy) with someone guessing are not locked out, and nobody can
@@ -23,7 +23,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from tiers.keys import KeyRecord, KeyRing
+from tiers.maintenance.keys import KeyRecord, KeyRing
 
 __all__ = ["Principal", "Refusal", "Gate"]
 

@@ -25,7 +25,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import IO, Any
 
-from tiers.postgres_backend import is_url
+from tiers.storage.postgres_backend import is_url
 
 __all__ = ["ServiceProcess", "free_port"]
 

@@ -19,7 +19,7 @@ from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import Response, StreamingResponse
 from pydantic import BaseModel
 
-from tiers.item_checks import filter_from_wire
+from tiers.items.checks import filter_from_wire
 from unified_memory.errors import MemoryTypeError, MemoryValueError, NotFoundError
 from unified_memory.memory import UnifiedMemory
 from unified_memory.service.auth import Principal, Refusal

@@ -16,7 +16,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tiers.ingested import IngestedKeys
+from tiers.maintenance.ingested import IngestedKeys
 from unified_memory import UnifiedMemory
 from unified_memory.coordinator.writer import Writer
 from unified_memory.errors import MemoryValueError

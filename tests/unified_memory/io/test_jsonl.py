@@ -424,7 +424,7 @@ def test_async_twins(clock):
 
 
 def test_rows_of_tables_created_on_first_use_are_carried_over(clock):
-    from tiers.ingested import IngestedKeys
+    from tiers.maintenance.ingested import IngestedKeys
 
     with UnifiedMemory(user_id="ada", clock=clock) as source:
         source.add_turn("hello")

@@ -1,4 +1,4 @@
-"""context() reads the window again only once something was written (tiers.storage.Storage.change_mark):
+"""context() reads the window again only once something was written (tiers.storage.backend.Storage.change_mark):
 whoever wrote it — this memory, another one on the same file — the block shows the window as it is."""
 
 from unified_memory import UnifiedMemory

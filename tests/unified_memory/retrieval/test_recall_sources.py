@@ -5,7 +5,7 @@ from pathlib import Path
 
 from scoring.lexical import LexicalMatch
 from tiers.candidates import CandidateQuery, FactDetail, MessageDetail, RecallCandidate
-from tiers.storage import Scope
+from tiers.storage.backend import Scope
 from unified_memory.config import RankingConfig
 from unified_memory.retrieval import federation
 from unified_memory.retrieval.federation import RecallRequest, federated_recall
@@ -81,7 +81,7 @@ def test_recall_names_no_storage_column():
     """Nothing above tiers/ indexes a stored row: federation reads typed candidates only."""
     tree = ast.parse(Path(federation.__file__).read_text(encoding="utf-8"))
     imported = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
-    assert not imported & {"tiers.storage", "tiers.rows", "tiers.documents"}
+    assert not imported & {"tiers.storage.backend", "tiers.storage.rows", "tiers.indexes.documents"}
     subscripts = [ast.unparse(node) for node in ast.walk(tree)
                   if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant)
                   and isinstance(node.slice.value, str)]

@@ -1,0 +1,500 @@
+"""Entities and knowledge-graph triples, with neighbourhood queries and recall.
+
+Entities are keyed per user by their normalised name; re-mentioning one counts
+the mention and merges attributes. A triple links two entities by a snake_case
+predicate and is reinforced, not duplicated, when stated again. Each entity is
+indexed as a small document — its name, type, attributes and the relations it
+takes part in — so "where does my sister live?" finds Maria through "sister"
+and "lives".
+
+    >>> from tiers.storage.backend import Storage, Scope
+    >>> from tiers.records.types import ExtractedEntity, ExtractedTriple
+    >>> graph = EntityGraph(Storage(None))
+    >>> scope = Scope("ada")
+    >>> with graph.storage.atomic():
+    ...     _ = graph.upsert(scope, [ExtractedEntity(name="Maria", type="person")], now=0.0)
+    ...     _ = graph.add_triples(scope, [ExtractedTriple(subject="user", predicate="has_sister", object="Maria"),
+    ...                                   ExtractedTriple(subject="Maria", predicate="lives_in", object="Lisbon")],
+    ...                           now=0.0)
+    >>> [t.as_text() for t in graph.neighbors(scope, "Lisbon", depth=2)]
+    ['user has sister Maria', 'Maria lives in Lisbon']
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable, Sequence
+from functools import lru_cache
+from typing import Any
+
+from scoring.text import term_set
+from tiers.candidates import CandidateQuery, EntityDetail, LinkedCandidate, RecallCandidate
+from tiers.indexes.documents import Candidate, DocumentIndex, SearchMode
+from tiers.records.types import Entity, ExtractedEntity, ExtractedTriple, Triple, utc_from_timestamp
+from tiers.storage.backend import Scope, Storage, dumps, loads, new_id, recall_filter
+
+__all__ = ["EntityGraph", "norm_name", "single_valued", "entity_importance", "USER_ENTITY", "FUNCTIONAL_PREDICATES",
+           "ENTITY_LENGTH_NORMALISATION"]
+
+USER_ENTITY = "user"
+_ENTITY_COLUMNS = ("id, user_id, agent_id, name, norm_name, type, attributes, mention_count, "
+                   "first_seen, last_seen, metadata, description")
+_MAX_RELATIONS_IN_DOC = 40
+#: BM25 ``b`` for entity documents: their length grows with how connected an entity is,
+#: not with verbosity, so length counts for less than in facts and messages.
+ENTITY_LENGTH_NORMALISATION = 0.3
+#: Relations that hold one object at a time: a new object ends the previous relation.
+FUNCTIONAL_PREDICATES = frozenset({"lives_in", "works_at", "works_as", "name", "age", "birthday", "relationship_status"})
+
+
+def single_valued(predicate: str) -> bool:
+    """Whether a subject holds one object of ``predicate`` at a time (a new one ends the old):
+    the :data:`FUNCTIONAL_PREDICATES`, and the speaker's slots (``my_car``, ``my_gp``...)."""
+    return predicate in FUNCTIONAL_PREDICATES or predicate.startswith("my_")
+
+
+def norm_name(name: str) -> str:
+    """The key an entity is stored under: case-folded, inner whitespace collapsed.
+
+    >>> norm_name("  New   York ")
+    'new york'"""
+    return re.sub(r"\s+", " ", name.strip()).casefold()
+
+
+def _to_entity(row: dict[str, Any]) -> Entity:
+    return Entity.model_construct(  # stored rows were validated on the way in
+        id=row["id"], name=row["name"], type=row["type"], attributes=loads(row["attributes"], {}),
+        mention_count=row["mention_count"], first_seen=utc_from_timestamp(row["first_seen"]),
+        last_seen=utc_from_timestamp(row["last_seen"]), metadata=loads(row["metadata"], {}),
+        user_id=row["user_id"], agent_id=row["agent_id"] or None,
+    )
+
+
+class EntityGraph:
+    """The ``entities`` and ``triples`` tables and the per-user entity index."""
+
+    recall_tiers: frozenset[str] = frozenset({"entity"})  # what recall_candidates returns
+
+    def __init__(self, storage: Storage, *, k1: float = 1.2, b: float = ENTITY_LENGTH_NORMALISATION) -> None:
+        self.storage = storage
+        self.index = DocumentIndex(storage, self._load_documents, kind="entities", k1=k1, b=b)
+
+    # -- documents ----------------------------------------------------------------------
+
+    def _relations(self, entity_ids: Sequence[str], *,
+                   as_of: float | None = None) -> dict[str, list[tuple[str, str, str, bool]]]:
+        """Relations per entity id, both directions: ``(subject, predicate, object, is_subject)``;
+        an ended relation's predicate reads "formerly ..." (``as_of``: the relations stated
+        by then, ended by then)."""
+        out: dict[str, list[tuple[str, str, str, bool]]] = {}
+        until, bound = ("", []) if as_of is None else (" AND t.created_at <= ?", [as_of])
+        for entity_id in entity_ids:
+            # The first relations of each side, oldest first: bounded work for popular entities.
+            rows = self.storage.execute(
+                f"SELECT s.name, t.predicate, o.name, 1, t.valid_to FROM triples t {self.storage.dialect.hint('triples_subject')} "
+                "JOIN entities s ON s.id = t.subject_id AND s.user_id = t.user_id JOIN entities o ON o.id = t.object_id AND o.user_id = t.user_id "
+                f"WHERE t.subject_id = ?{until} ORDER BY t.seq LIMIT ?",
+                [entity_id, *bound, _MAX_RELATIONS_IN_DOC]).fetchall()
+            rows += self.storage.execute(
+                f"SELECT s.name, t.predicate, o.name, 0, t.valid_to FROM triples t {self.storage.dialect.hint('triples_object')} "
+                "JOIN entities s ON s.id = t.subject_id AND s.user_id = t.user_id JOIN entities o ON o.id = t.object_id AND o.user_id = t.user_id "
+                f"WHERE t.object_id = ?{until} ORDER BY t.seq LIMIT ?",
+                [entity_id, *bound, _MAX_RELATIONS_IN_DOC]).fetchall()
+            out[entity_id] = [
+                (subject, ("formerly " if ended is not None and (as_of is None or ended <= as_of) else "")
+                 + predicate.replace("_", " "), obj, bool(is_subject))
+                for subject, predicate, obj, is_subject, ended in rows[:_MAX_RELATIONS_IN_DOC]]
+        return out
+
+    @staticmethod
+    def describe(entity: Entity, relations: Sequence[tuple[str, str, str, bool]]) -> str:
+        """One readable line for an entity: name, type, attributes, relations.
+
+        >>> from tiers.records.types import utc_from_timestamp as t
+        >>> EntityGraph.describe(Entity(id="e", name="Maria", type="person", attributes={"relation": "sister"},
+        ...                             first_seen=t(0), last_seen=t(0)), [("Maria", "lives in", "Lisbon", True)])
+        'Maria (person; relation: sister): Maria lives in Lisbon'
+        """
+        details = [entity.type] + [f"{k}: {v}" for k, v in sorted(entity.attributes.items())]
+        text = f"{entity.name} ({'; '.join(details)})"
+        lines = list(dict.fromkeys(f"{s} {p} {o}" for s, p, o, _ in relations))
+        return f"{text}: {'; '.join(lines)}" if lines else text
+
+    @staticmethod
+    def index_text(entity: Entity, relations: Sequence[tuple[str, str, str, bool]], *,
+                   selves: frozenset[str] | set[str] = frozenset()) -> str:
+        """What the lexical index sees of an entity: name, type, attributes, and its
+        relations without repeating its own name (so a fact stating the same thing is
+        not outranked by the entity for sheer repetition).
+
+        >>> from tiers.records.types import utc_from_timestamp as t
+        >>> EntityGraph.index_text(Entity(id="e", name="Maria", type="person", first_seen=t(0), last_seen=t(0)),
+        ...                        [("Maria", "lives in", "Lisbon", True)])
+        'Maria person lives in Lisbon'
+        """
+        parts = [entity.name, entity.type, *(f"{k} {v}" for k, v in sorted(entity.attributes.items()))]
+        for subject, predicate, obj, is_subject in relations:
+            other = obj if is_subject else subject
+            named = "" if other.casefold() in selves else other
+            parts.append(f"{predicate} {named}".strip() if is_subject else f"{named} {predicate}".strip())
+        return " ".join(dict.fromkeys(parts))
+
+    def refresh(self, user_id: str, entity_ids: Iterable[str]) -> None:
+        """After a write: store each entity's description and index text (both derived
+        from the graph, so recall and reopening need no joins) and re-index it."""
+        ids = sorted(set(entity_ids))
+        if not ids:
+            return
+        marks = ",".join("?" * len(ids))
+        rows = self.storage.query(f"SELECT {_ENTITY_COLUMNS} FROM entities WHERE id IN ({marks}) AND user_id = ?", [*ids, user_id])
+        relations = self._relations([r["id"] for r in rows])
+        entities = {r["id"]: _to_entity(r) for r in rows}
+        selves = self._selves(user_id)
+        # The user (and speakers, "relation: self") are in nearly every relation: indexing
+        # them, or their names in others' documents, would make every query naming them match.
+        docs = {i: None if e.name.casefold() in selves else self.index_text(e, relations[i], selves=selves)
+                for i, e in entities.items()}
+        self.storage.executemany("UPDATE entities SET description = ?, doc = ? WHERE id = ?",
+                                 [[self.describe(entities[i], relations[i]), docs[i], i] for i in entities])
+        self.index.remove(user_id, [i for i, doc in docs.items() if doc is None])
+        self.index.add(user_id, [(i, doc) for i, doc in docs.items() if doc is not None])
+
+    def _selves(self, user_id: str) -> set[str]:
+        """Case-folded names of the user entity and of speakers ("relation: self")."""
+        rows = self.storage.execute(  # two indexed lookups (an OR would scan the user's entities)
+            "SELECT name FROM entities WHERE user_id = ? AND norm_name = ? UNION ALL SELECT name FROM entities "
+            f"WHERE user_id = ? AND {self.storage.dialect.json_text('attributes', 'relation')} = 'self'",
+            [user_id, USER_ENTITY, user_id]).fetchall()
+        return {row[0].casefold() for row in rows} | {USER_ENTITY}
+
+    def ended_only(self, entity_ids: Sequence[str]) -> set[str]:
+        """Those of ``entity_ids`` whose every relation has ended (a former home or employer):
+        recall ranks them like superseded facts.
+
+        >>> from tiers.storage.backend import Storage, Scope
+        >>> from tiers.records.types import ExtractedTriple
+        >>> graph = EntityGraph(Storage(None))
+        >>> with graph.storage.atomic():
+        ...     _ = graph.add_triples(Scope("u1"), [ExtractedTriple(subject="user", predicate="lives_in",
+        ...                                                         object="Lisbon")], now=0.0)
+        ...     _ = graph.add_triples(Scope("u1"), [ExtractedTriple(subject="user", predicate="lives_in",
+        ...                                                         object="Berlin")], now=1.0)
+        >>> [e.name for e in graph.entities(Scope("u1")) if e.id in graph.ended_only([x.id for x in
+        ...  graph.entities(Scope("u1"))])]
+        ['Lisbon']"""
+        if not entity_ids:
+            return set()
+        values = ",".join([f"({self.storage.dialect.key_param})"] * len(entity_ids))
+        # Indexed existence checks that stop at the first row: a busy entity ("my sister")
+        # can have thousands of relations, and all it takes is one that is current.
+        rows = self.storage.execute(
+            f"WITH ids(e) AS (VALUES {values}) SELECT e FROM ids JOIN entities n ON n.id = e WHERE "
+            f"NOT EXISTS (SELECT 1 FROM triples {self.storage.dialect.hint('triples_subject')} WHERE subject_id = e AND user_id = n.user_id AND valid_to IS NULL) "
+            f"AND NOT EXISTS (SELECT 1 FROM triples {self.storage.dialect.hint('triples_object')} WHERE object_id = e AND user_id = n.user_id AND valid_to IS NULL) "
+            f"AND (EXISTS (SELECT 1 FROM triples {self.storage.dialect.hint('triples_subject')} WHERE subject_id = e AND user_id = n.user_id) "
+            f"OR EXISTS (SELECT 1 FROM triples {self.storage.dialect.hint('triples_object')} WHERE object_id = e AND user_id = n.user_id))",
+            list(entity_ids)).fetchall()
+        return {row[0] for row in rows}
+
+    def own_names(self, user_id: str) -> list[str]:
+        """The names the user goes by: current ``name`` relations of the user entity.
+
+        >>> from tiers.storage.backend import Storage, Scope
+        >>> from tiers.records.types import ExtractedTriple
+        >>> graph = EntityGraph(Storage(None))
+        >>> with graph.storage.atomic():
+        ...     _ = graph.add_triples(Scope("u1"), [ExtractedTriple(subject="user", predicate="name", object="Ada")],
+        ...                           now=0.0)
+        >>> graph.own_names("u1")
+        ['Ada']
+        """
+        rows = self.storage.execute(
+            "SELECT o.name FROM triples t JOIN entities s ON s.id = t.subject_id AND s.user_id = t.user_id JOIN entities o ON o.id = t.object_id AND o.user_id = t.user_id "
+            "WHERE t.user_id = ? AND s.norm_name = ? AND t.predicate = 'name' AND t.valid_to IS NULL "
+            "ORDER BY t.seq", [user_id, USER_ENTITY]).fetchall()
+        return list(dict.fromkeys(row[0] for row in rows))
+
+    def _load_documents(self, user_id: str) -> Iterable[tuple[str, str]]:
+        rows = self.storage.execute(
+            "SELECT id, doc FROM entities WHERE user_id = ? AND doc IS NOT NULL ORDER BY seq", [user_id]).fetchall()
+        return [(row[0], row[1]) for row in rows]
+
+    # -- writes (call inside storage.atomic()) -------------------------------------------
+
+    def upsert(self, scope: Scope, entities: Sequence[ExtractedEntity], *, now: float,
+               metadata: dict[str, Any] | None = None, reindex: bool = True) -> dict[str, str]:
+        """Create or re-mention entities; returns ``{normalised name: id}``."""
+        ids: dict[str, str] = {}
+        for entity in entities:
+            key = norm_name(entity.name)
+            if not key:
+                continue
+            row = self.storage.query(
+                "SELECT id, type, attributes FROM entities WHERE user_id = ? AND agent_id = ? AND norm_name = ?",
+                [scope.user_id, scope.agent_id, key])
+            if row:
+                attributes = {**loads(row[0]["attributes"], {}), **entity.attributes}
+                kind = entity.type if row[0]["type"] == "thing" else row[0]["type"]
+                self.storage.execute(
+                    "UPDATE entities SET mention_count = mention_count + 1, "
+                    f"last_seen = {self.storage.dialect.greatest('last_seen', '?')}, "
+                    "attributes = ?, type = ? WHERE id = ?", [now, dumps(attributes), kind, row[0]["id"]])
+                ids[key] = row[0]["id"]
+            else:
+                entity_id = new_id("ent")
+                self.storage.execute(
+                    "INSERT INTO entities (id, user_id, agent_id, name, norm_name, type, attributes, first_seen, "
+                    "last_seen, metadata) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    [entity_id, scope.user_id, scope.agent_id, entity.name.strip(), key, entity.type,
+                     dumps(entity.attributes), now, now, dumps(metadata or {})])
+                self.storage.rows_added("entities", 1)
+                ids[key] = entity_id
+        if reindex:
+            self.refresh(scope.user_id, ids.values())
+        return ids
+
+    def add_triples(self, scope: Scope, triples: Sequence[ExtractedTriple], *, now: float,
+                    source_message_id: str | None = None, metadata: dict[str, Any] | None = None,
+                    touched: set[str] | None = None) -> list[str]:
+        """Store relations (creating missing endpoint entities); returns the triple ids. ``touched``: the caller refreshes them."""
+        ids: list[str] = []
+        reindex, touched = touched is None, set() if touched is None else touched
+        for triple in triples:
+            names = {}
+            for name in (triple.subject, triple.object):
+                key = norm_name(name)
+                kind = "person" if key == USER_ENTITY else "thing"
+                existing = self.storage.execute(
+                    "SELECT id FROM entities WHERE user_id = ? AND agent_id = ? AND norm_name = ?",
+                    [scope.user_id, scope.agent_id, key]).fetchone()
+                names[name] = existing[0] if existing else self.upsert(
+                    scope, [ExtractedEntity(name=name, type=kind)], now=now, metadata=metadata, reindex=False)[key]
+            subject_id, object_id = names[triple.subject], names[triple.object]
+            predicate = re.sub(r"\W+", "_", triple.predicate.strip().casefold()).strip("_") or "related_to"
+            row = self.storage.execute(
+                "SELECT id FROM triples WHERE user_id = ? AND agent_id = ? AND subject_id = ? AND predicate = ? "
+                "AND object_id = ?", [scope.user_id, scope.agent_id, subject_id, predicate, object_id]).fetchone()
+            if row:
+                triple_id = row[0]
+                self.storage.execute(
+                    "UPDATE triples SET mention_count = mention_count + 1, updated_at = ?, valid_to = NULL, "
+                    f"superseded_by = NULL, confidence = {self.storage.dialect.greatest('confidence', '?')} WHERE id = ?",
+                    [now, triple.confidence, triple_id])
+            else:
+                triple_id = new_id("tri")
+                self.storage.execute(
+                    "INSERT INTO triples (id, user_id, agent_id, subject_id, predicate, object_id, confidence, "
+                    "created_at, updated_at, source_message_id, metadata) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    [triple_id, scope.user_id, scope.agent_id, subject_id, predicate, object_id,
+                     triple.confidence, now, now, source_message_id, dumps(metadata or {})])
+                self.storage.rows_added("triples", 1)
+            ids.append(triple_id)
+            touched.update((subject_id, object_id))
+            if single_valued(predicate):
+                touched.update(self._end_others(scope, subject_id, predicate, triple_id, now))
+        if reindex:  # else the caller refreshes what ``touched`` collected, once
+            self.refresh(scope.user_id, touched)
+        return ids
+
+    def _end_others(self, scope: Scope, subject_id: str, predicate: str, current: str, now: float) -> set[str]:
+        """End the subject's other live relations of a single-valued predicate; returns
+        the entities whose documents change."""
+        rows = self.storage.execute(
+            f"SELECT id, object_id FROM triples {self.storage.dialect.hint('triples_subject')} WHERE subject_id = ? AND predicate = ? "
+            "AND id != ? AND valid_to IS NULL AND user_id = ? AND agent_id = ?",
+            [subject_id, predicate, current, scope.user_id, scope.agent_id]).fetchall()
+        self.storage.executemany("UPDATE triples SET valid_to = ?, superseded_by = ? WHERE id = ?",
+                                 [[now, current, r[0]] for r in rows])
+        return {r[1] for r in rows}
+
+    def delete_scope(self, scope: Scope) -> int:
+        """Delete the user's entities and triples (only that agent's own when it has one)."""
+        agent_sql, params = ("agent_id = ?", [scope.agent_id]) if scope.agent_id else ("TRUE", [])
+        self.storage.execute(f"DELETE FROM triples WHERE user_id = ? AND {agent_sql}", [scope.user_id, *params])
+        cursor = self.storage.execute(f"DELETE FROM entities WHERE user_id = ? AND {agent_sql}",
+                                      [scope.user_id, *params])
+        self.index.reset(scope.user_id)
+        return cursor.rowcount
+
+    # -- reads ----------------------------------------------------------------------------
+
+    def search(self, scope: Scope, query: str, want: int, *, since: float | None = None,
+               where: dict[str, Any] | None = None, vector: Any = None,
+               mode: SearchMode = "lexical", as_of: float | None = None) -> list[tuple[Candidate, str]]:
+        """Candidates among the user's entities: ``(candidate, description)``; each
+        candidate's ``row`` holds the stored columns (JSON ones still encoded). ``as_of``:
+        the entities first seen by then."""
+        sql, params = recall_filter(scope, where=where, since=since, time_column="last_seen", until=as_of,
+                                    until_column="first_seen", dialect=self.storage.dialect)
+        found = self.index.search(scope.user_id, query, want, table="entities", columns=_ENTITY_COLUMNS,
+                                  filter_sql=sql, filter_params=params, vector=vector, mode=mode)
+        return [(c, self._description(c.row)) for c in found]
+
+    def _description(self, row: dict[str, Any]) -> str:
+        description: str | None = row["description"]
+        return description or self.describe(_to_entity(row), [])
+
+    def recall_candidates(self, query: CandidateQuery) -> list[RecallCandidate]:
+        """:meth:`search` as recall's typed candidates (see :mod:`tiers.candidates`): an
+        entity reads as its description, dates from when it was last mentioned, and is
+        history when every relation it had has ended (:meth:`ended_only`) — ``as_of`` a
+        moment, as it stood then: its relations then, history if all had ended by then."""
+        found = self.search(query.scope, query.text, query.want, since=query.since, where=query.where,
+                            vector=query.vector, mode=query.mode, as_of=query.as_of)
+        if query.as_of is not None:  # matched only through what came later ("Berlin", before the move): not then
+            then = [self._candidate_as_of(c.row, query.as_of, c) for c, _ in found]
+            return [c for c in then if c.lexical is None or c.dense is not None
+                    or not set(c.matched_terms).isdisjoint(term_set(c.text))]
+        former = self.ended_only([c.id for c, _ in found])
+        return [_entity_candidate(c.row, description, c, superseded=c.id in former) for c, description in found]
+
+    def _candidate_as_of(self, row: dict[str, Any], as_of: float, found: Candidate | None = None) -> RecallCandidate:
+        relations = self._relations([row["id"]], as_of=as_of)[row["id"]]
+        former = bool(relations) and all(predicate.startswith("formerly ") for _, predicate, _, _ in relations)
+        return _entity_candidate({**row, "last_seen": min(row["last_seen"], as_of)},
+                                 self.describe(_to_entity(row), relations), found, superseded=former)
+
+    def entities(self, scope: Scope, *, type: str | None = None, limit: int | None = None) -> list[Entity]:
+        """The user's entities, most mentioned first."""
+        agent_sql, agent_params = scope.agent_clause()
+        sql = f"SELECT {_ENTITY_COLUMNS} FROM entities WHERE user_id = ? AND {agent_sql}"
+        params: list[Any] = [scope.user_id, *agent_params]
+        if type is not None:
+            sql += " AND type = ?"
+            params.append(type)
+        sql += " ORDER BY mention_count DESC, seq"
+        if limit is not None:
+            sql += " LIMIT ?"
+            params.append(int(limit))
+        return [_to_entity(row) for row in self.storage.query(sql, params)]
+
+    def _triple_rows(self, sql: str, params: Sequence[Any]) -> list[Triple]:
+        rows = self.storage.query(
+            "SELECT t.id, s.name AS subject, t.predicate, o.name AS object, t.confidence, t.created_at, "
+            "t.source_message_id, t.metadata, t.user_id, t.agent_id, t.valid_to FROM triples t "
+            "JOIN entities s ON s.id = t.subject_id AND s.user_id = t.user_id JOIN entities o ON o.id = t.object_id AND o.user_id = t.user_id "
+            f"WHERE {sql} ORDER BY t.seq", params)
+        return [Triple.model_construct(  # stored rows were validated on the way in
+            id=r["id"], subject=r["subject"], predicate=r["predicate"], object=r["object"],
+            confidence=r["confidence"], created_at=utc_from_timestamp(r["created_at"]),
+            source_message_id=r["source_message_id"], metadata=loads(r["metadata"], {}),
+            valid_to=utc_from_timestamp(r["valid_to"]), user_id=r["user_id"], agent_id=r["agent_id"] or None)
+            for r in rows]
+
+    def triples(self, scope: Scope, *, entity: str | None = None) -> list[Triple]:
+        """The user's triples, optionally only those touching ``entity`` (by name)."""
+        agent_sql, params = scope.agent_clause("t.agent_id")
+        sql = f"t.user_id = ? AND {agent_sql}"
+        params = [scope.user_id, *params]
+        if entity is not None:
+            sql += " AND (s.norm_name = ? OR o.norm_name = ?)"
+            params += [norm_name(entity), norm_name(entity)]
+        return self._triple_rows(sql, params)
+
+    def neighbors(self, scope: Scope, name: str, *, depth: int = 1) -> list[Triple]:
+        """Triples reachable from the entity ``name`` within ``depth`` hops (either direction)."""
+        agent_sql, agent_params = scope.agent_clause()
+        start = self.storage.execute(
+            f"SELECT id FROM entities WHERE user_id = ? AND {agent_sql} AND norm_name = ?",
+            [scope.user_id, *agent_params, norm_name(name)]).fetchall()
+        frontier = {row[0] for row in start}
+        seen_entities = set(frontier)
+        seen_triples: set[str] = set()
+        for _ in range(max(0, depth)):
+            if not frontier:
+                break
+            marks = ",".join("?" * len(frontier))
+            rows = self.storage.execute(
+                f"SELECT id, subject_id, object_id FROM triples WHERE subject_id IN ({marks}) AND user_id = ? "
+                f"UNION SELECT id, subject_id, object_id FROM triples WHERE object_id IN ({marks}) AND user_id = ?",
+                [*frontier, scope.user_id, *frontier, scope.user_id]).fetchall()
+            frontier = set()
+            for triple_id, subject_id, object_id in rows:
+                seen_triples.add(triple_id)
+                for endpoint in (subject_id, object_id):
+                    if endpoint not in seen_entities:
+                        seen_entities.add(endpoint)
+                        frontier.add(endpoint)
+        if not seen_triples:
+            return []
+        marks = ",".join("?" * len(seen_triples))
+        return self._triple_rows(f"t.id IN ({marks})", sorted(seen_triples))
+
+    def linked_candidates(self, query: CandidateQuery, ids: Sequence[str], *, limit: int = 20,
+                          ) -> list[LinkedCandidate]:
+        """Entities one current relation away from the entities ``ids`` (not the user or a
+        speaker) that pass the query's filters, newest relations first, as candidates
+        with no search scores (and not looked up for :meth:`ended_only`).
+
+        A graph hop for multi-hop questions: "where does the owner of Biscuit work?"
+        reaches Biscuit's owner, whose description holds the employer.
+        """
+        scope, entity_ids, since, where, as_of = query.scope, ids, query.since, query.where, query.as_of
+        if not entity_ids:
+            return []
+        marks = ",".join("?" * len(entity_ids))
+        live, bound = ("valid_to IS NULL", []) if as_of is None else (
+            "created_at <= ? AND (valid_to IS NULL OR valid_to > ?)", [as_of, as_of])  # current then
+        # Two indexed lookups (an OR across the two columns would scan every triple), each cut to its
+        # newest `cap` first: the union's newest are among them (seq is unique), not sorted whole.
+        cap, hint = 4 * limit, self.storage.dialect.hint
+        rows = self.storage.execute(
+            f"SELECT * FROM (SELECT id, subject_id, predicate, object_id, seq FROM triples {hint('triples_subject')} "
+            f"WHERE subject_id IN ({marks}) AND user_id = ? AND {live} ORDER BY seq DESC LIMIT ?) AS s "
+            f"UNION SELECT * FROM (SELECT id, subject_id, predicate, object_id, seq FROM triples "
+            f"{hint('triples_object')} WHERE object_id IN ({marks}) AND user_id = ? AND {live} ORDER BY seq DESC LIMIT ?) "
+            "AS o ORDER BY seq DESC LIMIT ?",
+            [*entity_ids, scope.user_id, *bound, cap, *entity_ids, scope.user_id, *bound, cap, cap]).fetchall()
+        start = set(entity_ids)
+        via: dict[str, tuple[str, str]] = {}
+        for _, subject_id, predicate, object_id, _ in rows:
+            other, origin = (object_id, subject_id) if subject_id in start else (subject_id, object_id)
+            if other not in start:
+                via.setdefault(other, (origin, predicate))
+        if not via:
+            return []
+        sql, params = recall_filter(scope, where=where, since=since, time_column="last_seen", until=as_of,
+                                    until_column="first_seen", dialect=self.storage.dialect)
+        ids, by_id = list(via), dict[str, dict[str, Any]]()
+        for chunk in (ids[:limit], ids[limit:]):  # the others' rows only if some of the first fail the filter
+            if chunk and len(by_id) < limit:
+                by_id.update((row["id"], row) for row in self.storage.query(
+                    f"SELECT {_ENTITY_COLUMNS} FROM entities {self.storage.dialect.hint('entities_id')} WHERE id IN "
+                    f"({','.join('?' * len(chunk))}) AND {sql} AND doc IS NOT NULL", [*chunk, *params]))  # not the user's
+        out = []
+        for other, (origin, predicate) in via.items():
+            row = by_id.get(other)
+            if row is not None:
+                out.append(LinkedCandidate(origin, predicate, _entity_candidate(row, self._description(row))
+                                           if as_of is None else self._candidate_as_of(row, as_of)))
+                if len(out) == limit:
+                    break
+        return out
+
+    def counts(self, user_id: str) -> tuple[int, int]:
+        """``(entities, triples)`` held for the user."""
+        entities = self.storage.execute("SELECT COUNT(*) FROM entities WHERE user_id = ?", [user_id]).fetchone()[0]
+        triples = self.storage.execute("SELECT COUNT(*) FROM triples WHERE user_id = ?", [user_id]).fetchone()[0]
+        return int(entities), int(triples)
+
+
+def _entity_candidate(row: dict[str, Any], description: str, found: Candidate | None = None, *,
+                      superseded: bool = False) -> RecallCandidate:
+    """An entity row as recall's candidate (``found``: how the search scored it, if it did)."""
+    mentions: int = row["mention_count"]
+    return RecallCandidate(
+        id=row["id"], tier="entity", text=description, lexical=found.lexical if found else None,
+        dense=found.dense if found else None, importance=entity_importance(mentions), created_at=row["last_seen"],
+        source=row["id"], superseded=superseded, metadata_json=row["metadata"],
+        detail=EntityDetail(name=row["name"], type=row["type"], mentions=mentions))
+
+
+@lru_cache(maxsize=1 << 12)  # recall asks for every entity candidate (1.6 us computed, 0.1 us cached)
+def entity_importance(mention_count: int) -> float:
+    """How important an entity is, from how often it was mentioned (0.3 at one mention, → 1).
+
+    >>> entity_importance(1)
+    0.3
+    """
+    return min(1.0, 0.3 + 0.2 * math.log(max(1, mention_count)) / math.log(2) / 3)

@@ -1,0 +1,372 @@
+"""The tables of the one SQLite file, their version, and which files are ours.
+
+:func:`refuse_foreign_file` and :func:`check_ownership` refuse, without writing, a file
+that is not SQLite, a database of another application or of a newer schema;
+:func:`migrate` creates what is missing, brings the rows of an older schema up to date
+(:data:`MIGRATIONS`) and records :data:`SCHEMA_VERSION`. :func:`upgrade_row` does the
+same for one row of an older export.
+
+Versions: 1, the first; 2, a fact pushed out by ``long_term_limit`` is ``archived``
+(kept, listed and recalled) where version 1 marked it ``evicted`` and unindexed it;
+3, facts are bi-temporal: besides when they were true (``valid_from``, ``valid_to``)
+they keep when the memory stored them (``recorded_at``) and retired them
+(``superseded_at``); 4, a keyed item may carry the vectors of its indexed fields
+(``keyed_items.vectors``, :mod:`tiers.items.vectors`).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
+from pathlib import Path
+from typing import Any
+
+import sqlite_utils
+
+from scoring.errors import StorageError
+
+__all__ = ["SCHEMA_VERSION", "SCHEMA", "TRIGGERS", "SCHEMA_OBJECTS", "MIGRATIONS", "refuse_foreign_file", "check_ownership",
+           "stored_version", "migrate", "upgrade_row"]
+
+SCHEMA_VERSION = 4
+SQLITE_MAGIC = b"SQLite format 3\x00"
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (
+    key TEXT PRIMARY KEY,
+    value TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS messages (
+    seq INTEGER PRIMARY KEY,
+    id TEXT NOT NULL,
+    user_id TEXT NOT NULL,
+    agent_id TEXT NOT NULL DEFAULT '',
+    session_id TEXT NOT NULL DEFAULT '',
+    role TEXT NOT NULL,
+    content TEXT,
+    name TEXT,
+    tool_calls TEXT,
+    tool_call_id TEXT,
+    images TEXT,
+    reasoning_details TEXT,
+    metadata TEXT NOT NULL DEFAULT '{}',
+    created_at REAL NOT NULL,
+    importance REAL NOT NULL DEFAULT 0,
+    promoted INTEGER NOT NULL DEFAULT 0
+);
+CREATE UNIQUE INDEX IF NOT EXISTS messages_id ON messages(id);
+CREATE INDEX IF NOT EXISTS messages_scope ON messages(user_id, agent_id, session_id, seq);
+CREATE INDEX IF NOT EXISTS messages_time ON messages(user_id, created_at);
+CREATE INDEX IF NOT EXISTS messages_due ON messages(user_id, promoted);
+-- the system messages, tool calls and tool results of each conversation (a window trim asks whether it
+-- holds any: almost never, so this index is nearly empty)
+CREATE INDEX IF NOT EXISTS messages_special ON messages(user_id, agent_id, session_id, seq)
+    WHERE role IN ('system', 'tool') OR tool_calls IS NOT NULL;
+
+CREATE TABLE IF NOT EXISTS "window" (
+    message_seq INTEGER PRIMARY KEY REFERENCES messages(seq) ON DELETE CASCADE,
+    user_id TEXT NOT NULL,
+    agent_id TEXT NOT NULL DEFAULT '',
+    session_id TEXT NOT NULL DEFAULT '',
+    tokens INTEGER NOT NULL DEFAULT 0
+);
+CREATE INDEX IF NOT EXISTS window_scope ON "window"(user_id, agent_id, session_id, message_seq);
+
+CREATE TABLE IF NOT EXISTS facts (
+    seq INTEGER PRIMARY KEY,
+    id TEXT NOT NULL,
+    user_id TEXT NOT NULL,
+    agent_id TEXT NOT NULL DEFAULT '',
+    session_id TEXT NOT NULL DEFAULT '',
+    text TEXT NOT NULL,
+    norm_key TEXT NOT NULL,
+    subject TEXT,
+    attribute TEXT,
+    value TEXT,
+    importance REAL NOT NULL,
+    category TEXT,
+    confidence REAL NOT NULL DEFAULT 1,
+    status TEXT NOT NULL DEFAULT 'active',
+    created_at REAL NOT NULL,
+    updated_at REAL NOT NULL,
+    last_accessed REAL,
+    access_count INTEGER NOT NULL DEFAULT 0,
+    reinforcement_count INTEGER NOT NULL DEFAULT 0,
+    valid_from REAL,
+    valid_to REAL,
+    superseded_by TEXT,
+    expires_at REAL,
+    source TEXT NOT NULL DEFAULT 'remember',
+    source_message_ids TEXT NOT NULL DEFAULT '[]',
+    metadata TEXT NOT NULL DEFAULT '{}',
+    recorded_at REAL,
+    superseded_at REAL
+);
+CREATE UNIQUE INDEX IF NOT EXISTS facts_id ON facts(id);
+CREATE INDEX IF NOT EXISTS facts_key ON facts(user_id, norm_key);
+CREATE INDEX IF NOT EXISTS facts_status ON facts(user_id, status);
+CREATE INDEX IF NOT EXISTS facts_retired_source ON facts(user_id, json_extract(source_message_ids, '$[0]'))
+    WHERE status = 'superseded';
+CREATE INDEX IF NOT EXISTS facts_slot ON facts(user_id, subject, attribute) WHERE attribute IS NOT NULL;
+CREATE INDEX IF NOT EXISTS facts_expiry ON facts(user_id, expires_at) WHERE expires_at IS NOT NULL;
+-- Recall's uses of facts not yet added to the facts' own columns (tiers.facts.access): a narrow
+-- row per fact is several times cheaper to update than the fact's own row. Readers add them.
+CREATE TABLE IF NOT EXISTS fact_uses (
+    seq INTEGER PRIMARY KEY,
+    access_count INTEGER NOT NULL,
+    last_accessed REAL NOT NULL
+);
+
+CREATE TABLE IF NOT EXISTS entities (
+    seq INTEGER PRIMARY KEY,
+    id TEXT NOT NULL,
+    user_id TEXT NOT NULL,
+    agent_id TEXT NOT NULL DEFAULT '',
+    name TEXT NOT NULL,
+    norm_name TEXT NOT NULL,
+    type TEXT NOT NULL DEFAULT 'thing',
+    attributes TEXT NOT NULL DEFAULT '{}',
+    mention_count INTEGER NOT NULL DEFAULT 1,
+    first_seen REAL NOT NULL,
+    last_seen REAL NOT NULL,
+    metadata TEXT NOT NULL DEFAULT '{}',
+    description TEXT,
+    doc TEXT,
+    UNIQUE (user_id, agent_id, norm_name)
+);
+
+CREATE UNIQUE INDEX IF NOT EXISTS entities_id ON entities(id);
+-- The user's speakers ("relation: self"), read on every graph write, without scanning the user's entities.
+CREATE INDEX IF NOT EXISTS entities_self ON entities(user_id) WHERE json_extract(attributes, '$.relation') = 'self';
+CREATE TABLE IF NOT EXISTS triples (
+    seq INTEGER PRIMARY KEY,
+    id TEXT NOT NULL,
+    user_id TEXT NOT NULL,
+    agent_id TEXT NOT NULL DEFAULT '',
+    subject_id TEXT NOT NULL REFERENCES entities(id) ON DELETE CASCADE,
+    predicate TEXT NOT NULL,
+    object_id TEXT NOT NULL REFERENCES entities(id) ON DELETE CASCADE,
+    confidence REAL NOT NULL DEFAULT 1,
+    mention_count INTEGER NOT NULL DEFAULT 1,
+    created_at REAL NOT NULL,
+    updated_at REAL NOT NULL,
+    source_message_id TEXT,
+    metadata TEXT NOT NULL DEFAULT '{}',
+    valid_to REAL,
+    superseded_by TEXT,
+    UNIQUE (user_id, agent_id, subject_id, predicate, object_id)
+);
+CREATE UNIQUE INDEX IF NOT EXISTS triples_id ON triples(id);
+CREATE TABLE IF NOT EXISTS embeddings (
+    user_id TEXT NOT NULL,
+    model TEXT NOT NULL,
+    content_hash TEXT NOT NULL,
+    dim INTEGER NOT NULL,
+    vector BLOB NOT NULL
+);
+-- A rowid table keeps the ~1.6 KB vectors out of the key b-tree: half the file size, 3x faster lookups.
+CREATE UNIQUE INDEX IF NOT EXISTS embeddings_key ON embeddings(user_id, model, content_hash);
+
+CREATE INDEX IF NOT EXISTS triples_subject ON triples(subject_id, seq);
+CREATE INDEX IF NOT EXISTS triples_object ON triples(object_id, seq);
+-- The user's own names (recall reads them on every query) without scanning the user's triples.
+CREATE INDEX IF NOT EXISTS triples_predicate ON triples(user_id, predicate, seq);
+-- What each write changed in the derived indexes, replayed by other processes (tiers.storage.journal).
+CREATE TABLE IF NOT EXISTS index_journal (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    origin TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    user_id TEXT NOT NULL,
+    key TEXT,
+    text TEXT
+);
+-- Saved lexical indexes of large partitions, valid at a journal position (tiers.indexes.snapshots).
+CREATE TABLE IF NOT EXISTS index_snapshots (
+    user_id TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    head INTEGER NOT NULL,
+    header TEXT NOT NULL,
+    arrays BLOB NOT NULL,
+    PRIMARY KEY (user_id, kind)
+);
+-- The running summary of what left each conversation's window (summarize-on-trim).
+CREATE TABLE IF NOT EXISTS api_keys (
+    id TEXT PRIMARY KEY,
+    owner TEXT,
+    admin INTEGER NOT NULL DEFAULT 0,
+    digest TEXT NOT NULL,
+    label TEXT NOT NULL DEFAULT '',
+    created_at REAL NOT NULL,
+    revoked_at REAL
+);
+-- Keyed JSON items (tiers.items.keyed_items: LangGraph's store): a namespace path (labels joined with '.'),
+-- a key, the value and its searchable text, expires_at when a TTL (minutes) is set, and the vectors
+-- a caller's embedder made of its indexed fields (tiers.items.vectors).
+CREATE TABLE IF NOT EXISTS keyed_items (
+    seq INTEGER PRIMARY KEY,
+    user_id TEXT NOT NULL,
+    namespace TEXT NOT NULL,
+    key TEXT NOT NULL,
+    value_json TEXT NOT NULL,
+    text TEXT NOT NULL DEFAULT '',
+    created_at REAL NOT NULL,
+    updated_at REAL NOT NULL,
+    expires_at REAL,
+    ttl_minutes REAL,
+    vectors TEXT,
+    UNIQUE (user_id, namespace, key)
+);
+CREATE INDEX IF NOT EXISTS keyed_items_expiry ON keyed_items(expires_at) WHERE expires_at IS NOT NULL;
+CREATE TABLE IF NOT EXISTS summaries (
+    user_id TEXT NOT NULL,
+    agent_id TEXT NOT NULL DEFAULT '',
+    session_id TEXT NOT NULL DEFAULT '',
+    text TEXT NOT NULL,
+    messages INTEGER NOT NULL DEFAULT 0,
+    updated_at REAL NOT NULL,
+    PRIMARY KEY (user_id, agent_id, session_id)
+);
+"""
+
+#: What brings a file of an older schema to each version, in order: a file at version
+#: ``v`` runs the statements of every version above ``v`` (in the transaction that
+#: records the new version, so a crash leaves the file at its old version, untouched).
+MIGRATIONS: dict[int, tuple[str, ...]] = {
+    # Eviction archives: the fact is kept, listed and recalled (below active facts), from
+    # an index of its own ("archived_facts", built from the store); the current facts'
+    # index (and its saved snapshots) held active and superseded facts then as now.
+    2: ("UPDATE facts SET status = 'archived' WHERE status = 'evicted'",),
+    # Bi-temporal facts: when the memory stored a fact and when it retired it. Older rows
+    # were stored when they were stated, and retired when their validity ended.
+    3: ("ALTER TABLE facts ADD COLUMN recorded_at REAL",
+        "ALTER TABLE facts ADD COLUMN superseded_at REAL",
+        "UPDATE facts SET recorded_at = created_at WHERE recorded_at IS NULL",
+        "UPDATE facts SET superseded_at = valid_to WHERE status = 'superseded' AND superseded_at IS NULL"),
+    # Keyed items carry the vectors of their indexed fields (none for the items stored before).
+    4: ("ALTER TABLE keyed_items ADD COLUMN vectors TEXT",),
+}
+
+_ADD_COLUMN = re.compile(r"ALTER TABLE (\w+) ADD COLUMN (\w+)")
+
+#: Stored values of older schemas and what they are now: ``(table, column) -> {old: new}``.
+_RENAMED_VALUES: dict[tuple[str, str], dict[Any, Any]] = {("facts", "status"): {"evicted": "archived"}}
+
+#: Statements run whole (a trigger's body holds semicolons): a fact deleted, whatever deletes
+#: it, takes its uses along.
+TRIGGERS = (
+    "CREATE TRIGGER IF NOT EXISTS facts_uses_deleted AFTER DELETE ON facts "
+    "BEGIN DELETE FROM fact_uses WHERE seq = old.seq; END",
+)
+
+SCHEMA_OBJECTS = frozenset(re.findall(r"CREATE (?:UNIQUE )?(?:TABLE|INDEX|TRIGGER) IF NOT EXISTS \"?(\w+)",
+                                      SCHEMA + ";".join(TRIGGERS)))
+
+
+def refuse_foreign_file(path: Path) -> None:
+    """Refuse a file at ``path`` that is a directory or does not start as a SQLite file
+    does (an empty or missing file is fine: SQLite makes it a database)."""
+    if not path.exists():
+        return
+    if path.is_dir():
+        raise StorageError(f"path: {str(path)!r} is a directory, not a database file", field="path")
+    with path.open("rb") as handle:
+        head = handle.read(len(SQLITE_MAGIC))
+    if head and head != SQLITE_MAGIC:
+        raise StorageError(f"path: {str(path)!r} is not a SQLite database; refusing to overwrite it", field="path")
+
+
+def check_ownership(db: sqlite_utils.Database, path: Path | None) -> None:
+    """Refuse (read-only) a database of another application or of a newer version."""
+    tables = set(db.table_names())
+    if tables and "meta" not in tables:
+        raise StorageError(
+            f"path: {str(path)!r} is a SQLite database of another application "
+            f"(tables: {', '.join(sorted(tables)[:5])}); refusing to modify it", field="path"
+        )
+    version = None
+    if "meta" in tables:
+        row = db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+        version = stored_version(row, path)
+        if version is None and len(tables) > 1:
+            raise StorageError(f"path: {str(path)!r} has no schema version; refusing to modify it", field="path")
+    if version is not None and version > SCHEMA_VERSION:
+        raise StorageError(
+            f"path: {str(path)!r} was written by a newer unified-memory "
+            f"(schema {version}, this version reads up to {SCHEMA_VERSION}); upgrade the package",
+            field="path",
+        )
+
+
+def stored_version(row: Sequence[Any] | None, path: Path | str | None) -> int | None:
+    """The stored schema version (``None``: no row); a value that is not a version
+    number means the file is not ours or is damaged, and is refused (``path`` names the
+    file, or a PostgreSQL database, in the message).
+
+    >>> stored_version(("1",), None), stored_version(None, None)
+    (1, None)
+    """
+    if row is None:
+        return None
+    value = row[0]
+    if isinstance(value, int) or (isinstance(value, str) and value.isascii() and value.isdigit()):
+        return int(value)
+    raise StorageError(f"path: {str(path)!r} has a schema version {value!r:.40} that is not a number; "
+                       "refusing to modify it", field="path")
+
+
+def migrate(db: sqlite_utils.Database, atomic: Callable[[], AbstractContextManager[Any]], path: Path | None) -> None:
+    """Create the missing tables and indexes, run the :data:`MIGRATIONS` of the versions
+    above the stored one, and record :data:`SCHEMA_VERSION`, in one ``atomic()``
+    transaction; a file already up to date is only read."""
+    present = {row[0] for row in db.execute("SELECT name FROM sqlite_master").fetchall()}
+    row = db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() \
+        if "meta" in present else None
+    version = stored_version(row, path)
+    if version == SCHEMA_VERSION and SCHEMA_OBJECTS <= present:
+        return  # up to date: opening writes nothing, so many processes can open at once
+    with atomic():
+        for statement in SCHEMA.split(";"):
+            if statement.strip():
+                db.execute(statement)
+        for statement in TRIGGERS:
+            db.execute(statement)
+        if version is not None:  # a new file has no rows to bring up to date
+            for target in sorted(MIGRATIONS):
+                if version < target:
+                    for statement in MIGRATIONS[target]:
+                        if not _has_column(db, statement):
+                            db.execute(statement)
+        db.execute(
+            "INSERT OR REPLACE INTO meta(key, value) VALUES ('schema_version', ?)", [str(SCHEMA_VERSION)]
+        )
+
+
+def _has_column(db: sqlite_utils.Database, statement: str) -> bool:
+    """Whether ``statement`` adds a column its table already has (a file created by this
+    version and marked older, or a migration interrupted outside our transaction)."""
+    added = _ADD_COLUMN.match(statement)
+    if added is None:
+        return False
+    table, column = added.groups()
+    return any(row[1] == column for row in db.execute(f"PRAGMA table_info({table})").fetchall())
+
+
+def upgrade_row(table: str, row: dict[str, Any]) -> dict[str, Any]:
+    """One row of ``table`` as stored by an older schema (an old export), in this
+    version's values and columns (in place; returned too): an ``evicted`` fact is
+    ``archived`` (schema 2); a fact without ``recorded_at`` was recorded when it was
+    stated, and a superseded one retired when its validity ended (schema 3).
+
+    >>> upgrade_row("facts", {"id": "fact_1", "status": "evicted", "created_at": 5.0, "valid_to": None})
+    {'id': 'fact_1', 'status': 'archived', 'created_at': 5.0, 'valid_to': None, 'recorded_at': 5.0, 'superseded_at': None}
+    """
+    for (name, column), renamed in _RENAMED_VALUES.items():
+        if name == table and column in row:
+            value = row[column]
+            if isinstance(value, str) and value in renamed:
+                row[column] = renamed[value]
+    if table == "facts" and "created_at" in row:
+        row.setdefault("recorded_at", row["created_at"])
+        row.setdefault("superseded_at", row.get("valid_to") if row.get("status") == "superseded" else None)
+    return row
