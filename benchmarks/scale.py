@@ -1,7 +1,7 @@
 """Speed at scale, side by side with a peer (selectools' ``UnifiedMemory``).
 
     python benchmarks/scale.py [--sizes 10000 100000 1000000] [--modes lexical hashing model]
-        [--queries 300] [--peer-sizes 10000 100000] [--out benchmarks/RESULTS.md] [--dir DIR]
+        [--queries 300] [--peer-sizes 10000 100000] [--out benchmarks/results/scale.md] [--dir DIR]
         [--max-size model=10000 hashing=100000] [--write-budget 1200] [--peer-budget 300]
 
 For each size and mode, in a fresh subprocess (so peak RSS, ``ru_maxrss`` of the child, never
@@ -529,7 +529,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
                         default=["lexical", "hashing", "model"])
     parser.add_argument("--queries", type=int, default=300)
     parser.add_argument("--peer-sizes", type=int, nargs="*", default=[10_000, 100_000])
-    parser.add_argument("--out", type=Path, default=Path(__file__).parent / "RESULTS.md")
+    parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results" / "scale.md")
     parser.add_argument("--dir", type=Path, default=None,
                         help="where the memory files go (kept); default a temporary folder, deleted after")
     parser.add_argument("--max-size", nargs="*", default=["model=10000"], metavar="MODE=N",

@@ -23,7 +23,7 @@ so that each peak RSS (``ru_maxrss``) is its own:
 R@1 is measured two ways: through ``recall()`` (the issue's measure, the ranking included), and of
 the vector index alone (``PartitionedVectors.search``: is the fact its nearest neighbour?).
 
-The report is a section to paste into ``benchmarks/RESULTS.md``, with the command and the targets.
+The report is a section to paste into ``benchmarks/results/issue20_scale_targets.md``, with the command and the targets.
 """
 
 from __future__ import annotations
