@@ -5,7 +5,8 @@ the mention and merges attributes. A triple links two entities by a snake_case
 predicate and is reinforced, not duplicated, when stated again. Each entity is
 indexed as a small document — its name, type, attributes and the relations it
 takes part in — so "where does my sister live?" finds Maria through "sister"
-and "lives".
+and "lives" (that text and the description recall shows: :mod:`tiers.graph.cards`;
+triples read back: :mod:`tiers.graph.triples`).
 
     >>> from tiers.storage.backend import Storage, Scope
     >>> from tiers.records.types import ExtractedEntity, ExtractedTriple
@@ -30,22 +31,22 @@ from typing import Any
 
 from scoring.text import term_set
 from tiers.candidates import CandidateQuery, EntityDetail, LinkedCandidate, RecallCandidate
+from tiers.graph.cards import ENTITY_COLUMNS, describe, description, index_text, relations, to_entity
+from tiers.graph.triples import neighborhood, triples_of
 from tiers.indexes.documents import Candidate, DocumentIndex, SearchMode
-from tiers.records.types import Entity, ExtractedEntity, ExtractedTriple, Triple, utc_from_timestamp
+from tiers.records.types import Entity, ExtractedEntity, ExtractedTriple, Triple
 from tiers.storage.backend import Scope, Storage, dumps, loads, new_id, recall_filter
 
 __all__ = ["EntityGraph", "norm_name", "single_valued", "entity_importance", "USER_ENTITY", "FUNCTIONAL_PREDICATES",
            "ENTITY_LENGTH_NORMALISATION"]
 
 USER_ENTITY = "user"
-_ENTITY_COLUMNS = ("id, user_id, agent_id, name, norm_name, type, attributes, mention_count, "
-                   "first_seen, last_seen, metadata, description")
-_MAX_RELATIONS_IN_DOC = 40
 #: BM25 ``b`` for entity documents: their length grows with how connected an entity is,
 #: not with verbosity, so length counts for less than in facts and messages.
 ENTITY_LENGTH_NORMALISATION = 0.3
 #: Relations that hold one object at a time: a new object ends the previous relation.
-FUNCTIONAL_PREDICATES = frozenset({"lives_in", "works_at", "works_as", "name", "age", "birthday", "relationship_status"})
+FUNCTIONAL_PREDICATES = frozenset({"lives_in", "works_at", "works_as", "name", "age", "birthday",
+                                   "relationship_status"})
 
 
 def single_valued(predicate: str) -> bool:
@@ -58,87 +59,22 @@ def norm_name(name: str) -> str:
     """The key an entity is stored under: case-folded, inner whitespace collapsed.
 
     >>> norm_name("  New   York ")
-    'new york'"""
+    'new york'
+    """
     return re.sub(r"\s+", " ", name.strip()).casefold()
-
-
-def _to_entity(row: dict[str, Any]) -> Entity:
-    return Entity.model_construct(  # stored rows were validated on the way in
-        id=row["id"], name=row["name"], type=row["type"], attributes=loads(row["attributes"], {}),
-        mention_count=row["mention_count"], first_seen=utc_from_timestamp(row["first_seen"]),
-        last_seen=utc_from_timestamp(row["last_seen"]), metadata=loads(row["metadata"], {}),
-        user_id=row["user_id"], agent_id=row["agent_id"] or None,
-    )
 
 
 class EntityGraph:
     """The ``entities`` and ``triples`` tables and the per-user entity index."""
 
     recall_tiers: frozenset[str] = frozenset({"entity"})  # what recall_candidates returns
+    describe = staticmethod(describe)  # one readable line for an entity (see :mod:`tiers.graph.cards`)
 
     def __init__(self, storage: Storage, *, k1: float = 1.2, b: float = ENTITY_LENGTH_NORMALISATION) -> None:
         self.storage = storage
         self.index = DocumentIndex(storage, self._load_documents, kind="entities", k1=k1, b=b)
 
     # -- documents ----------------------------------------------------------------------
-
-    def _relations(self, entity_ids: Sequence[str], *,
-                   as_of: float | None = None) -> dict[str, list[tuple[str, str, str, bool]]]:
-        """Relations per entity id, both directions: ``(subject, predicate, object, is_subject)``;
-        an ended relation's predicate reads "formerly ..." (``as_of``: the relations stated
-        by then, ended by then)."""
-        out: dict[str, list[tuple[str, str, str, bool]]] = {}
-        until, bound = ("", []) if as_of is None else (" AND t.created_at <= ?", [as_of])
-        for entity_id in entity_ids:
-            # The first relations of each side, oldest first: bounded work for popular entities.
-            rows = self.storage.execute(
-                f"SELECT s.name, t.predicate, o.name, 1, t.valid_to FROM triples t {self.storage.dialect.hint('triples_subject')} "
-                "JOIN entities s ON s.id = t.subject_id AND s.user_id = t.user_id JOIN entities o ON o.id = t.object_id AND o.user_id = t.user_id "
-                f"WHERE t.subject_id = ?{until} ORDER BY t.seq LIMIT ?",
-                [entity_id, *bound, _MAX_RELATIONS_IN_DOC]).fetchall()
-            rows += self.storage.execute(
-                f"SELECT s.name, t.predicate, o.name, 0, t.valid_to FROM triples t {self.storage.dialect.hint('triples_object')} "
-                "JOIN entities s ON s.id = t.subject_id AND s.user_id = t.user_id JOIN entities o ON o.id = t.object_id AND o.user_id = t.user_id "
-                f"WHERE t.object_id = ?{until} ORDER BY t.seq LIMIT ?",
-                [entity_id, *bound, _MAX_RELATIONS_IN_DOC]).fetchall()
-            out[entity_id] = [
-                (subject, ("formerly " if ended is not None and (as_of is None or ended <= as_of) else "")
-                 + predicate.replace("_", " "), obj, bool(is_subject))
-                for subject, predicate, obj, is_subject, ended in rows[:_MAX_RELATIONS_IN_DOC]]
-        return out
-
-    @staticmethod
-    def describe(entity: Entity, relations: Sequence[tuple[str, str, str, bool]]) -> str:
-        """One readable line for an entity: name, type, attributes, relations.
-
-        >>> from tiers.records.types import utc_from_timestamp as t
-        >>> EntityGraph.describe(Entity(id="e", name="Maria", type="person", attributes={"relation": "sister"},
-        ...                             first_seen=t(0), last_seen=t(0)), [("Maria", "lives in", "Lisbon", True)])
-        'Maria (person; relation: sister): Maria lives in Lisbon'
-        """
-        details = [entity.type] + [f"{k}: {v}" for k, v in sorted(entity.attributes.items())]
-        text = f"{entity.name} ({'; '.join(details)})"
-        lines = list(dict.fromkeys(f"{s} {p} {o}" for s, p, o, _ in relations))
-        return f"{text}: {'; '.join(lines)}" if lines else text
-
-    @staticmethod
-    def index_text(entity: Entity, relations: Sequence[tuple[str, str, str, bool]], *,
-                   selves: frozenset[str] | set[str] = frozenset()) -> str:
-        """What the lexical index sees of an entity: name, type, attributes, and its
-        relations without repeating its own name (so a fact stating the same thing is
-        not outranked by the entity for sheer repetition).
-
-        >>> from tiers.records.types import utc_from_timestamp as t
-        >>> EntityGraph.index_text(Entity(id="e", name="Maria", type="person", first_seen=t(0), last_seen=t(0)),
-        ...                        [("Maria", "lives in", "Lisbon", True)])
-        'Maria person lives in Lisbon'
-        """
-        parts = [entity.name, entity.type, *(f"{k} {v}" for k, v in sorted(entity.attributes.items()))]
-        for subject, predicate, obj, is_subject in relations:
-            other = obj if is_subject else subject
-            named = "" if other.casefold() in selves else other
-            parts.append(f"{predicate} {named}".strip() if is_subject else f"{named} {predicate}".strip())
-        return " ".join(dict.fromkeys(parts))
 
     def refresh(self, user_id: str, entity_ids: Iterable[str]) -> None:
         """After a write: store each entity's description and index text (both derived
@@ -147,16 +83,16 @@ class EntityGraph:
         if not ids:
             return
         marks = ",".join("?" * len(ids))
-        rows = self.storage.query(f"SELECT {_ENTITY_COLUMNS} FROM entities WHERE id IN ({marks}) AND user_id = ?", [*ids, user_id])
-        relations = self._relations([r["id"] for r in rows])
-        entities = {r["id"]: _to_entity(r) for r in rows}
+        rows = self.storage.query(f"SELECT {ENTITY_COLUMNS} FROM entities WHERE id IN ({marks}) AND user_id = ?", [*ids, user_id])
+        related = relations(self.storage, [r["id"] for r in rows])
+        entities = {r["id"]: to_entity(r) for r in rows}
         selves = self._selves(user_id)
         # The user (and speakers, "relation: self") are in nearly every relation: indexing
         # them, or their names in others' documents, would make every query naming them match.
-        docs = {i: None if e.name.casefold() in selves else self.index_text(e, relations[i], selves=selves)
+        docs = {i: None if e.name.casefold() in selves else index_text(e, related[i], selves=selves)
                 for i, e in entities.items()}
         self.storage.executemany("UPDATE entities SET description = ?, doc = ? WHERE id = ?",
-                                 [[self.describe(entities[i], relations[i]), docs[i], i] for i in entities])
+                                 [[describe(entities[i], related[i]), docs[i], i] for i in entities])
         self.index.remove(user_id, [i for i, doc in docs.items() if doc is None])
         self.index.add(user_id, [(i, doc) for i, doc in docs.items() if doc is not None])
 
@@ -182,7 +118,8 @@ class EntityGraph:
         ...                                                         object="Berlin")], now=1.0)
         >>> [e.name for e in graph.entities(Scope("u1")) if e.id in graph.ended_only([x.id for x in
         ...  graph.entities(Scope("u1"))])]
-        ['Lisbon']"""
+        ['Lisbon']
+        """
         if not entity_ids:
             return set()
         values = ",".join([f"({self.storage.dialect.key_param})"] * len(entity_ids))
@@ -257,7 +194,8 @@ class EntityGraph:
     def add_triples(self, scope: Scope, triples: Sequence[ExtractedTriple], *, now: float,
                     source_message_id: str | None = None, metadata: dict[str, Any] | None = None,
                     touched: set[str] | None = None) -> list[str]:
-        """Store relations (creating missing endpoint entities); returns the triple ids. ``touched``: the caller refreshes them."""
+        """Store relations (creating missing endpoint entities); returns the triple ids. With
+        ``touched``, the entities to :meth:`refresh` are added to it (the caller refreshes them once)."""
         ids: list[str] = []
         reindex, touched = touched is None, set() if touched is None else touched
         for triple in triples:
@@ -293,7 +231,7 @@ class EntityGraph:
             touched.update((subject_id, object_id))
             if single_valued(predicate):
                 touched.update(self._end_others(scope, subject_id, predicate, triple_id, now))
-        if reindex:  # else the caller refreshes what ``touched`` collected, once
+        if reindex:
             self.refresh(scope.user_id, touched)
         return ids
 
@@ -327,13 +265,9 @@ class EntityGraph:
         the entities first seen by then."""
         sql, params = recall_filter(scope, where=where, since=since, time_column="last_seen", until=as_of,
                                     until_column="first_seen", dialect=self.storage.dialect)
-        found = self.index.search(scope.user_id, query, want, table="entities", columns=_ENTITY_COLUMNS,
+        found = self.index.search(scope.user_id, query, want, table="entities", columns=ENTITY_COLUMNS,
                                   filter_sql=sql, filter_params=params, vector=vector, mode=mode)
-        return [(c, self._description(c.row)) for c in found]
-
-    def _description(self, row: dict[str, Any]) -> str:
-        description: str | None = row["description"]
-        return description or self.describe(_to_entity(row), [])
+        return [(c, description(c.row)) for c in found]
 
     def recall_candidates(self, query: CandidateQuery) -> list[RecallCandidate]:
         """:meth:`search` as recall's typed candidates (see :mod:`tiers.candidates`): an
@@ -347,18 +281,18 @@ class EntityGraph:
             return [c for c in then if c.lexical is None or c.dense is not None
                     or not set(c.matched_terms).isdisjoint(term_set(c.text))]
         former = self.ended_only([c.id for c, _ in found])
-        return [_entity_candidate(c.row, description, c, superseded=c.id in former) for c, description in found]
+        return [_entity_candidate(c.row, text, c, superseded=c.id in former) for c, text in found]
 
     def _candidate_as_of(self, row: dict[str, Any], as_of: float, found: Candidate | None = None) -> RecallCandidate:
-        relations = self._relations([row["id"]], as_of=as_of)[row["id"]]
-        former = bool(relations) and all(predicate.startswith("formerly ") for _, predicate, _, _ in relations)
+        related = relations(self.storage, [row["id"]], as_of=as_of)[row["id"]]
+        former = bool(related) and all(predicate.startswith("formerly ") for _, predicate, _, _ in related)
         return _entity_candidate({**row, "last_seen": min(row["last_seen"], as_of)},
-                                 self.describe(_to_entity(row), relations), found, superseded=former)
+                                 describe(to_entity(row), related), found, superseded=former)
 
     def entities(self, scope: Scope, *, type: str | None = None, limit: int | None = None) -> list[Entity]:
         """The user's entities, most mentioned first."""
         agent_sql, agent_params = scope.agent_clause()
-        sql = f"SELECT {_ENTITY_COLUMNS} FROM entities WHERE user_id = ? AND {agent_sql}"
+        sql = f"SELECT {ENTITY_COLUMNS} FROM entities WHERE user_id = ? AND {agent_sql}"
         params: list[Any] = [scope.user_id, *agent_params]
         if type is not None:
             sql += " AND type = ?"
@@ -367,59 +301,15 @@ class EntityGraph:
         if limit is not None:
             sql += " LIMIT ?"
             params.append(int(limit))
-        return [_to_entity(row) for row in self.storage.query(sql, params)]
-
-    def _triple_rows(self, sql: str, params: Sequence[Any]) -> list[Triple]:
-        rows = self.storage.query(
-            "SELECT t.id, s.name AS subject, t.predicate, o.name AS object, t.confidence, t.created_at, "
-            "t.source_message_id, t.metadata, t.user_id, t.agent_id, t.valid_to FROM triples t "
-            "JOIN entities s ON s.id = t.subject_id AND s.user_id = t.user_id JOIN entities o ON o.id = t.object_id AND o.user_id = t.user_id "
-            f"WHERE {sql} ORDER BY t.seq", params)
-        return [Triple.model_construct(  # stored rows were validated on the way in
-            id=r["id"], subject=r["subject"], predicate=r["predicate"], object=r["object"],
-            confidence=r["confidence"], created_at=utc_from_timestamp(r["created_at"]),
-            source_message_id=r["source_message_id"], metadata=loads(r["metadata"], {}),
-            valid_to=utc_from_timestamp(r["valid_to"]), user_id=r["user_id"], agent_id=r["agent_id"] or None)
-            for r in rows]
+        return [to_entity(row) for row in self.storage.query(sql, params)]
 
     def triples(self, scope: Scope, *, entity: str | None = None) -> list[Triple]:
         """The user's triples, optionally only those touching ``entity`` (by name)."""
-        agent_sql, params = scope.agent_clause("t.agent_id")
-        sql = f"t.user_id = ? AND {agent_sql}"
-        params = [scope.user_id, *params]
-        if entity is not None:
-            sql += " AND (s.norm_name = ? OR o.norm_name = ?)"
-            params += [norm_name(entity), norm_name(entity)]
-        return self._triple_rows(sql, params)
+        return triples_of(self.storage, scope, key=None if entity is None else norm_name(entity))
 
     def neighbors(self, scope: Scope, name: str, *, depth: int = 1) -> list[Triple]:
         """Triples reachable from the entity ``name`` within ``depth`` hops (either direction)."""
-        agent_sql, agent_params = scope.agent_clause()
-        start = self.storage.execute(
-            f"SELECT id FROM entities WHERE user_id = ? AND {agent_sql} AND norm_name = ?",
-            [scope.user_id, *agent_params, norm_name(name)]).fetchall()
-        frontier = {row[0] for row in start}
-        seen_entities = set(frontier)
-        seen_triples: set[str] = set()
-        for _ in range(max(0, depth)):
-            if not frontier:
-                break
-            marks = ",".join("?" * len(frontier))
-            rows = self.storage.execute(
-                f"SELECT id, subject_id, object_id FROM triples WHERE subject_id IN ({marks}) AND user_id = ? "
-                f"UNION SELECT id, subject_id, object_id FROM triples WHERE object_id IN ({marks}) AND user_id = ?",
-                [*frontier, scope.user_id, *frontier, scope.user_id]).fetchall()
-            frontier = set()
-            for triple_id, subject_id, object_id in rows:
-                seen_triples.add(triple_id)
-                for endpoint in (subject_id, object_id):
-                    if endpoint not in seen_entities:
-                        seen_entities.add(endpoint)
-                        frontier.add(endpoint)
-        if not seen_triples:
-            return []
-        marks = ",".join("?" * len(seen_triples))
-        return self._triple_rows(f"t.id IN ({marks})", sorted(seen_triples))
+        return neighborhood(self.storage, scope, norm_name(name), depth=depth)
 
     def linked_candidates(self, query: CandidateQuery, ids: Sequence[str], *, limit: int = 20,
                           ) -> list[LinkedCandidate]:
@@ -460,13 +350,13 @@ class EntityGraph:
         for chunk in (ids[:limit], ids[limit:]):  # the others' rows only if some of the first fail the filter
             if chunk and len(by_id) < limit:
                 by_id.update((row["id"], row) for row in self.storage.query(
-                    f"SELECT {_ENTITY_COLUMNS} FROM entities {self.storage.dialect.hint('entities_id')} WHERE id IN "
+                    f"SELECT {ENTITY_COLUMNS} FROM entities {self.storage.dialect.hint('entities_id')} WHERE id IN "
                     f"({','.join('?' * len(chunk))}) AND {sql} AND doc IS NOT NULL", [*chunk, *params]))  # not the user's
         out = []
         for other, (origin, predicate) in via.items():
             row = by_id.get(other)
             if row is not None:
-                out.append(LinkedCandidate(origin, predicate, _entity_candidate(row, self._description(row))
+                out.append(LinkedCandidate(origin, predicate, _entity_candidate(row, description(row))
                                            if as_of is None else self._candidate_as_of(row, as_of)))
                 if len(out) == limit:
                     break
