@@ -46,7 +46,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 from _report import library_version, publish  # noqa: E402
 from _synthetic import synthetic_facts  # noqa: E402
 
-from tiers.indexes.vectors import EmbeddingCache  # noqa: E402
+from tiers.indexes.embedding_cache import EmbeddingCache  # noqa: E402
 from tiers.storage.backend import Storage  # noqa: E402
 from unified_memory import UnifiedMemory  # noqa: E402
 from unified_memory.retrieval.method import shared_default_embedder  # noqa: E402

@@ -63,9 +63,9 @@ def test_cache_survives_a_restart_without_re_embedding(db_path):
 
 @pytest.mark.parametrize("scan_from", [2, 10_000])  # one range scan, or lookups by key
 def test_cache_reads_back_exactly_what_it_stored(monkeypatch, scan_from):
-    import tiers.indexes.vectors
+    import tiers.indexes.embedding_cache
 
-    monkeypatch.setattr(tiers.indexes.vectors, "_SCAN_FROM", scan_from)
+    monkeypatch.setattr(tiers.indexes.embedding_cache, "_SCAN_FROM", scan_from)
     store, emb = Storage(None), FakeEmbedder(16)
     texts = [f"note {i} about jazz" for i in range(40)]
     first = EmbeddingCache(store, emb).vectors("ada", texts)
@@ -83,10 +83,10 @@ def test_cache_reads_back_exactly_what_it_stored(monkeypatch, scan_from):
 def test_cache_vectors_equal_the_embedders_whatever_was_cached(texts, cached, scan_from, embed_slice):
     """Found rows, missing rows and repeated texts all land in their place, from one fresh array,
     the missing texts embedded in slices of ``_EMBED_SLICE``."""
-    import tiers.indexes.vectors
+    import tiers.indexes.embedding_cache
 
-    old_scan, old_slice = tiers.indexes.vectors._SCAN_FROM, tiers.indexes.vectors._EMBED_SLICE
-    tiers.indexes.vectors._SCAN_FROM, tiers.indexes.vectors._EMBED_SLICE = scan_from, embed_slice
+    old_scan, old_slice = tiers.indexes.embedding_cache._SCAN_FROM, tiers.indexes.embedding_cache._EMBED_SLICE
+    tiers.indexes.embedding_cache._SCAN_FROM, tiers.indexes.embedding_cache._EMBED_SLICE = scan_from, embed_slice
     try:
         store, emb = Storage(None), FakeEmbedder(16)
         cache = EmbeddingCache(store, emb)
@@ -100,7 +100,7 @@ def test_cache_vectors_equal_the_embedders_whatever_was_cached(texts, cached, sc
         got[:] = 0  # the caller's own array: writing it changes nothing cached
         assert np.array_equal(cache.vectors("ada", texts), emb.embed(texts))
     finally:
-        tiers.indexes.vectors._SCAN_FROM, tiers.indexes.vectors._EMBED_SLICE = old_scan, old_slice
+        tiers.indexes.embedding_cache._SCAN_FROM, tiers.indexes.embedding_cache._EMBED_SLICE = old_scan, old_slice
 
 
 def test_a_first_load_keeps_one_copy_of_the_vectors():

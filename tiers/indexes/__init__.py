@@ -4,7 +4,8 @@
   :mod:`~tiers.indexes.snapshots` (saved so a large memory reopens without re-analysing),
   :mod:`~tiers.indexes.documents` (a tier's searchable documents, lexical and dense),
   :mod:`~tiers.indexes.neighbors` (turns searchable with their neighbour turns).
-- Dense: :mod:`~tiers.indexes.vectors` (embedding cache and per-tier vector partitions),
+- Dense: :mod:`~tiers.indexes.embedding_cache` (a text embedded once per user and model),
+  :mod:`~tiers.indexes.vectors` (per-tier vector partitions kept in step with the rows),
   :mod:`~tiers.indexes.numpy_index` and :mod:`~tiers.indexes.vector_partition` (the in-process
   index), :mod:`~tiers.indexes.binary_codes` and :mod:`~tiers.indexes.vector_store` (approximate
   search of large partitions, saved beside the file), :mod:`~tiers.indexes.chroma_index` (chromadb).

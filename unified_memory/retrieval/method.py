@@ -153,7 +153,8 @@ def setup_dense(
         raise DependencyError(
             f"retrieval: {mode!r} needs an embedder: pip install torch==2.13.0 then "
             f"pip install 'unified-memory[embeddings]', or pass embedder=...", field="retrieval")
-    from tiers.indexes.vectors import EmbeddingCache, PartitionedVectors
+    from tiers.indexes.embedding_cache import EmbeddingCache
+    from tiers.indexes.vectors import PartitionedVectors
 
     index = vector_index if vector_index is not None else _vector_index(config, path)
     cache = EmbeddingCache(storage, embedder)
