@@ -20,7 +20,8 @@
 
 Messages in the asking conversation's window are ``short_term`` hits, other
 logged messages ``episodic`` ones, so one message is never reported twice.
-Every hit's ``components`` say how its score was made.
+Every hit's ``components`` say how its score was made. Steps 1-3, a tier's candidates
+scored as hits, are :mod:`unified_memory.retrieval.hit_scoring`; the rest is here.
 
     >>> from unified_memory import UnifiedMemory
     >>> with UnifiedMemory() as mem:
@@ -32,35 +33,31 @@ Every hit's ``components`` say how its score was made.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Collection, Iterable, Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
-from scoring.fusion import FusedScore, Fuser, dense_relevance, diversify, hybrid_relevance, lexical_scale
+from scoring.fusion import diversify
 from scoring.temporal import TimeWindow, temporal_cue, time_affinity
-from scoring.text import analyze, term_set, without_terms
+from scoring.text import term_set, without_terms
 from tiers.candidates import (
     CandidateQuery,
     EntityDetail,
     FactDetail,
     HistorySource,
     LinkedSource,
-    MessageDetail,
-    RecallCandidate,
     RecallSource,
     SearchMode,
 )
 from tiers.graph.entities import EntityGraph
 from tiers.records.scope import Scope
 from unified_memory.config import RankingConfig
-from unified_memory.types import TIERS, RecallHit, Tier, trusted_record, utc_from_timestamp
+from unified_memory.retrieval.hit_scoring import Fusion, Hit, components, lexical_divisor
+from unified_memory.types import TIERS, RecallHit, trusted_record, utc_from_timestamp
 
 __all__ = ["federated_recall", "RecallRequest", "first_person", "TIER_ORDER"]
 
 TIER_ORDER = {tier: position for position, tier in enumerate(("long_term", "entity", "short_term", "episodic"))}
-
-#: A value of :attr:`RecallHit.components`.
-Component = float | int | str | bool | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,77 +94,6 @@ class RecallRequest:
 _SEARCH_MODES: dict[str, SearchMode] = {"lexical": "lexical", "embedding": "embedding", "hybrid": "hybrid"}
 
 
-@dataclass(slots=True)  # not frozen: built for every candidate of every recall (5x faster)
-class _Scored:
-    """How a scored candidate's score was made, to rebuild its components once it is kept."""
-
-    fused: FusedScore
-    candidate: RecallCandidate
-    scale: float
-    mode: str
-    ranking: RankingConfig
-    lexical_weight: float
-
-
-@dataclass(slots=True)
-class _Hit:
-    """A hit while recall ranks it. ``notes`` holds the tier's own fields and notes added
-    later (time match, redundancy); the score's parts are rebuilt from ``scored`` only
-    for the hits kept (:func:`_components`). ``source`` is the turn it came from (one hit
-    per turn is kept); ``mentioned``: an entity whose whole name the query holds."""
-
-    id: str
-    tier: Tier
-    text: str
-    score: float
-    notes: dict[str, Component]
-    metadata: Callable[[], dict[str, Any]]
-    created_at: float | None
-    source: str
-    scored: _Scored | None = None
-    mentioned: bool = False
-    restated_in: str | None = None  # a fact stated again: the last turn that did
-
-
-def _scale(candidates: Iterable[RecallCandidate], ranking: RankingConfig) -> float:
-    """The divisor of one tier's BM25 scores for this query (see :func:`scoring.fusion.lexical_scale`)."""
-    return lexical_scale(((c.lexical.score, c.lexical.relevance) for c in candidates if c.lexical),
-                         floor=ranking.lexical_norm_floor)
-
-
-def _relevance(candidate: RecallCandidate, scale: float, mode: str, ranking: RankingConfig,
-               weight: float = 1.0, *, parts: dict[str, Component] | None = None) -> float:
-    """One candidate's relevance in [0, 1] from its lexical and dense scores; ``weight``
-    multiplies the lexical part. ``parts``, when given, receives how it was made."""
-    match = candidate.lexical
-    lexical = weight * match.score / scale if match is not None and scale > 0 else 0.0
-    if parts is not None:
-        parts.update(bm25=round(match.score, 6) if match else 0.0,
-                     matched=" ".join(match.matched_terms) if match else "")
-    if mode == "lexical":
-        return lexical
-    similarity = candidate.dense
-    dense = (dense_relevance(similarity, floor=ranking.dense_floor, ceiling=ranking.ceiling(mode))
-             if similarity is not None else 0.0)
-    if parts is not None:
-        parts.update(lexical=round(lexical, 6), dense=round(dense, 6),
-                     cosine=round(similarity, 6) if similarity is not None else None)
-    if mode == "embedding":
-        return dense
-    return hybrid_relevance(lexical, dense, lexical_weight=ranking.lexical_weight)
-
-
-def _components(hit: _Hit) -> dict[str, Component]:
-    """All of a hit's score components: the fused parts, how relevance was made, then
-    the tier's own fields and any notes added since (time match, redundancy)."""
-    scored = hit.scored
-    if scored is None:
-        return hit.notes
-    parts: dict[str, Component] = {}
-    _relevance(scored.candidate, scored.scale, scored.mode, scored.ranking, scored.lexical_weight, parts=parts)
-    return {**scored.fused.components(), **parts, **hit.notes}
-
-
 def first_person(query: str, graph: EntityGraph, user_id: str) -> str:
     """The query with the user's own name read as "I": "where does Ada live now?" asks
     where *I* live, and memories say "I moved to Berlin", not "Ada moved to Berlin"
@@ -186,99 +112,6 @@ def first_person(query: str, graph: EntityGraph, user_id: str) -> str:
     return without_terms(query, own, replacement="I") if own else query
 
 
-class _Fusion:
-    """How one recall turns each tier's candidates into hits (a method per kind of
-    candidate: the scoring rules that belong to a tier's items)."""
-
-    def __init__(self, request: RecallRequest, ranking: RankingConfig) -> None:
-        self.request = request
-        self.ranking = ranking
-        self.now = request.moment
-        self.mode = request.mode
-        asked = request.asked or request.query
-        self.query_terms, self.asked_terms = set(analyze(request.query)), set(analyze(asked))
-        self.fuser = Fuser(ranking.base, ranking.importance_weight, ranking.recency_weight, ranking.superseded_penalty,
-                           half_life_days=ranking.recency_half_life_days)
-        self.tier_weights = ranking.tier_weights
-        half_life = ranking.confidence_half_life_days
-        self.confidence_decay = None if half_life is None else Fuser(0.0, 0.0, 0.0, 1.0, half_life_days=half_life)
-
-    def hit(self, candidate: RecallCandidate, scale: float) -> _Hit:
-        detail = candidate.detail
-        if isinstance(detail, FactDetail):
-            return self.fact(candidate, detail, scale)
-        if isinstance(detail, EntityDetail):
-            return self.entity(candidate, detail, scale)
-        return self.message(candidate, detail, scale)
-
-    def _scored(self, candidate: RecallCandidate, scale: float, notes: dict[str, Component],
-                lexical_weight: float = 1.0) -> _Hit:
-        """A scored candidate. Recall scores several times more candidates than it keeps, so
-        ``notes`` holds only the tier's fields (and later notes) until the hit is kept;
-        ``scored`` rebuilds the score's parts then (:func:`_components`)."""
-        match = candidate.lexical
-        if self.mode == "lexical":  # what _relevance gives, without its call
-            relevance = lexical_weight * match.score / scale if match is not None and scale > 0 else 0.0
-        else:
-            relevance = _relevance(candidate, scale, self.mode, self.ranking, lexical_weight)
-        stamp = candidate.created_at
-        fuser = self.fuser
-        # BM25 sums can differ in the last bits between an index built incrementally and one
-        # rebuilt from the store; rounding keeps scores (and so ties) stable across reopening.
-        fused = fuser(round(relevance, 12), candidate.importance, fuser.recency(self.now - stamp) if stamp else 0.0,
-                      self.tier_weights.get(candidate.tier, 1.0), candidate.superseded)
-        return _Hit(candidate.id, candidate.tier, candidate.text, round(fused.score, 9), notes, candidate.metadata,
-                    stamp, candidate.source, _Scored(fused, candidate, scale, self.mode, self.ranking, lexical_weight))
-
-    def fact(self, candidate: RecallCandidate, detail: FactDetail, scale: float) -> _Hit:
-        ranking = self.ranking
-        stated = candidate.created_at if candidate.created_at is not None else self.now
-        decay = self.confidence_decay  # decayed_confidence, its half-life bound
-        confidence = (detail.confidence if decay is None else
-                      detail.confidence * decay.recency(max(0.0, self.now - stated)))
-        valid_to = utc_from_timestamp(detail.valid_to)
-        archived = detail.status == "archived"
-        hit = self._scored(candidate, scale, {
-            "status": detail.status, "category": detail.category,
-            "valid_to": valid_to.isoformat() if valid_to is not None else None,
-            "confidence": round(confidence, 6), "archived": archived})
-        # Unconfirmed for long, a fact is less sure (reinforcing it restores confidence);
-        # an archived fact answers when nothing current does, below any comparable active one.
-        factor = 1.0 - ranking.confidence_weight * (1.0 - confidence)
-        if archived:
-            factor *= ranking.archived_penalty
-        hit.score = round(hit.score * factor, 9)
-        hit.restated_in = detail.restated_in
-        return hit
-
-    def entity(self, candidate: RecallCandidate, detail: EntityDetail, scale: float) -> _Hit:
-        # A query naming a person, place or organisation asks about it; a bare "thing"
-        # (an attribute value such as "peanuts") gets no boost over the fact it came from.
-        name_terms = term_set(detail.name)
-        mentioned = bool(name_terms) and name_terms.issubset(candidate.matched_terms)
-        named = mentioned and detail.type != "thing"
-        hit = self._scored(candidate, scale, {"entity": detail.name, "type": detail.type,
-                                              "mentions": detail.mentions, "name_match": named})
-        if named:  # the query names this entity: stronger evidence than a word in its relations
-            hit.score = round(hit.score * self.ranking.entity_name_boost, 9)
-        hit.mentioned = mentioned
-        return hit
-
-    def message(self, candidate: RecallCandidate, detail: MessageDetail, scale: float) -> _Hit:
-        # A message is indexed with its neighbour turns (tiers.indexes.neighbors): one whose own
-        # words miss the query matched through them, which is weaker evidence.
-        own_match = bool(self.query_terms & term_set(detail.own_text))
-        speaker_terms = term_set(detail.speaker) if detail.speaker else frozenset()
-        spoken_by_named = bool(speaker_terms) and speaker_terms <= self.asked_terms
-        hit = self._scored(candidate, scale, {
-            "role": detail.role, "speaker": detail.speaker, "session_id": detail.session_id,
-            "own_match": own_match, "speaker_match": spoken_by_named},
-            lexical_weight=1.0 if own_match else self.ranking.neighbor_match_weight)
-        if spoken_by_named:  # a question about a person: what they said is the likeliest evidence
-            hit.score = round(hit.score * (1.0 + self.ranking.speaker_boost), 9)
-        return hit
-
-
 def federated_recall(request: RecallRequest, sources: Sequence[RecallSource], *,
                      ranking: RankingConfig) -> list[RecallHit]:
     """The ``request.limit`` best hits over the tiers of ``sources`` that the request
@@ -293,14 +126,15 @@ def federated_recall(request: RecallRequest, sources: Sequence[RecallSource], *,
                            want=limit + max(10, limit // 2),  # importance and recency may reorder them
                            now=request.now, since=request.since, where=request.where, mode=mode,
                            vector=request.vector, as_of=request.as_of)
-    fusion = _Fusion(request, ranking)
-    hits: list[_Hit] = []
+    fusion = Fusion(ranking, query=request.query, asked=request.asked or request.query, now=request.moment,
+                    mode=request.mode)
+    hits: list[Hit] = []
     links: LinkedSource | None = None
     for source in sources:
         if not source.recall_tiers & wanted:
             continue
         found = source.recall_candidates(query)
-        scale = _scale(found, ranking)
+        scale = lexical_divisor(found, ranking)
         hits.extend(fusion.hit(candidate, scale) for candidate in found if candidate.tier in wanted)
         if links is None and _is(source, LinkedSource):
             links = cast(LinkedSource, source)
@@ -337,8 +171,8 @@ def _is(source: object, protocol: type) -> bool:
     return found
 
 
-def _forward(hits: list[_Hit], history: HistorySource, query: CandidateQuery, ranking: RankingConfig,
-             wanted: frozenset[str]) -> list[_Hit]:
+def _forward(hits: list[Hit], history: HistorySource, query: CandidateQuery, ranking: RankingConfig,
+             wanted: frozenset[str]) -> list[Hit]:
     """History points forward. A superseded fact ranks as history (``superseded_penalty``)
     and a message it was promoted from ("I live in Lisbon", before the move) is marked as
     such (``superseded``; it keeps its rank: it is the evidence of what was true then); the
@@ -353,7 +187,7 @@ def _forward(hits: list[_Hit], history: HistorySource, query: CandidateQuery, ra
         return []
     successors = history.successors(query, list(dict.fromkeys(fact_id for _, fact_id in stale)))
     by_id = {h.id: h for h in hits if h.tier == "long_term"}
-    added: list[_Hit] = []
+    added: list[Hit] = []
     penalty = ranking.superseded_penalty
     for hit, fact_id in stale:
         if hit.tier == "long_term":
@@ -367,7 +201,7 @@ def _forward(hits: list[_Hit], history: HistorySource, query: CandidateQuery, ra
         current = by_id.get(successor.id)
         if current is None:
             detail = successor.detail
-            current = by_id[successor.id] = _Hit(
+            current = by_id[successor.id] = Hit(
                 id=successor.id, tier="long_term", text=successor.text, score=0.0,
                 notes={"status": detail.status if isinstance(detail, FactDetail) else None,
                        "relevance": _relevance_of(hit), "superseded": False},
@@ -389,7 +223,7 @@ def _forward(hits: list[_Hit], history: HistorySource, query: CandidateQuery, ra
     return added
 
 
-def _relevance_of(hit: _Hit) -> float:
+def _relevance_of(hit: Hit) -> float:
     """A candidate's relevance: its own, or for a graph hop the named entity's it was reached from.
     Zero when neither its words nor its meaning (above ``dense_floor``) matched the query: dense
     search ranks every item, so without this the unrelated ones would pad the results at score 0."""
@@ -399,22 +233,23 @@ def _relevance_of(hit: _Hit) -> float:
     return float(relevance) if isinstance(relevance, int | float) else 0.0
 
 
-def _recall_hit(hit: _Hit) -> RecallHit:
+def _recall_hit(hit: Hit) -> RecallHit:
     """The record of one kept hit: its components built, stored metadata decoded, its
     time made a datetime — for the hits kept, not every candidate scored."""
     if not math.isfinite(hit.score):  # the one check validation would add to what is built here
         raise ValueError(f"score: recall computed a non-finite score for {hit.id!r}")
     return trusted_record(RecallHit, id=hit.id, tier=hit.tier, text=hit.text, score=hit.score,
-                                     components=_components(hit), metadata=hit.metadata(),
+                                     components=components(hit), metadata=hit.metadata(),
                                      created_at=utc_from_timestamp(hit.created_at))
 
 
 class _Terms(Sequence[frozenset[str]]):
-    """The term sets of the hits' texts, each analysed when diversify first reads it."""
+    """The term sets of the hits' texts, each analysed when diversify first reads it (most
+    of a deep pool never reaches the top, so its texts need no analysis)."""
 
     __slots__ = ("_hits",)
 
-    def __init__(self, hits: list[_Hit]) -> None:
+    def __init__(self, hits: list[Hit]) -> None:
         self._hits = hits
 
     def __len__(self) -> int:
@@ -426,7 +261,7 @@ class _Terms(Sequence[frozenset[str]]):
         return term_set(self._hits[index].text)
 
 
-def _diverse(hits: list[_Hit], limit: int, diversity: float) -> list[_Hit]:
+def _diverse(hits: list[Hit], limit: int, diversity: float) -> list[Hit]:
     """The top ``limit`` after maximal marginal relevance over the best ``3 × limit``:
     near-duplicate texts do not crowd the top (see :func:`scoring.fusion.diversify`)."""
     if diversity <= 0 or len(hits) <= 1:
@@ -443,8 +278,8 @@ def _diverse(hits: list[_Hit], limit: int, diversity: float) -> list[_Hit]:
     return out
 
 
-def _hops(hits: list[_Hit], links: LinkedSource, query: CandidateQuery, *, decay: float, sources: int = 3,
-          depth: int = 2) -> list[_Hit]:
+def _hops(hits: list[Hit], links: LinkedSource, query: CandidateQuery, *, decay: float, sources: int = 3,
+          depth: int = 2) -> list[Hit]:
     """Graph hops for multi-hop questions: entities up to ``depth`` relations away from the
     (up to ``sources``) best entities the query names, at ``decay ** hops`` times their score.
     An entity's own document already holds its relations, so the second hop is the one that
@@ -469,16 +304,16 @@ def _hops(hits: list[_Hit], links: LinkedSource, query: CandidateQuery, *, decay
                 continue
             have.add(entity.id)
             detail = entity.detail
-            out.append(_Hit(id=entity.id, tier="entity", text=entity.text, score=round(source.score * factor, 9),
-                            notes={**_components(source), "name_match": False, "entity": detail.name,
-                                   "type": detail.type, "mentions": detail.mentions,
-                                   "hop_from": source.notes["entity"], "via": linked.predicate},
-                            metadata=entity.metadata, created_at=entity.created_at, source=entity.id))
+            out.append(Hit(id=entity.id, tier="entity", text=entity.text, score=round(source.score * factor, 9),
+                           notes={**components(source), "name_match": False, "entity": detail.name,
+                                  "type": detail.type, "mentions": detail.mentions,
+                                  "hop_from": source.notes["entity"], "via": linked.predicate},
+                           metadata=entity.metadata, created_at=entity.created_at, source=entity.id))
         frontier = following
     return out
 
 
-def _weigh_time(hit: _Hit, window: TimeWindow, ranking: RankingConfig) -> None:
+def _weigh_time(hit: Hit, window: TimeWindow, ranking: RankingConfig) -> None:
     """The query names a time: facts and messages from outside it lose up to
     ``temporal_weight`` of their score (entities describe no single moment)."""
     if hit.tier == "entity" or hit.created_at is None:
@@ -488,7 +323,7 @@ def _weigh_time(hit: _Hit, window: TimeWindow, ranking: RankingConfig) -> None:
     hit.notes.update(time_window=window.phrase, time_match=round(affinity, 6))
 
 
-def _one_per_source(hits: list[_Hit]) -> list[_Hit]:
+def _one_per_source(hits: list[Hit]) -> list[Hit]:
     """Diversity: facts promoted from one turn say what the turn says, so only the best
     of a turn and the facts derived from it is kept (the others would crowd the top-k)."""
     seen: set[str] = set()
