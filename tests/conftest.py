@@ -337,8 +337,10 @@ def count_fact_loads():
     """``count(mem)`` makes the memory's facts index record each time it loads a user's
     documents from the store (rather than restoring or replaying them); returns that list."""
 
+    from unified_memory.testing import internals
+
     def count(mem):
-        lexical = mem._backend.facts.index.lexical
+        lexical = internals(mem).facts.index.lexical
         calls, original = [], lexical._loader
 
         def loader(user_id):

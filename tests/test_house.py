@@ -5,6 +5,8 @@
 - no module of the three packages over 500 lines;
 - no code reaches into another object's private attributes (``obj._x`` where ``obj`` is not
   ``self`` / ``cls``), except inside a class that owns ``_x`` itself (another instance of it);
+- no test reaches into a memory's internals (``mem._backend``, ``mem._view``): tests look under
+  the hood through :func:`unified_memory.testing.internals` (issue 38);
 - every name users imported from ``unified_memory`` before the rooms were built is still there,
   and the documented compat facades keep their paths.
 """
@@ -22,6 +24,9 @@ PACKAGES = ("scoring", "tiers", "unified_memory")
 MAX_LINES = 500
 MAX_TOP_MODULES = 15
 MAX_TOP_TIERS = 12  # the tiers themselves at the top; storage, indexes, records, ... in rooms (issue 38)
+# A memory's private parts: tests reach what is under them through unified_memory.testing.internals.
+MEMORY_INTERNALS = ("._backend", "._view")
+REACH_SAMPLE = "_reach_sample.py"  # written (and deleted) by test_the_reach_in_check_can_fail
 
 # Every name of unified_memory.__all__ before the reorganisation (git f77f8e8); names may be added, never removed.
 PUBLIC_NAMES = ['ClosedError', 'CompactionConfig', 'CompactionStats', 'ConfigError', 'ContextBlock', 'ContextConfig', 'Conversation', 'ConversationLog', 'ConversationState', 'ConversationStore', 'DependencyError', 'Embedder', 'Entity', 'Episode', 'EvictionConfig', 'ExtractedEntity', 'ExtractedFact', 'ExtractedTriple', 'Extraction', 'ExtractiveSummarizer', 'Extractor', 'Fact', 'HeuristicImportanceScorer', 'ImportanceScorer', 'InMemoryConversationStore', 'IngestReport', 'JSONConversationStore', 'LLM', 'LLMError', 'LLMExtractor', 'LLMSummarizer', 'MemoryConfig', 'MemoryEvent', 'MemoryMaxMessagesStrategy', 'MemoryMaxTokensStrategy', 'MemoryStats', 'MemoryStrategies', 'MemoryTool', 'MemoryTypeError', 'MemoryValueError', 'Message', 'NeuralyzerStrategy', 'NotFoundError', 'OpenAICompatibleLLM', 'RankingConfig', 'RecallHit', 'Redactor', 'RedisConversationStore', 'Reranker', 'RuleExtractor', 'SQLiteConversationStore', 'SecretRedactor', 'SectionUsage', 'StorageError', 'StoreUnavailableError', 'StrategyOutcome', 'SummarizationConfig', 'Summarizer', 'SummarizerStrategy', 'TokenCounter', 'ToolTruncationConfig', 'Triple', 'UnifiedMemory', 'UnifiedMemoryError', 'VectorConfig', 'VectorIndex', '__version__', 'as_llm', 'assess_importance', 'compact', 'context_window', 'get_store', 'ingest_file', 'load_long_term_strategy', 'load_short_term_strategy', 'load_strategies', 'make_token_counter', 'memory_tools', 'recall_tool', 'redact_secrets', 'register_model', 'register_store', 'remember', 'remember_tool', 'run_tool_call', 'score_importance']
@@ -97,12 +102,27 @@ def test_no_code_reaches_into_another_objects_private_attributes():
     assert not found, "\n".join(found)
 
 
+def memory_reach_ins(paths: list[Path]) -> list[str]:
+    """The reach-ins into a memory's internals (``x._backend``, ``x._view``) in these files."""
+    return [hit for path in paths for hit in reach_ins(path) if hit.endswith(MEMORY_INTERNALS)]
+
+
+def test_no_test_reaches_into_a_memorys_internals():
+    tests = sorted(p for p in (ROOT / "tests").rglob("*.py") if p.name != REACH_SAMPLE)
+    assert ROOT / "tests" / "conftest.py" in tests and len(tests) > 100  # the walk found the tests
+    found = memory_reach_ins(tests)
+    assert not found, "use unified_memory.testing.internals(mem):\n" + "\n".join(found)
+
+
 def test_the_reach_in_check_can_fail(tmp_path):
-    bad = ROOT / "tests" / "_reach_sample.py"
+    bad = ROOT / "tests" / REACH_SAMPLE
     try:
         bad.write_text("def f(mem):\n    return mem._backend\n\nclass A:\n    def g(self, other):\n"
                        "        self._x = 1\n        return other._x\n")
         assert reach_ins(bad) == ["tests/_reach_sample.py:2: mem._backend"]
+        assert memory_reach_ins([bad]) == ["tests/_reach_sample.py:2: mem._backend"]
+        bad.write_text("def h(mem):\n    return mem._view.backend, mem._viewer\n")
+        assert memory_reach_ins([bad]) == ["tests/_reach_sample.py:2: mem._view"]  # not mem._viewer
     finally:
         bad.unlink()
 

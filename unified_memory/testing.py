@@ -1,5 +1,11 @@
 """Helpers for testing code that uses unified-memory (no model, no network).
 
+:class:`FakeEmbedder` is a deterministic embedder that records its use;
+:func:`internals` shows what is under a memory (its storage, vectors and tiers) to a
+test that must look there, e.g. to count rows, plant a damaged one or watch an index.
+Both are for tests (yours too), never for production code: what :func:`internals`
+reaches is the library's own machinery, and may change between releases.
+
     >>> emb = FakeEmbedder(dim=16)
     >>> emb.embed(["hello", "hello there"]).shape, emb.calls, emb.texts
     ((2, 16), 1, ['hello', 'hello there'])
@@ -8,12 +14,27 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from scoring.embeddings import HashingEmbedder
+from tiers.maintenance.ingested import IngestedKeys
+from unified_memory.errors import wrong_type
 
-__all__ = ["FakeEmbedder"]
+if TYPE_CHECKING:
+    from tiers.episodic import EpisodicLog
+    from tiers.facts.long_term import LongTermFacts
+    from tiers.graph.entities import EntityGraph
+    from tiers.records.scope import Scope
+    from tiers.short_term import ShortTermWindow
+    from tiers.storage.backend import Storage
+    from unified_memory.coordinator.view import MemoryView
+    from unified_memory.memory import UnifiedMemory
+    from unified_memory.protocols import Summarizer
+    from unified_memory.retrieval.method import Dense
+
+__all__ = ["FakeEmbedder", "MemoryInternals", "internals"]
 
 
 class FakeEmbedder:
@@ -55,3 +76,95 @@ class FakeEmbedder:
         """Forget the recorded calls."""
         self.calls = 0
         self.texts.clear()
+
+
+class MemoryInternals:
+    """What is under one :class:`~unified_memory.UnifiedMemory`, for tests (see :func:`internals`).
+
+    Each attribute is the memory's own live object, shared by its scoped views: a row
+    planted through :attr:`storage` is one the memory reads, an index watched through
+    :attr:`dense` is the one recall searches. Look, count, plant; do not build on it.
+
+    >>> from unified_memory import UnifiedMemory
+    >>> with UnifiedMemory(user_id="ada", retrieval="lexical") as mem:
+    ...     _ = mem.remember("I keep bees")
+    ...     inner = internals(mem)
+    ...     inner.storage.execute("SELECT COUNT(*) FROM facts").fetchone()[0], inner.scope.user_id, inner.dense
+    (1, 'ada', None)
+    """
+
+    __slots__ = ("_view",)
+
+    def __init__(self, view: MemoryView) -> None:
+        self._view = view
+
+    @property
+    def storage(self) -> Storage:
+        """The database connection: raw SQL (``execute``, ``query``), ``atomic()`` (to plant a
+        row no public path writes), ``checkpoint()``, ``dialect``, and ``backend``, the driver's
+        own (a PostgreSQL ``url``; a SQLite ``db.conn``)."""
+        return self._view.backend.storage
+
+    @property
+    def dense(self) -> Dense | None:
+        """The vectors, or ``None`` when retrieval is lexical: ``index`` (the vector index),
+        ``partitions`` (per tier: ``"facts"``, ...) and ``cache`` (embeddings, recent queries)."""
+        return self._view.backend.dense
+
+    @property
+    def facts(self) -> LongTermFacts:
+        """The long-term facts tier (its lexical index: ``facts.index.lexical``)."""
+        return self._view.backend.facts
+
+    @property
+    def log(self) -> EpisodicLog:
+        """The episodic log of messages (its lexical index: ``log.index.lexical``)."""
+        return self._view.backend.log
+
+    @property
+    def graph(self) -> EntityGraph:
+        """The entity graph (its lexical index: ``graph.index.lexical``)."""
+        return self._view.backend.graph
+
+    @property
+    def window(self) -> ShortTermWindow:
+        """The short-term window (``window.messages(scope, last=n)`` reads it from the store)."""
+        return self._view.backend.window
+
+    @property
+    def scope(self) -> Scope:
+        """This memory's user, agent and session (``""`` for none), as the tiers take them."""
+        return self._view.scope
+
+    @property
+    def summarizer(self) -> Summarizer:
+        """The summarizer of the running summaries (the one passed as ``summarizer=``, or the
+        default :class:`~unified_memory.extraction.summarizers.ExtractiveSummarizer`)."""
+        return self._view.backend.summarizer
+
+    @property
+    def ingested(self) -> IngestedKeys:
+        """The keys of the chat-log messages ingesting recorded (:mod:`tiers.maintenance.ingested`)."""
+        return IngestedKeys(self._view.backend.storage)
+
+
+def internals(memory: UnifiedMemory) -> MemoryInternals:
+    """What is under ``memory`` (a :class:`~unified_memory.UnifiedMemory` or a scoped view of
+    one): its storage, vectors, tiers and plug-ins, for tests (yours too) that must look there.
+    Not for production code; a :class:`~unified_memory.RemoteMemory`'s are in the service.
+
+    >>> from unified_memory import UnifiedMemory
+    >>> with UnifiedMemory(retrieval="lexical") as mem:
+    ...     bob = internals(mem.scoped(user_id="bob"))
+    ...     bob.scope.user_id, bob.storage is internals(mem).storage
+    ('bob', True)
+    >>> internals("memory.db")
+    Traceback (most recent call last):
+    ...
+    unified_memory.errors.MemoryTypeError: memory: expected UnifiedMemory, got str
+    """
+    from unified_memory.memory import UnifiedMemory as Memory  # here: importing this module stays light
+
+    if not isinstance(memory, Memory):
+        raise wrong_type("memory", "UnifiedMemory", memory)
+    return MemoryInternals(memory.view)

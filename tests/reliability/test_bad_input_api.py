@@ -68,6 +68,7 @@ from unified_memory import (
     VectorConfig,
 )
 from unified_memory.coordinator.async_api import ASYNC_TWINS
+from unified_memory.testing import internals
 
 SETTINGS = dict(deadline=None, derandomize=False, database=None,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much,
@@ -207,7 +208,7 @@ def invoke(spec: Spec, target: Any, kwargs: dict[str, Any]) -> Any:
 def db_digest(mem: UnifiedMemory) -> str:
     """A digest of every table of the memory's database, read through a separate connection
     (the SQLite file read-only, or a second connection to its PostgreSQL database)."""
-    storage = mem._backend.storage
+    storage = internals(mem).storage
     if storage.dialect.postgres:
         other = Storage(storage.backend.url)
         try:

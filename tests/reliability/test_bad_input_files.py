@@ -36,6 +36,7 @@ from hypothesis import strategies as st
 
 from tests.reliability.conftest import scaled
 from unified_memory import MemoryValueError, UnifiedMemory, UnifiedMemoryError
+from unified_memory.testing import internals
 
 # -- the outcome of one read -------------------------------------------------------------
 
@@ -286,7 +287,7 @@ def fingerprint(folder: Path) -> dict[str, tuple[int, str]]:
 
 def rows_of(mem: UnifiedMemory) -> dict[str, list[tuple[Any, ...]]]:
     """Every row of every table of the memory's file (derived tables too)."""
-    storage = mem._backend.storage
+    storage = internals(mem).storage
     catalog = ("SELECT tablename AS name FROM pg_tables WHERE schemaname = current_schema()" if storage.dialect.postgres
                else "SELECT name FROM sqlite_master WHERE type = 'table'")
     names = [r["name"] for r in storage.query(catalog)]
@@ -745,7 +746,7 @@ def memory_db(tmp_path_factory) -> bytes:
         mem.add_messages([{"role": "user", "content": "I keep bees " * 50}, {"role": "assistant", "content": "Nice!"}])
         for i in range(30):
             mem.remember(f"Fact number {i}: I like colour {i} " + "x" * 200)
-        mem._backend.storage.checkpoint()
+        internals(mem).storage.checkpoint()
     assert not Path(f"{path}-wal").exists() or Path(f"{path}-wal").stat().st_size == 0
     return path.read_bytes()
 

@@ -266,6 +266,7 @@ def _saved_vector_problems(args: dict, rows: Rows) -> tuple[list[str], int, int]
 def _check(args: dict) -> dict:
     """Everything the parent asserts, as data: ``problems`` (empty when all is well) and counts."""
     from tiers.indexes.vectors import content_hash
+    from unified_memory.testing import internals
 
     snapshots.SNAPSHOT_MIN_DOCS = SNAPSHOT_DOCS
     problems: list[str] = []
@@ -300,8 +301,9 @@ def _check(args: dict) -> dict:
         result["missing"] = sum(len(before[kind] - left[kind]) for kind in left)  # e.g. a forget cut short
     mem = _open(args, ranking={"dense_ceiling": 1.0})
     try:
-        storage = mem._backend.storage
-        dense = mem._backend.dense
+        inner = internals(mem)
+        storage = inner.storage
+        dense = inner.dense
         with _raw(args["path"]) as rows:
             assert rows is not None  # the library's open created it
             stored = _stored_ids(rows)
@@ -318,7 +320,7 @@ def _check(args: dict) -> dict:
         if after != stored:
             problems.append(f"vector index out of step after open: "
                             f"{ {k: [sorted(after[k] - stored[k])[:3], sorted(stored[k] - after[k])[:3]] for k in after} }")
-        for tier in (mem._backend.facts, mem._backend.log, mem._backend.graph):  # restored or built
+        for tier in (inner.facts, inner.log, inner.graph):  # restored or built
             lexical = tier.index.lexical
             index, docs = lexical.get(USER), dict(lexical._loader(USER))
             if len(index) != len(docs) or not all(key in index for key in docs):

@@ -38,7 +38,7 @@ from tests.reliability.conftest import record_figures, scaled
 from tiers.indexes import snapshots
 from tiers.storage.backend import Storage
 from unified_memory import UnifiedMemory, VectorConfig
-from unified_memory.testing import FakeEmbedder
+from unified_memory.testing import FakeEmbedder, internals
 
 USERS = ["ulrike", "vasco", "wanjiru"]
 TALLY = {"forgets": 0, "files_scanned": 0, "bytes_scanned": 0, "markers_checked": 0, "traces_found": 0}
@@ -138,7 +138,7 @@ def test_forget_a_user_leaves_no_byte_behind(tmp_path_factory, monkeypatch, back
         counts = mem.forget(user_id=victim)
         TALLY["forgets"] += 1
         assert counts["messages"] == 2 * n and counts["facts"] >= n
-        dense = mem._backend.dense
+        dense = internals(mem).dense
         assert not any(victim[:3] + "secret" in q for q in dense.cache._queries), "query cache kept the victim's query"
         assert_others_unharmed(mem, other, victim, before)
         left = scan(folder, needles, unscanned)
@@ -220,7 +220,7 @@ def test_forget_a_user_leaves_no_row_behind_on_postgresql(tmp_path, monkeypatch,
             answers(mem, user)
     mem = UnifiedMemory(path, **options)
     other = UnifiedMemory(path, **options) if reader else None
-    url = mem._backend.storage.backend.url
+    url = internals(mem).storage.backend.url
     try:
         before = {user: answers(mem, user) for user in USERS if user != victim}
         mem.scoped(user_id=victim).recall(f"{marker(victim, 0)} locker")

@@ -9,6 +9,7 @@ from tiers.indexes.vector_partition import Partition
 from tiers.indexes.vectors import NumpyVectorIndex
 from unified_memory import UnifiedMemory
 from unified_memory.config import VectorConfig
+from unified_memory.testing import internals
 
 
 def unit(n, dim=16, seed=0):
@@ -130,7 +131,7 @@ def settings():
 
 
 def wait(mem):
-    assert mem._view.backend.dense.index.approximate("facts/default")
+    assert internals(mem).dense.index.approximate("facts/default")
 
 
 @pytest.mark.sqlite_only
@@ -151,7 +152,7 @@ def test_reopening_uses_the_saved_vectors_and_replays_the_journal(tmp_path, monk
     encodes = []
     monkeypatch.setattr(Partition, "approximate", lambda part, on: encodes.append(on))
     with UnifiedMemory(path, **settings()) as mem:
-        dense = mem._view.backend.dense
+        dense = internals(mem).dense
         assert mem.recall("neighbour repairs old bicycles", limit=1)[0].id == extra
         assert loads and loads[0] is not None and dense.index.approximate("facts/default")  # loaded, not rebuilt
         assert True not in encodes  # its codes were loaded too, not computed again
@@ -247,7 +248,7 @@ def test_saved_files_are_written_and_deleted_only_inside_a_write_transaction(tmp
     facts = [f"my friend number {i} collects rare stamps from city {i}" for i in range(80)]
     seen = []
     mem = UnifiedMemory(path, **settings())
-    conn = mem._backend.storage.backend.db.conn
+    conn = internals(mem).storage.backend.db.conn
 
     def spy(real, what):
         def call(*args, **kwargs):
@@ -261,7 +262,7 @@ def test_saved_files_are_written_and_deleted_only_inside_a_write_transaction(tmp
         ids = mem.remember_many(facts)
         mem.recall(facts[0])
         wait(mem)
-        mem._backend.dense.partitions["facts"].save()  # as at close
+        internals(mem).dense.partitions["facts"].save()  # as at close
         mem.forget(ids=[ids[3]])
     finally:
         mem.close()

@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 
 from tests.conftest import T0
 from unified_memory import UnifiedMemory
+from unified_memory.testing import internals
 
 # Restated (reinforced), updated (a slot's new value supersedes the old), retired ("sold"),
 # related (entities and triples) and plain facts.
@@ -40,7 +41,7 @@ def _spec(template: str, place: str, car: str, n: str, importance: float | None)
 def _state(mem: UnifiedMemory) -> dict[str, Any]:
     facts = mem.facts(include_inactive=True)  # ids are random, and break ties of the order: compare texts
     text = {f.id: (f.text, f.status) for f in facts}
-    store = mem._backend.storage
+    store = internals(mem).storage
     return {
         "facts": sorted((f.text, f.status, f.importance, f.category, f.subject, f.attribute, f.value,
                          f.reinforcement_count, str(f.valid_to), text.get(f.superseded_by or ""), f.created_at)

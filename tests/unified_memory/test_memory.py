@@ -348,10 +348,11 @@ def test_closed_memory_refuses_work():
 
 
 def test_clock_moves_recency(clock):
-    with UnifiedMemory(clock=Clock(clock.now)) as mem:
+    own = Clock(clock.now)
+    with UnifiedMemory(clock=own) as mem:
         mem.remember("I went to Rome")
         fresh = mem.recall("Rome")[0].components["recency"]
-        mem._backend.clock.advance(days=60)
+        own.advance(days=60)
         stale = mem.recall("Rome")[0].components["recency"]
         assert fresh > stale > 0
 

@@ -16,6 +16,7 @@ from unified_memory import UnifiedMemory
 from unified_memory.coordinator.window_tail import WindowTail
 from unified_memory.extraction.promotion import CONTEXT_MESSAGES
 from unified_memory.extraction.rules import RuleExtractor
+from unified_memory.testing import internals
 
 
 def test_doctests():
@@ -36,8 +37,8 @@ class Checking(RuleExtractor):
     def extract(self, message, *, context=()):
         if self.first:
             self.first = False
-            view = self.mem._view
-            read = view.backend.window.messages(view.scope, last=CONTEXT_MESSAGES)
+            inner = internals(self.mem)
+            read = inner.window.messages(inner.scope, last=CONTEXT_MESSAGES)
             assert list(context) == read
             self.checked += 1
         if self.explode:
@@ -100,7 +101,7 @@ def test_the_context_is_what_a_read_of_the_window_gives(db_path, ops, limit):
 def test_consecutive_turns_reuse_the_kept_context(db_path, storage_backend):
     reads = []
     with UnifiedMemory(db_path, short_term_limit=20) as mem:
-        window = mem._view.backend.window
+        window = internals(mem).window
         original = window.messages
 
         def counted(scope, *, last=None):

@@ -55,8 +55,15 @@ class ReadingAPI:
     _view: MemoryView
 
     @property
-    def _backend(self) -> Backend:  # for tests and benchmarks that inspect the tiers
+    def _backend(self) -> Backend:  # for the benchmarks; tests use unified_memory.testing.internals
         return self._view.backend
+
+    @property
+    def view(self) -> MemoryView:
+        """The backend (storage, tiers, plug-ins) and scope this memory works through, for
+        :func:`unified_memory.testing.internals` and the package's own tools. Not a stable
+        API: production code uses the methods, tests ``internals(memory)``."""
+        return self._view
 
     @property
     def config(self) -> MemoryConfig:

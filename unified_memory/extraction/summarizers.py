@@ -75,11 +75,24 @@ class ExtractiveSummarizer:
     def _score(self, unit: str) -> Any:
         return self.scorer(unit.split(": ", 1)[-1])  # the speaker prefix does not count
 
+    @property
+    def remembered(self) -> list[str]:
+        """The summaries it returned and remembers (with their lines' scores) to update them without
+        scoring those lines again, oldest first; :meth:`clear` forgets them.
+
+        >>> summarizer = ExtractiveSummarizer()
+        >>> summarizer.summarize("", [Message(role="user", content="I keep bees.")])
+        'user: I keep bees.'
+        >>> summarizer.remembered
+        ['user: I keep bees.']
+        """
+        return list(self._known)
+
     def clear(self) -> None:
         """Forget the summaries remembered (``forget`` calls it: they may quote deleted turns).
 
-        >>> summarizer = ExtractiveSummarizer(); summarizer.clear(); summarizer._known
-        {}
+        >>> summarizer = ExtractiveSummarizer(); summarizer.clear(); summarizer.remembered
+        []
         """
         self._known.clear()
 

@@ -16,12 +16,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tiers.maintenance.ingested import IngestedKeys
 from unified_memory import UnifiedMemory
 from unified_memory.coordinator.writer import Writer
 from unified_memory.errors import MemoryValueError
 from unified_memory.io.chat_formats import detect_format, parse_locomo_date
 from unified_memory.io.ingest import IngestReport, ingest_file, read_chat_file
+from unified_memory.testing import internals
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -53,7 +53,7 @@ def all_messages(mem: UnifiedMemory, user: str):
 
 
 def count_messages(mem: UnifiedMemory) -> int:
-    return mem._backend.storage.execute("SELECT COUNT(*) FROM messages").fetchone()[0]
+    return internals(mem).storage.execute("SELECT COUNT(*) FROM messages").fetchone()[0]
 
 
 @pytest.fixture
@@ -293,7 +293,7 @@ def test_a_failed_write_leaves_neither_messages_nor_keys(memory, tmp_path, monke
     with pytest.raises(RuntimeError):
         ingest_file(memory, path)
     assert count_messages(memory) == 0
-    assert IngestedKeys(memory._backend.storage).count() == 0
+    assert internals(memory).ingested.count() == 0
     assert memory.scoped(user_id="s-1").recall("session turn") == []
     monkeypatch.undo()
     assert ingest_file(memory, path).messages_added == 6
@@ -443,7 +443,7 @@ def test_nothing_is_written_when_any_part_is_bad(memory, tmp_path):
     with pytest.raises(MemoryValueError, match=r"samples\[2\]\.conversation\.session_2\[2\]\.text"):
         ingest_file(memory, path)
     assert count_messages(memory) == 0
-    assert IngestedKeys(memory._backend.storage).count() == 0
+    assert internals(memory).ingested.count() == 0
 
 
 def test_bad_arguments(memory, tmp_path):

@@ -17,7 +17,7 @@ from tests.unified_memory.db_rows import rows_as_text
 from unified_memory import UnifiedMemory
 from unified_memory.config import VectorConfig
 from unified_memory.errors import MemoryTypeError, MemoryValueError, NotFoundError
-from unified_memory.testing import FakeEmbedder
+from unified_memory.testing import FakeEmbedder, internals
 
 SECRET = b"zebra-secret-4711"
 QUERIES = ["what is Ada allergic to?", "where does Maria live?", "where do I live?", "weather in Lisbon",
@@ -312,8 +312,9 @@ def test_forget_by_ids_removes_the_items_and_what_derives_from_them(tmp_path, cl
     works = mem.add_triple("Maria", "works_at", "Acme Corp")
     mem.recall("bees")  # vectors built
     assert "zebra-secret-4711" in mem.summary()
-    assert any("zebra" in text for text in mem._backend.summarizer._known)  # remembered by the summarizer
-    dense = mem._backend.dense.partitions
+    summarizer = internals(mem).summarizer
+    assert any("zebra" in text for text in summarizer.remembered)  # remembered by the summarizer
+    dense = internals(mem).dense.partitions
     assert any(key.startswith(secret_fact) for key in dense["facts"].index.ids("facts/ada"))
 
     assert scan(tmp_path)  # the secret is in the files before
@@ -323,7 +324,7 @@ def test_forget_by_ids_removes_the_items_and_what_derives_from_them(tmp_path, cl
     assert counts["window"] == 0 and counts["summaries"] == 1 and counts["embeddings"] >= 2
     assert mem.summary() == ""
     # nor in memory: the default summarizer forgot the summaries it remembered
-    assert not any("zebra" in text for text in mem._backend.summarizer._known)
+    assert not any("zebra" in text for text in summarizer.remembered)
     assert [f.id for f in mem.facts()] == [kept_fact]
     assert [t.as_text() for t in mem.triples()] == ["Maria lives in Lisbon"]
     maria = next(h for h in mem.recall("Maria", tiers="entity"))
@@ -424,18 +425,17 @@ def test_async_twins(clock):
 
 
 def test_rows_of_tables_created_on_first_use_are_carried_over(clock):
-    from tiers.maintenance.ingested import IngestedKeys
-
     with UnifiedMemory(user_id="ada", clock=clock) as source:
         source.add_turn("hello")
-        with source._backend.storage.atomic():
-            IngestedKeys(source._backend.storage).record("ada", ["chat.json#1"], now=clock.now)
+        inner = internals(source)
+        with inner.storage.atomic():
+            inner.ingested.record("ada", ["chat.json#1"], now=clock.now)
         buffer = io.StringIO()
         source.export_jsonl(buffer)
     assert '"kind":"ingested"' in buffer.getvalue()
     with UnifiedMemory(user_id="ada", clock=clock) as target:  # a file without the table yet
         assert target.import_jsonl(io.StringIO(buffer.getvalue())) == 3
-        assert IngestedKeys(target._backend.storage).existing("ada", ["chat.json#1"]) == {"chat.json#1"}
+        assert internals(target).ingested.existing("ada", ["chat.json#1"]) == {"chat.json#1"}
         assert target.forget()["ingested"] == 1
 
 

@@ -6,7 +6,7 @@ import pytest
 
 from unified_memory import DependencyError, MemoryValueError, UnifiedMemory
 from unified_memory.config import VectorConfig
-from unified_memory.testing import FakeEmbedder, HashingEmbedder
+from unified_memory.testing import FakeEmbedder, HashingEmbedder, internals
 
 
 @pytest.mark.embeddings
@@ -83,8 +83,9 @@ def test_chroma_backend_detects_drift_and_reindexes(tmp_path):
     with UnifiedMemory(path, embedder=FakeEmbedder(), **settings) as mem:
         fact = mem.remember("The spare key is under the blue flowerpot")
         assert mem.recall("spare key flowerpot", tiers="long_term")[0].id == fact
-        index = mem._backend.dense.index
-        partition = mem._backend.dense.partitions["facts"].partition(mem.user_id)
+        dense = internals(mem).dense
+        index = dense.index
+        partition = dense.partitions["facts"].partition(mem.user_id)
         index.delete(partition, list(index.ids(partition)))  # the index drifts behind our back
     assert (tmp_path / "m.db.chroma").is_dir()
     with UnifiedMemory(path, embedder=FakeEmbedder(), **settings) as mem:  # opening detects the drift
