@@ -33,7 +33,8 @@ from typing import Any
 
 from tiers.episodic import EpisodicLog, LoggedMessage
 from tiers.facts.history import end_stated, statements
-from tiers.facts.long_term import FactInput, LongTermFacts, fact_key
+from tiers.facts.long_term import LongTermFacts
+from tiers.facts.writes import FactInput, fact_key
 from tiers.graph.batch import GraphBatch
 from tiers.graph.entities import EntityGraph
 from tiers.storage.backend import Scope

@@ -181,7 +181,7 @@ class Scrubber:
                 if clean != data:
                     out[column] = json.dumps(clean, ensure_ascii=False, separators=(",", ":"))
         if table == "facts" and out.get("text") != row.get("text"):
-            from tiers.facts.long_term import fact_key
+            from tiers.facts.writes import fact_key
 
             out["norm_key"] = fact_key(out["text"])
         if table == "entities" and out.get("name") != row.get("name"):
