@@ -1,4 +1,5 @@
-"""Helpers of :mod:`unified_memory.conversation.strategies`: safe conditions, interactions, tool pairing, config errors.
+"""Helpers of :mod:`unified_memory.conversation.strategies`: safe conditions, interactions, tool pairing, config errors
+and the strategies' base model.
 
 A condition is a one-line Python *expression* evaluated with ``simpleeval`` (never
 ``eval``) over read-only views of a message and, for interaction conditions, of the
@@ -16,6 +17,7 @@ attribute (``__class__``, ``__globals__``...) is refused there.
 from __future__ import annotations
 
 import ast
+import contextvars
 import json
 import warnings
 from collections.abc import Callable, Mapping, Sequence
@@ -24,15 +26,17 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError
 from simpleeval import EvalWithCompoundTypes, SimpleEval
 
 from unified_memory.errors import ConfigError, invalid, wrong_type
 from unified_memory.retrieval.tokens import message_tokens
 from unified_memory.types import Message
 
-__all__ = ["MessageView", "InteractionView", "check_condition", "evaluate", "MESSAGE_NAMES",
-           "INTERACTION_NAMES", "FUNCTIONS"]
+__all__ = ["MessageView", "InteractionView", "check_condition", "check_conditions", "evaluate", "MESSAGE_NAMES",
+           "INTERACTION_NAMES", "FUNCTIONS", "StrategyModel", "NESTED", "TokenCounter"]
+
+TokenCounter = Callable[[str], int]
 
 #: Functions a condition may call (besides methods of the values, e.g. ``message.content.lower()``).
 FUNCTIONS: dict[str, Callable[..., Any]] = {
@@ -173,6 +177,11 @@ def check_condition(expression: str, *, allowed: frozenset[str]) -> str:
                 and not _bound_in_comprehension(tree, node.id)):
             raise ValueError(f"{prefix}: unknown name {node.id!r} (use {', '.join(sorted(allowed - {'True', 'False', 'None'}))})")
     return expression
+
+
+def check_conditions(values: list[str], *, allowed: frozenset[str]) -> list[str]:
+    """:func:`check_condition` of each of ``values``."""
+    return [check_condition(v, allowed=allowed) for v in values]
 
 
 def _bound_in_comprehension(tree: ast.AST, name: str) -> bool:
@@ -321,6 +330,31 @@ def config_error(exc: ValidationError, *, source: str | None = None) -> ConfigEr
     if len(errors) > 1:
         message += f" (and {len(errors) - 1} more problem{'s' if len(errors) > 2 else ''})"
     return ConfigError(f"{source}: {message}" if source else message, field=field)
+
+
+#: Set while a strategy is built inside another one or by a loader (see :class:`StrategyModel`).
+NESTED: contextvars.ContextVar[bool] = contextvars.ContextVar("strategy_nested", default=False)
+
+
+class StrategyModel(BaseModel):
+    """The base of the strategy models: frozen, no unknown setting, and pydantic's error raised
+    as a :class:`~unified_memory.errors.ConfigError` (see :func:`config_error`)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    def __init__(self, **data: Any) -> None:
+        # Only the outermost construction turns pydantic's error into a ConfigError: nested
+        # models (and the loaders) let the ValidationError through so its field path stays whole.
+        outer = not NESTED.get()
+        token = NESTED.set(True)
+        try:
+            super().__init__(**data)
+        except ValidationError as exc:
+            if outer:
+                raise config_error(exc) from None
+            raise
+        finally:
+            NESTED.reset(token)
 
 
 def read_source(source: Any) -> tuple[Any, str | None]:
