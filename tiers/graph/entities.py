@@ -68,7 +68,6 @@ class EntityGraph:
     """The ``entities`` and ``triples`` tables and the per-user entity index."""
 
     recall_tiers: frozenset[str] = frozenset({"entity"})  # what recall_candidates returns
-    describe = staticmethod(describe)  # one readable line for an entity (see :mod:`tiers.graph.cards`)
 
     def __init__(self, storage: Storage, *, k1: float = 1.2, b: float = ENTITY_LENGTH_NORMALISATION) -> None:
         self.storage = storage

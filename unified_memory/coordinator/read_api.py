@@ -16,7 +16,8 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any, Literal
 
-from tiers.graph.entities import USER_ENTITY, EntityGraph
+from tiers.graph.cards import describe
+from tiers.graph.entities import USER_ENTITY
 from tiers.storage.backend import SCHEMA_VERSION
 from unified_memory.config import MemoryConfig
 from unified_memory.coordinator.backend import Backend
@@ -227,7 +228,7 @@ class ReadingAPI:
             if moment is not None:  # those there were then
                 entities = [e for e in entities if e.first_seen.timestamp() <= moment][:limit]
             sections["entities"] = [
-                RecallHit(id=e.id, tier="entity", text=EntityGraph.describe(e, []), score=float(e.mention_count), components={"mentions": e.mention_count},
+                RecallHit(id=e.id, tier="entity", text=describe(e, []), score=float(e.mention_count), components={"mentions": e.mention_count},
                           metadata=e.metadata, created_at=e.last_seen)
                 for e in entities if e.name != USER_ENTITY]
         conversation = self._window_until_written() if include_conversation else []
