@@ -4,7 +4,7 @@ loop, created on first use) shared by every ``scoped`` view, sending
 :class:`~unified_memory.remote.wire.Call` objects for a :class:`Scope`.
 
 Failures become the library's errors: the service's error answers through
-:func:`~unified_memory.remote.wire.error_from`, a refused connection or a timeout a
+:func:`~unified_memory.remote.wire_errors.error_from`, a refused connection or a timeout a
 :class:`~unified_memory.errors.StoreUnavailableError` naming the URL, a closed connection a
 :class:`~unified_memory.errors.ClosedError`.
 
@@ -33,7 +33,8 @@ from urllib.parse import quote
 
 from unified_memory._version import __version__
 from unified_memory.errors import ClosedError, DependencyError, StorageError, StoreUnavailableError
-from unified_memory.remote.wire import Call, error_from
+from unified_memory.remote.wire import Call
+from unified_memory.remote.wire_errors import error_from
 
 try:
     import httpx

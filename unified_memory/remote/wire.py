@@ -2,7 +2,8 @@
 arguments checked locally with the library's own checks (a bad value raises before any request,
 naming the same field a local ``UnifiedMemory`` would), turned into a :class:`Call` (method, path
 under ``/v1/users/{user_id}``, JSON body, query parameters, how to read the answer), and the
-service's error answers turned back into the library's error classes (:func:`error_from`).
+service's error answers turned back into the library's error classes (:func:`error_from`, defined in
+:mod:`unified_memory.remote.wire_errors`).
 
 No httpx here: the transport (:mod:`unified_memory.remote.transport`) sends the calls.
 
@@ -16,7 +17,6 @@ No httpx here: the transport (:mod:`unified_memory.remote.transport`) sends the 
 
 from __future__ import annotations
 
-import re
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -32,19 +32,8 @@ from tiers.items.checks import (
     filter_to_wire,
 )
 from tiers.items.vectors import check_distance_type, check_query_vector, check_vectors
-from unified_memory.errors import (
-    AuthenticationError,
-    ConflictError,
-    MemoryTypeError,
-    MemoryValueError,
-    NotFoundError,
-    PermissionDeniedError,
-    StorageError,
-    StoreUnavailableError,
-    UnifiedMemoryError,
-    invalid,
-    wrong_type,
-)
+from unified_memory.errors import invalid, wrong_type
+from unified_memory.remote.wire_errors import error_from
 from unified_memory.types import (
     ContextBlock,
     Entity,
@@ -79,12 +68,6 @@ __all__ = ["Call", "error_from", "check_user", "add_turn", "add_message", "add_m
 
 T = TypeVar("T")
 PAGE = 1000  # the service's largest page of facts
-# The service's names of fields that the library calls otherwise.
-_RENAMED = {"facts": "texts_or_facts", "object": "obj", "session": "session_id"}
-_ROOT = re.compile(r"[.\[]")
-# A 422 about the kind of value, not the value: the library's wrong_type or pydantic's type errors.
-_TYPE_WORDS = re.compile(r": expected |should be a valid (string|integer|number|boolean|dictionary|list|array)"
-                         r"|should be an? (object|list|dict)|Input should be a valid", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -397,48 +380,6 @@ def forget_user(user: str | None) -> Call[dict[str, int]]:
 def users() -> Call[list[str]]:
     """``GET /v1/users`` (an admin key)."""
     return Call("GET", "/users", lambda body: [str(u) for u in body["users"]], admin=True)
-
-
-# -- errors ----------------------------------------------------------------------------------
-
-def _renamed(name: str | None, fields: Mapping[str, str]) -> str | None:
-    if not name:
-        return name
-    for old, new in {**_RENAMED, **fields}.items():
-        if name == old or (name.startswith(old) and _ROOT.match(name[len(old):])):
-            return new + name[len(old):]
-    return name
-
-
-def error_from(status: int, body: Any, url: str, fields: Mapping[str, str] | None = None) -> UnifiedMemoryError:
-    """The library's error for the service's answer ``status`` / ``body`` (``{"error": {...}}``)."""
-    error = body.get("error") if isinstance(body, Mapping) else None
-    error = error if isinstance(error, Mapping) else {}
-    given = error.get("field") if isinstance(error.get("field"), str) else None
-    message = str(error.get("message") or (body if isinstance(body, str) else "") or f"HTTP {status}")[:2000]
-    name = _renamed(given, fields or {})
-    if name and given and message.startswith(given):
-        message = name + message[len(given):]
-    elif name and not message.startswith(name):
-        message = f"{name}: {message}"
-    if error.get("request_id"):
-        message += f" (request {error['request_id']})"
-    if status in (401, 429):
-        return AuthenticationError(f"api_key: {message} ({url})", field="api_key")
-    if status == 403:
-        return PermissionDeniedError(message if name else f"user_id: {message}", field=name or "user_id")
-    if status == 404:
-        return NotFoundError(message, field=name)
-    if status == 409:
-        return ConflictError(message, field=name)
-    if status == 413:
-        return MemoryValueError(f"body: {message}", field="body")
-    if 400 <= status < 500:
-        kind = MemoryTypeError if _TYPE_WORDS.search(message) else MemoryValueError
-        return kind(message if name else f"body: {message}", field=name or "body")
-    if status == 503:
-        return StoreUnavailableError(f"url: the memory service at {url} is unavailable: {message}", field="url")
-    return StorageError(f"url: the memory service at {url} failed (HTTP {status}): {message}", field="url")
 
 
 def check_export(all_users: Any) -> None:
