@@ -1,8 +1,8 @@
 """Row-level import of an export (:mod:`tiers.maintenance.row_export`) into the user-scoped tables.
 
 :func:`parse_export` validates every line (format, kinds, columns, value types and the limits
-every write path applies: JSON nesting, NUL, scope ids); :func:`import_rows` inserts the rows in
-one transaction. Every reference a row carries resolves inside its own user: a foreign key to
+every write path applies: JSON nesting, NUL, scope ids; :mod:`tiers.maintenance.row_parsing`);
+:func:`import_rows` inserts the rows in one transaction. Every reference a row carries resolves inside its own user: a foreign key to
 a stable id (a relation's ends) names a row of the same user, in the export or in this file,
 else nothing is written; a row whose id another user holds gets an id of its own user
 (:func:`fresh_id`), with its references, so an import answers alike whatever other users hold.
@@ -25,55 +25,23 @@ else nothing is written; a row whose id another user holds gets an id of its own
 
 from __future__ import annotations
 
-import base64
 import functools
 import hashlib
 import json
-import math
-import re
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from scoring.errors import ConflictError, MemoryValueError
-from tiers.maintenance.row_export import FORMAT, FORMAT_VERSION
-from tiers.records.values import MAX_JSON_DEPTH, holds_nul, json_depth
-from tiers.storage.backend import SCHEMA_VERSION, IntegrityError, Storage, dumps
-from tiers.storage.schema import upgrade_row
-from tiers.storage.user_tables import DERIVED_TABLES, Column, TableInfo, quote_name, user_tables
+from tiers.maintenance.row_parsing import ParsedExport, import_error, parse_export
+from tiers.storage.backend import IntegrityError, Storage, dumps
+from tiers.storage.user_tables import TableInfo, quote_name, user_tables
 
 __all__ = ["ParsedExport", "ImportResult", "parse_export", "import_rows", "fresh_id"]
 
-# Text columns that hold JSON: an import checks they parse.
-# JSON text columns and the JSON type they hold.
-_JSON_COLUMNS: dict[str, type | tuple[type, ...]] = {
-    "metadata": dict, "attributes": dict, "source_message_ids": list, "tool_calls": list, "images": list,
-    "reasoning_details": (list, dict), "value_json": dict}
-# REAL columns holding POSIX seconds: read back as datetimes, so within 0001-01-01 .. 9999-12-31.
-_TIME_COLUMNS = frozenset({"created_at", "updated_at", "last_accessed", "valid_from", "valid_to", "expires_at",
-                           "first_seen", "last_seen", "ingested_at", "at", "recorded_at", "superseded_at"})
-_TIMES = (-62135596800.0, 253402300799.0)
 # Columns holding a row's id or another row's id without a foreign key (a list of ids, as JSON, for
 # the second set): a row imported as another user gets fresh ids in all of them (see fresh_id).
 _ID_COLUMNS = frozenset({"id", "superseded_by", "source_message_id"})
 _ID_LIST_COLUMNS = frozenset({"source_message_ids"})
-_INT64 = (-(2**63), 2**63 - 1)
-# The scope columns: ids of at most 256 printable characters, as the public API checks them.
-_SCOPE_COLUMNS = frozenset({"user_id", "agent_id", "session_id"})
-_MAX_SCOPE_ID = 256
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
-
-
-
-
-@dataclass(slots=True)
-class ParsedExport:
-    """A validated export: its header and its rows ``(line number, table, row)``."""
-
-    source: str
-    header: dict[str, Any]
-    rows: list[tuple[int, TableInfo, dict[str, Any]]]
-    users: list[str]
 
 
 @dataclass(slots=True)
@@ -84,156 +52,6 @@ class ImportResult:
     per_table: dict[str, int] = field(default_factory=dict)
     skipped: int = 0
     users: set[str] = field(default_factory=set)
-
-
-def _fail(source: str, line: int | None, message: str, *, conflict: bool = False) -> MemoryValueError:
-    where = f"{source}, line {line}" if line is not None else source
-    return (ConflictError if conflict else MemoryValueError)(f"source: {where}: {message}", field="source")
-
-
-_EMPTY_JSON: dict[Any, str] = {dict: "{}", list: "[]"}
-
-
-def _check_value(column: Column, value: Any) -> Any:
-    """The value to store, or raise ValueError with the reason."""
-    if value is None:
-        if column.notnull:
-            raise ValueError("must not be null")
-        return None
-    if isinstance(value, dict):
-        if set(value) != {"$base64"} or not isinstance(value["$base64"], str):
-            raise ValueError("an object value must be {\"$base64\": ...}")
-        try:
-            return base64.b64decode(value["$base64"], validate=True)
-        except ValueError:
-            raise ValueError("is not valid base64") from None
-    if isinstance(value, bool) or not isinstance(value, str | int | float):
-        raise ValueError(f"expected a scalar, got {type(value).__name__}")
-    if isinstance(value, int) and not _INT64[0] <= value <= _INT64[1]:
-        raise ValueError("is an integer too large for SQLite (64 bits)")
-    if isinstance(value, float) and not math.isfinite(value):
-        raise ValueError(f"must be a finite number, got {value!r}")
-    if isinstance(value, str):
-        try:
-            if not value.isascii():  # ASCII text holds no lone surrogate: no need to encode it
-                value.encode("utf-8")
-        except UnicodeEncodeError:
-            raise ValueError("is not valid unicode text (it holds a lone surrogate)") from None
-        if "\x00" in value:  # refused when stored (PostgreSQL's text cannot hold one at all)
-            raise ValueError("must not contain NUL characters (U+0000)")
-    affinity = column.affinity
-    if affinity == "INTEGER" and not isinstance(value, int):
-        raise ValueError(f"expected an integer, got {value!r:.60}")
-    if affinity == "REAL":
-        if not isinstance(value, int | float):
-            raise ValueError(f"expected a number, got {type(value).__name__}")
-        try:
-            value = float(value)
-        except OverflowError:
-            raise ValueError("is a number too large") from None
-        if column.name in _TIME_COLUMNS and not _TIMES[0] <= value <= _TIMES[1]:
-            raise ValueError(f"must be a moment from 0001-01-01 to 9999-12-31 (POSIX seconds), got {value!r}")
-        return value
-    if affinity == "TEXT":
-        if not isinstance(value, str):
-            raise ValueError(f"expected text, got {type(value).__name__}")
-        if column.name in _JSON_COLUMNS and not (value == _EMPTY_JSON.get(_JSON_COLUMNS[column.name])):
-            try:  # (an empty object or array, most metadata and source lists, is valid as it is)
-                decoded = json.loads(value)
-            except (ValueError, RecursionError):  # RecursionError: nested too deeply
-                raise ValueError("is not valid JSON text") from None
-            shape = _JSON_COLUMNS[column.name]
-            if not isinstance(decoded, shape) and not (decoded is None and not column.notnull):
-                raise ValueError(f"must hold a JSON {'object' if shape is dict else 'array'}")
-            if holds_nul(decoded):  # refused when stored: PostgreSQL cannot read it inside JSON
-                raise ValueError("must not contain NUL characters (U+0000) in its JSON")
-            if json_depth(decoded) > MAX_JSON_DEPTH:  # as every write refuses it: reads could not serialise it
-                raise ValueError(f"nests more than {MAX_JSON_DEPTH} levels deep")
-    if column.name in _SCOPE_COLUMNS and isinstance(value, str) and (len(value) > _MAX_SCOPE_ID or _CONTROL.search(value)):
-        raise ValueError(f"must be at most {_MAX_SCOPE_ID} printable characters (a scope id, as every write checks)")
-    return value
-
-
-def parse_export(lines: Iterable[str], *, source: str, tables: Sequence[TableInfo],
-                 user_id: str | None = None,
-                 create: Callable[[str], TableInfo | None] | None = None) -> ParsedExport:
-    """Parse and validate an export against ``tables`` (the target's, from
-    :func:`user_tables`): the header's format and version, every line's kind, columns
-    and value types; values of an older schema are read as this one stores them
-    (:func:`tiers.storage.schema.upgrade_row`: a fact ``evicted`` then is ``archived``). Raises :class:`MemoryValueError` naming ``source`` and the line.
-    ``user_id`` (a remap target) is refused for an export of several users. ``lines`` are read
-    one at a time (a file or a stream is never held whole); ``create(kind)`` may create a table
-    another module makes on first use and return it (else the kind is unknown)."""
-    by_name = {t.name: t for t in tables if t.name not in DERIVED_TABLES}
-    header: dict[str, Any] | None = None
-    rows: list[tuple[int, TableInfo, dict[str, Any]]] = []
-    users: list[str] = []
-    for number, text in enumerate(lines, start=1):
-        if not text.strip():
-            continue
-        try:
-            obj = json.loads(text)
-        except ValueError as exc:
-            raise _fail(source, number, f"not valid JSON ({exc})") from None
-        except RecursionError:
-            raise _fail(source, number, "not valid JSON (nested too deeply)") from None
-        if not isinstance(obj, dict) or not isinstance(obj.get("kind"), str):
-            raise _fail(source, number, 'expected an object with a "kind"')
-        if header is None:
-            header = _check_header(source, number, obj)
-            users = header["users"]
-            if user_id is not None and len(users) > 1:
-                raise _fail(source, number, f"user_id: the export holds {len(users)} users {users}; "
-                                            "remapping to one user needs a single-user export")
-            continue
-        kind = obj["kind"]
-        if kind == "header":
-            raise _fail(source, number, "a second header")
-        table = by_name.get(kind)
-        if table is None and create is not None and kind not in DERIVED_TABLES:
-            table = create(kind)
-            if table is not None:
-                by_name[kind] = table
-        if table is None:
-            raise _fail(source, number, f"unknown kind {kind!r}; this memory holds {sorted(by_name)}")
-        if set(obj) != {"kind", "row"} or not isinstance(obj["row"], dict):
-            raise _fail(source, number, 'expected {"kind": ..., "row": {...}}')
-        row = upgrade_row(kind, dict(obj["row"]))  # an older export's values and columns, as stored now
-        names = table.column_names
-        if set(row) != set(names):
-            missing, extra = sorted(set(names) - set(row)), sorted(set(row) - set(names))
-            raise _fail(source, number, f"columns of {kind!r} do not match the table"
-                                        + (f"; missing {missing}" if missing else "")
-                                        + (f"; unknown {extra}" if extra else ""))
-        checked = {}
-        for column in table.columns:
-            try:
-                checked[column.name] = _check_value(column, row[column.name])
-            except ValueError as exc:
-                at = f" (row {row['id']!r:.80})" if isinstance(row.get("id"), str) else ""
-                raise _fail(source, number, f"{kind}.{column.name}: {exc}{at}") from None
-        if checked.get("user_id") not in users:
-            raise _fail(source, number, f"user_id {checked.get('user_id')!r} is not among the header's users")
-        rows.append((number, table, checked))
-    if header is None:
-        raise _fail(source, None, "empty: no header line")
-    return ParsedExport(source, header, rows, users)
-
-
-def _check_header(source: str, number: int, obj: dict[str, Any]) -> dict[str, Any]:
-    if obj.get("kind") != "header" or obj.get("format") != FORMAT:
-        raise _fail(source, number, f'the first line must be the header {{"kind": "header", "format": "{FORMAT}", ...}}')
-    version = obj.get("version")
-    if version != FORMAT_VERSION:
-        raise _fail(source, number, f"export format version {version!r} is not supported (this reads {FORMAT_VERSION})")
-    schema = obj.get("schema_version")
-    if schema is not None and (isinstance(schema, bool) or not isinstance(schema, int) or schema > SCHEMA_VERSION):
-        raise _fail(source, number, f"schema_version {schema!r} is newer than this version's ({SCHEMA_VERSION}); "
-                                    "upgrade the package")
-    users = obj.get("users")
-    if not isinstance(users, list) or not all(isinstance(u, str) and u for u in users):
-        raise _fail(source, number, '"users" must be a list of user ids')
-    return obj
 
 
 def _select_one(storage: Storage, table: TableInfo, columns: Sequence[str], values: Sequence[Any]
@@ -285,22 +103,22 @@ def import_rows(storage: Storage, parsed: ParsedExport, *, user_id: str | None =
                     if old is None or target_column != surrogate_of.get(target):
                         continue  # a reference to a stable id (text) is kept as it is
                     if old not in remaps.get(target, {}):
-                        raise _fail(source, number, f"{name}.{column} = {old!r} refers to a {target} row "
+                        raise import_error(source, number, f"{name}.{column} = {old!r} refers to a {target} row "
                                                     "that is not in the export")
                     row[column] = remaps[target][old]
                 key = tuple(row[c] for c in table.identity)
                 if key in seen:
-                    raise _fail(source, number, f"the same {name} row as line {seen[key]}")
+                    raise import_error(source, number, f"the same {name} row as line {seen[key]}")
                 seen[key] = number
                 existing = _select_one(storage, table, table.identity, key)
                 if existing is None:
                     plans.append((number, row, row.get(table.surrogate) if table.surrogate else None))
                     continue
                 if existing.get("user_id") != row["user_id"]:  # (ids were settled above: not reached for them)
-                    raise _fail(source, number, f"{name} row conflicts with a row this memory holds", conflict=True)
+                    raise import_error(source, number, f"{name} row conflicts with a row this memory holds", conflict=True)
                 differ = [c for c in table.column_names if c != table.surrogate and existing[c] != row[c]]
                 if differ:
-                    raise _fail(source, number, f"{name} {dict(zip(table.identity, key, strict=True))} "
+                    raise import_error(source, number, f"{name} {dict(zip(table.identity, key, strict=True))} "
                                                 f"already exists with different {', '.join(differ)}", conflict=True)
                 if table.surrogate:
                     mapping[row[table.surrogate]] = existing[table.surrogate]
@@ -314,7 +132,7 @@ def import_rows(storage: Storage, parsed: ParsedExport, *, user_id: str | None =
                 try:
                     storage.execute(sql, [row[c] for c in columns])
                 except IntegrityError:  # the engine's text names tables and columns: not for the caller
-                    raise _fail(source, number, f"{name} row conflicts with a row this user already has "
+                    raise import_error(source, number, f"{name} row conflicts with a row this user already has "
                                                 "(the same unique key, such as a name, under another id)",
                                 conflict=True) from None
                 result.rows += 1
@@ -395,7 +213,7 @@ def _check_references(storage: Storage, source: str, groups: Groups, surrogates:
                 missing = [(number, value) for value, number in values.items() if value not in held]
                 if missing:
                     number, value = min(missing, key=lambda m: m[0])
-                    raise _fail(source, number, f"{table.name}.{column} = {value!r:.80} refers to a {target} row "
+                    raise import_error(source, number, f"{table.name}.{column} = {value!r:.80} refers to a {target} row "
                                                 "that is neither in the export nor this user's")
 
 

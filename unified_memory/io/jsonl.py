@@ -20,7 +20,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from tiers.maintenance.row_export import FORMAT, FORMAT_VERSION, export_rows
-from tiers.maintenance.row_import import import_rows, parse_export
+from tiers.maintenance.row_import import import_rows
+from tiers.maintenance.row_parsing import parse_export
 from tiers.storage.backend import SCHEMA_VERSION
 from tiers.storage.user_tables import TableInfo, user_tables
 from unified_memory._version import __version__
