@@ -3,11 +3,13 @@
 import ast
 from pathlib import Path
 
+import pytest
+
 from scoring.lexical import LexicalMatch
 from tiers.candidates import CandidateQuery, FactDetail, MessageDetail, RecallCandidate
 from tiers.storage.backend import Scope
 from unified_memory.config import RankingConfig
-from unified_memory.retrieval import federation
+from unified_memory.retrieval import federation, hit_scoring
 from unified_memory.retrieval.federation import RecallRequest, federated_recall
 from unified_memory.types import RecallHit
 
@@ -77,13 +79,17 @@ def test_a_message_of_a_superseded_fact_s_turn_ranks_like_the_fact():
     assert "m1" not in hits or hits["m1"].score < hits["m2"].score  # one hit per turn: the fact or its message
 
 
-def test_recall_names_no_storage_column():
-    """Nothing above tiers/ indexes a stored row: federation reads typed candidates only."""
-    tree = ast.parse(Path(federation.__file__).read_text(encoding="utf-8"))
+@pytest.mark.parametrize("module", [federation, hit_scoring], ids=["federation", "hit_scoring"])
+def test_recall_names_no_storage_column(module):
+    """Nothing above tiers/ indexes a stored row: federation and the scoring of its hits read
+    typed candidates only."""
+    source = Path(module.__file__).read_text(encoding="utf-8")
+    tree = ast.parse(source)
     imported = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
     assert not imported & {"tiers.storage.backend", "tiers.storage.rows", "tiers.indexes.documents"}
     subscripts = [ast.unparse(node) for node in ast.walk(tree)
                   if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant)
                   and isinstance(node.slice.value, str)]
-    assert subscripts and all(s.split("[")[0].endswith(".notes") for s in subscripts), subscripts  # a hit's own notes
-    assert ".row" not in Path(federation.__file__).read_text(encoding="utf-8")
+    assert all(s.split("[")[0].endswith(".notes") for s in subscripts), subscripts  # a hit's own notes only
+    assert subscripts or module is hit_scoring  # federation does read them (the walk finds subscripts)
+    assert ".row" not in source
