@@ -14,7 +14,7 @@ all-MiniLM-L6-v2 model (``shared_default_embedder()``) is loaded, and its query 
    (same model, same cache key); ``remember_many(facts)`` then the first ``recall`` (which
    embeds what was written: the facts, and the entity documents built from their
    relations). Texts embedded = the embedding cache's ``embedded`` counter
-   (``mem._backend.dense.cache.embedded``; the query itself excluded).
+   (``internals(mem).dense.cache.embedded``; the query itself excluded).
 3. **model, the same texts** — ``encode(batch_size=64)`` over exactly the documents row 2
    embedded (facts + entity documents, which are longer): the fair baseline for row 2.
 4. **EmbeddingCache.vectors** — the cache alone on a fresh SQLite file, over the fact texts.
@@ -132,7 +132,8 @@ def main(argv: list[str] | None = None) -> int:
             start = time.perf_counter()
             mem.recall("who repairs bicycles?")
             recall_s = time.perf_counter() - start
-            cache = mem._backend.dense.cache
+            from unified_memory.testing import internals  # a look under the memory, for measuring
+            cache = internals(mem).dense.cache
             queries = sum(1 for n, _ in recorder.calls if n == 1)  # the query (documents come in batches)
             embedded = cache.embedded - queries
         finally:

@@ -155,7 +155,8 @@ def run_once(turns: list[Turn], queries: list[str], retrieval: str, threads: int
         start = time.perf_counter()
         mem.recall(WARMUP_QUERY, limit=10)
         row["warmup_s"] = time.perf_counter() - start
-        dense = mem._backend.dense  # the memory's own embedder, to time the query embedding alone
+        from unified_memory.testing import internals  # a look under the memory, for measuring
+        dense = internals(mem).dense  # the memory's own embedder, to time the query embedding alone
         embedder = dense.embedder if dense is not None else None
         timings, embeds = [], []
         for q in queries:

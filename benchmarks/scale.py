@@ -134,7 +134,8 @@ def run_ours(n: int, mode: str, n_queries: int, path: Path | str, write_budget: 
     t_start = time.perf_counter()
     mem = _open(path, mode)
     try:
-        dense = mem._backend.dense  # which vector index the memory chose (reporting only)
+        from unified_memory.testing import internals  # a look under the memory, for measuring
+        dense = internals(mem).dense  # which vector index the memory chose (reporting only)
         res["index"] = type(dense.index).__name__ if dense is not None else "none (BM25 only)"
         start = time.perf_counter()
         for i in range(0, n, BATCH):
@@ -194,7 +195,8 @@ def _index_quality(mem: Any, needles: list[Any]) -> dict[str, float]:
     vectors (one matrix-vector product per query, numpy): tells the index's losses from the embedder's."""
     import numpy as np
 
-    facts = mem._backend.dense.partitions["facts"]
+    from unified_memory.testing import internals  # a look under the memory, for measuring
+    facts = internals(mem).dense.partitions["facts"]
     name = facts.partition("bench")
     part = facts.index._parts.get(name)
     if part is None:
@@ -205,7 +207,8 @@ def _index_quality(mem: Any, needles: list[Any]) -> dict[str, float]:
     def text(key: str | None) -> str:
         item = (key or "|").rpartition("|")[0]
         if item not in text_of:
-            rows = mem._backend.storage.execute("SELECT text FROM facts WHERE id = ?", [item]).fetchall()
+            from unified_memory.testing import internals  # a look under the memory, for measuring
+            rows = internals(mem).storage.execute("SELECT text FROM facts WHERE id = ?", [item]).fetchall()
             text_of[item] = rows[0][0] if rows else ""
         return text_of[item]
 

@@ -111,7 +111,8 @@ def main() -> None:
             mem.remember_many(facts[i:i + 5000])
         _turns(mem, 0, args.warmup)
         n, at = args.turns, args.warmup
-        db = mem._view.backend.storage.backend.db
+        from unified_memory.testing import internals  # a look under the memory, for measuring
+        db = internals(mem).storage.backend.db
 
         traced: list[str] = []
         db.conn.set_trace_callback(traced.append)
