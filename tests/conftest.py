@@ -207,7 +207,19 @@ def pytest_generate_tests(metafunc):
         return
     where = Path(str(metafunc.definition.fspath)).resolve().relative_to(_ROOT).as_posix()
     if where.startswith(BOTH_BACKENDS) and metafunc.definition.get_closest_marker("sqlite_only") is None:
-        metafunc.parametrize("storage_backend", ["sqlite", "postgresql"], indirect=True)
+        metafunc.parametrize("storage_backend", ["sqlite", pytest.param("postgresql", marks=pytest.mark.postgresql)],
+                             indirect=True)
+
+
+def pytest_collection_modifyitems(config, items):
+    """Mark ``postgresql`` every test that uses the suite's PostgreSQL server (the fast loop,
+    ``-m "not slow and not postgresql"``, leaves them out; the README's command runs them):
+    the ``[postgresql]`` half of the both-backend suites (marked where it is parametrised),
+    tests that ask for ``postgres_server`` or ``pg_url``, and the ``postgres`` conversation store."""
+    for item in items:
+        params = getattr(getattr(item, "callspec", None), "params", {})
+        if "postgres_server" in getattr(item, "fixturenames", ()) or params.get("backend") == "postgres":
+            item.add_marker(pytest.mark.postgresql)
 
 
 @pytest.fixture(autouse=True)
