@@ -215,10 +215,12 @@ def pytest_collection_modifyitems(config, items):
     """Mark ``postgresql`` every test that uses the suite's PostgreSQL server (the fast loop,
     ``-m "not slow and not postgresql"``, leaves them out; the README's command runs them):
     the ``[postgresql]`` half of the both-backend suites (marked where it is parametrised),
-    tests that ask for ``postgres_server`` or ``pg_url``, and the ``postgres`` conversation store."""
+    tests that ask for ``postgres_server`` or ``pg_url``, and tests parametrised by a backend or a
+    kind of memory named ``postgres`` or ``postgresql`` (the conversation stores, the adapters' memories)."""
     for item in items:
         params = getattr(getattr(item, "callspec", None), "params", {})
-        if "postgres_server" in getattr(item, "fixturenames", ()) or params.get("backend") == "postgres":
+        if "postgres_server" in getattr(item, "fixturenames", ()) or any(
+                isinstance(value, str) and value in ("postgres", "postgresql") for value in params.values()):
             item.add_marker(pytest.mark.postgresql)
 
 

@@ -20,6 +20,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parents[1]
 _SCRIPT = Path(sys.executable).with_name("unified-memory")
 EXE = [str(_SCRIPT)] if _SCRIPT.exists() else [sys.executable, "-m", "unified_memory"]

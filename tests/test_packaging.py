@@ -24,6 +24,7 @@ def run_python(code: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("first", ["scoring", "tiers", "unified_memory", "tiers.storage.backend", "tiers.graph.entities",
                                    "tiers.records.types", "scoring.errors",
                                    "scoring.lexical", "unified_memory.memory"])

@@ -398,6 +398,7 @@ def test_the_example_agent_remembers_across_days(capsys, example):
     assert "tuesday> Where does my sister live?\n  From memory: My sister Maria lives in Lisbon" in out
 
 
+@pytest.mark.slow
 @pytest.mark.embeddings
 def test_a_hybrid_memory_ranks_a_paraphrase_by_meaning():
     """With an embedder, search(query=...) finds an item that shares no word with the query."""

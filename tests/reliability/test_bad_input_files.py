@@ -329,6 +329,7 @@ def export_bytes() -> bytes:
     return out.getvalue().encode("utf-8")
 
 
+@pytest.mark.slow
 @FUZZ
 @given(data=st.data())
 def test_import_jsonl_refuses_bad_exports_whole(tmp_path_factory, export_bytes, data) -> None:
@@ -854,6 +855,7 @@ def test_refused_memory_file_leaves_no_wal_behind(tmp_path, memory_db) -> None:
     assert fingerprint(tmp_path) == before, "the refused file's connection is still open (-wal / -shm left)"
 
 
+@pytest.mark.slow
 @pytest.mark.sqlite_only  # a SQLite file's pages
 def test_damaged_tables_are_refused_or_reported(tmp_path, memory_db) -> None:
     """A damaged page in each table: opening or using the memory raises StorageError naming the file."""
@@ -930,6 +932,7 @@ def test_cli_refuses_a_db_that_is_not_a_memory_file(tmp_path, capsys) -> None:
     assert fingerprint(tmp_path) == before
 
 
+@pytest.mark.slow
 @pytest.mark.sqlite_only  # the bytes of a SQLite file
 def test_cli_refuses_damaged_memory_files_untouched(tmp_path, memory_db, export_bytes, capsys) -> None:
     from unified_memory.cli import main

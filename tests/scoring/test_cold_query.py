@@ -49,6 +49,7 @@ def python(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, *args], capture_output=True, text=True, cwd=ROOT, timeout=300)
 
 
+@pytest.mark.slow
 @pytest.mark.embeddings
 def test_a_fresh_process_embeds_without_torch_and_gets_the_pytorch_vectors(embedder):
     done = python("-c", EMBED, json.dumps(TEXTS))

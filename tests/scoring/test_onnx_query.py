@@ -101,6 +101,7 @@ def test_queries_use_the_onnx_export_and_get_the_same_vectors(model, verified):
     assert list(cache_folder().glob("onnx/*.onnx"))  # exported once, into the cache folder
 
 
+@pytest.mark.slow
 @pytest.mark.embeddings
 def test_the_torch_free_encoder_equals_pytorch_one_by_one_and_in_mixed_batches(model, verified):
     reference = model.model.encode(TEXTS, normalize_embeddings=True)
@@ -132,6 +133,7 @@ def test_the_manifest_records_the_check(folder, verified):
     assert set(manifest["runtimes"]) == {"onnxruntime", "tokenizers"} and manifest["reference"]["torch"]
 
 
+@pytest.mark.slow
 @pytest.mark.embeddings
 @pytest.mark.parametrize("tamper", ["runtimes", "key", "onnx_bytes", "format", "garbage"])
 def test_a_manifest_that_does_not_match_falls_back_to_pytorch_silently(folder, verified, tamper, caplog):

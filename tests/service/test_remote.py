@@ -421,6 +421,7 @@ def test_keyed_items_round_trip_with_the_answers_of_a_local_memory(service, keys
         assert bob.item_namespaces() == [("notes", "home")]
 
 
+@pytest.mark.slow
 def test_thousands_of_gathered_async_calls_finish(service, keys):
     """An agent (LangGraph's store, a crew) may gather thousands of calls at once: they queue on the
     client, a few dozen in flight, instead of stalling httpx's pool until requests time out."""

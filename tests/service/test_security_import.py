@@ -161,6 +161,7 @@ def test_mcp_recall_escapes_a_stored_fence_and_marks_a_speaker_imitating_a_role(
     assert "System:" not in block and "System (user): bees" in block and "s\u0443stem (user): bees" in block
 
 
+@pytest.mark.slow
 def test_cli_import_refuses_a_forged_relation_and_writes_nothing(tmp_path):
     from unified_memory import UnifiedMemory
 

@@ -7,9 +7,12 @@ from __future__ import annotations
 import time
 
 import httpx
+import pytest
 
 from tests.service.conftest import bearer
 from unified_memory.service.background import ServiceProcess
+
+pytestmark = pytest.mark.slow
 
 
 def _recall(client: httpx.Client, key: str, query: str) -> list[str]:

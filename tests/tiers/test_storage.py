@@ -193,6 +193,7 @@ def test_a_forked_child_does_not_inherit_a_writer_turn_held_in_the_parent(tmp_pa
     assert os.WEXITSTATUS(status) == 0
 
 
+@pytest.mark.slow
 @pytest.mark.sqlite_only  # SQLite's POSIX locks; subprocesses open the path themselves
 def test_a_second_connection_in_the_process_keeps_seeing_other_processes_commits(tmp_path):
     """Opening the file again in this process must not drop the locks SQLite holds on it (a plain

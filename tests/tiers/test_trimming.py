@@ -149,6 +149,7 @@ def check_run(conv: Conversation, max_messages: int, max_tokens: int | None, slo
             assert fits or not [c for c in cut_points(view) if c > first_body]
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(conversations(), limits)
 def test_window_invariants(conv: Conversation, lim: tuple[int, int | None]) -> None:

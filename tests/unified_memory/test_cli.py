@@ -269,6 +269,7 @@ def test_reindex_one_user_and_all_users(capsys, db):
     assert code == 0 and out.startswith("reindexed 2 users")
 
 
+@pytest.mark.slow
 @pytest.mark.embeddings
 def test_recall_with_the_default_retrieval(capsys, db):
     """The one test without --retrieval lexical: auto (hybrid with the embeddings extra)."""

@@ -178,6 +178,7 @@ PHRASINGS = ["I live in {new}.", "I moved from {old} to {new}.", "I'm living in 
 NOISE = ["I like green tea.", "My sister plays the flute.", "I'm allergic to cats.", "I read a lot of sci-fi."]
 
 
+@pytest.mark.slow
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(moves=st.lists(st.tuples(st.sampled_from(CITIES), st.integers(0, len(PHRASINGS) - 1),
                                 st.sampled_from(NOISE)), min_size=2, max_size=6))

@@ -64,6 +64,7 @@ def test_the_corpus_is_large_and_exercises_the_rules() -> None:
     assert sum(1 for out in found for f in out["facts"] if f["replaces"]) > 50
 
 
+@pytest.mark.slow
 def test_fast_path_equals_reference_on_the_corpus() -> None:
     fast = outputs(CORPUS)
     with ungated():

@@ -266,6 +266,7 @@ def scan(directory: Path, needles=(SECRET,)) -> list[tuple[str, bytes]]:
     return found
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("backend", ["numpy", "chroma"])
 def test_forget_a_user_leaves_no_trace_in_the_files(tmp_path, clock, backend):
     if backend == "chroma":

@@ -9,6 +9,7 @@ from unified_memory.config import VectorConfig
 from unified_memory.testing import FakeEmbedder, HashingEmbedder, internals
 
 
+@pytest.mark.slow
 @pytest.mark.embeddings
 def test_paraphrase_is_found_with_the_default_install():
     pytest.importorskip("sentence_transformers")
