@@ -143,23 +143,6 @@ def redis_url():
 # --- a real PostgreSQL 15 server on loopback (tests/pg_server.py), one per session ---------------
 
 
-def in_memory_folder() -> str | None:
-    """``/dev/shm`` when it is a writable tmpfs, else ``None`` (the temporary folder). The
-    suite's server keeps its data there: each PostgreSQL test creates and drops databases of
-    ~300 files each, and on this machine's disk (fsync is off already) that took 50-400 ms a
-    database against a steady ~35 ms in memory (issue 38)."""
-    folder = Path("/dev/shm")
-    if not (folder.is_dir() and os.access(folder, os.W_OK | os.X_OK)):
-        return None
-    try:
-        with open("/proc/mounts", encoding="utf-8") as mounts:
-            if not any(line.split()[1:3] == [str(folder), "tmpfs"] for line in mounts):
-                return None
-    except OSError:
-        return None
-    return str(folder)
-
-
 @pytest.fixture(scope="session")
 def postgres_server():
     """A throwaway PostgreSQL 15 server (its own data directory, port and socket directory);
@@ -174,7 +157,7 @@ def postgres_server():
             pytest.fail(MISSING)
         pytest.skip(MISSING)
     # Not under pytest's basetemp: that is private to root (0700), and the server runs as nobody.
-    server = start_postgres(Path(tempfile.mkdtemp(prefix="um-pg-", dir=in_memory_folder())), bindir)
+    server = start_postgres(Path(tempfile.mkdtemp(prefix="um-pg-")), bindir)  # on /dev/shm: see above
     try:
         yield server
     finally:
