@@ -203,12 +203,12 @@ def _index_quality(mem: Any, needles: list[Any]) -> dict[str, float]:
         return {}
     matrix, keys = part.matrix[:len(part.ids)], part.ids
     text_of = {}
+    storage = internals(mem).storage
 
     def text(key: str | None) -> str:
         item = (key or "|").rpartition("|")[0]
         if item not in text_of:
-            from unified_memory.testing import internals  # a look under the memory, for measuring
-            rows = internals(mem).storage.execute("SELECT text FROM facts WHERE id = ?", [item]).fetchall()
+            rows = storage.execute("SELECT text FROM facts WHERE id = ?", [item]).fetchall()
             text_of[item] = rows[0][0] if rows else ""
         return text_of[item]
 
