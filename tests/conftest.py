@@ -36,6 +36,8 @@ def _temp_root_in_memory() -> None:
 
 _temp_root_in_memory()
 
+from tests.hypothesis_profiles import scale_written_budgets  # noqa: E402  (loads the profile: dev, ci or thorough)
+
 DAY = 86400.0
 T0 = 1_700_000_000.0  # 2023-11-14, a fixed "now" so tests are repeatable
 
@@ -205,6 +207,7 @@ def pytest_collection_modifyitems(config, items):
         if "postgres_server" in getattr(item, "fixturenames", ()) or any(
                 isinstance(value, str) and value in ("postgres", "postgresql") for value in params.values()):
             item.add_marker(pytest.mark.postgresql)
+    scale_written_budgets(items)
 
 
 @pytest.fixture(autouse=True)

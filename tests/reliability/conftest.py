@@ -21,9 +21,12 @@ from typing import Any
 
 import pytest
 
+from tests import hypothesis_profiles
+
 
 def scaled(count: int) -> int:
-    """``count`` times ``UM_RELIABILITY_SCALE`` (a float, default 1), at least 1.
+    """``count`` times ``UM_RELIABILITY_SCALE`` (a float, default 1) times the Hypothesis
+    profile's factor (10 under ``thorough``: tests/hypothesis_profiles.py), at least 1.
 
     >>> scaled(100)  # with the variable unset
     100
@@ -32,7 +35,7 @@ def scaled(count: int) -> int:
         factor = float(os.environ.get("UM_RELIABILITY_SCALE", "1"))
     except ValueError:
         factor = 1.0
-    return max(1, round(count * factor))
+    return max(1, round(count * factor * hypothesis_profiles.factor()))
 
 
 def record_figures(test: str, name: str, **values: object) -> None:
