@@ -288,6 +288,12 @@ class MemoryConfig(_Config):
         description="PostgreSQL: connections this memory may hold. One carries its writes and reads; while "
                     "another thread holds it, reads run on up to pool_size - 1 more, opened when first needed "
                     "(1: threads take turns on one connection). Ignored on a SQLite file.")
+    search: Literal["auto", "database", "in_process"] = Field(
+        default="auto",
+        description="Where recall finds its candidates. auto: in the database on PostgreSQL with pgvector (BM25 "
+                    "and vectors in tables written with the rows: any host answers any user at once, nothing kept "
+                    "per user in the process), else in this process's indexes (a SQLite file always). database: "
+                    "PostgreSQL with pgvector or an error. in_process: this process's indexes everywhere.")
     token_counter: Literal["auto", "chars", "tiktoken"] = Field(
         default="auto", description="auto: tiktoken when installed and its encoding is cached offline, else chars/4.")
     tiktoken_encoding: str = "cl100k_base"

@@ -79,7 +79,7 @@ class UnifiedMemory(AsyncAPI):
             embedder=embedder, vector_index=vector_index, reranker=reranker, summarizer=summarizer,
             redactor=redactor))
         self._view = MemoryView(backend, scope)
-        if backend.dense is not None and backend.dense.index.persistent:
+        if backend.dense is not None and backend.dense.index is not None and backend.dense.index.persistent:
             backend.check_drift(scope.user_id)
 
     @classmethod

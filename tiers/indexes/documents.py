@@ -19,6 +19,7 @@ from typing import Any, Literal, Protocol
 
 from scoring.lexical import LexicalMatch
 from tiers.indexes.partitions import Loader, PartitionedIndex
+from tiers.indexes.sql_lexical import DatabaseLexical
 from tiers.storage.backend import Storage
 from tiers.storage.journal import IndexJournal
 
@@ -66,7 +67,14 @@ class DocumentIndex:
         self.kind = kind
         self.parts = parts  # how the dense index splits a document into separately embedded texts
         self.journal = IndexJournal(storage, kind)
-        self.lexical = PartitionedIndex(storage, loader, kind=kind, k1=k1, b=b)
+        #: Whether the tier's indexes are tables of the database (PostgreSQL with pgvector, written
+        #: with the rows, nothing kept per user here) or kept in this process.
+        self.in_database = storage.search == "database"
+        self.lexical: PartitionedIndex | DatabaseLexical
+        if self.in_database:
+            self.lexical = DatabaseLexical(storage, loader, kind=kind, k1=k1, b=b)
+        else:
+            self.lexical = PartitionedIndex(storage, loader, kind=kind, k1=k1, b=b)
         self.dense: DensePartitions | None = None
 
     def attach_dense(self, dense: DensePartitions | None) -> None:
@@ -107,6 +115,12 @@ class DocumentIndex:
         (what a whole-user deletion uses, so that no entry names the user afterwards)."""
         self.journal.reset(user_id)
         self.invalidate(user_id)
+        if self.in_database:  # the tables refill from the rows on next use
+            assert isinstance(self.lexical, DatabaseLexical)
+            self.lexical.reset(user_id)
+            reset = getattr(self.dense, "reset", None)
+            if reset is not None:
+                reset(user_id)
 
     def search(
         self,

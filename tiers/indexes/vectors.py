@@ -34,9 +34,25 @@ from tiers.records.protocols import VectorIndex
 from tiers.storage.backend import Storage
 from tiers.storage.journal import Change, IndexJournal, replay
 
-__all__ = ["content_hash", "EmbeddingCache", "NumpyVectorIndex", "PartitionedVectors"]
+__all__ = ["content_hash", "EmbeddingCache", "NumpyVectorIndex", "PartitionedVectors", "document_vectors"]
 
 Loader = Callable[[str], Iterable[tuple[str, str]]]
+
+
+def document_vectors(cache: EmbeddingCache, user_id: str, documents: list[str],
+                     parts: Callable[[str], list[str]] | None) -> np.ndarray:
+    """One vector per document: its embedding, or with ``parts`` the normalised sum
+    of its parts' embeddings (each distinct part embedded once, through the cache)."""
+    if parts is None:
+        return cache.vectors(user_id, documents)
+    split = [parts(document) for document in documents]
+    distinct = list(dict.fromkeys(part for pieces in split for part in pieces))
+    position = {part: i for i, part in enumerate(distinct)}
+    embedded = cache.vectors(user_id, distinct)
+    sums = np.zeros((len(documents), embedded.shape[1]), dtype=np.float32)
+    for row, pieces in enumerate(split):
+        sums[row] = embedded[[position[part] for part in pieces]].sum(axis=0)
+    return unit_rows(sums)
 
 
 class PartitionedVectors:
@@ -136,18 +152,8 @@ class PartitionedVectors:
         keys.update(fresh)
 
     def _vectors(self, user_id: str, documents: list[str]) -> np.ndarray:
-        """One vector per document: its embedding, or with ``parts`` the normalised sum
-        of its parts' embeddings (each distinct part embedded once, through the cache)."""
-        if self._parts is None:
-            return self.cache.vectors(user_id, documents)
-        split = [self._parts(document) for document in documents]
-        distinct = list(dict.fromkeys(part for parts in split for part in parts))
-        position = {part: i for i, part in enumerate(distinct)}
-        embedded = self.cache.vectors(user_id, distinct)
-        sums = np.zeros((len(documents), embedded.shape[1]), dtype=np.float32)
-        for row, parts in enumerate(split):
-            sums[row] = embedded[[position[part] for part in parts]].sum(axis=0)
-        return unit_rows(sums)
+        """:func:`document_vectors` of these documents."""
+        return document_vectors(self.cache, user_id, documents, self._parts)
 
     def ensure(self, user_id: str) -> None:
         """Bring the user's partition in step with the store, if not done since the

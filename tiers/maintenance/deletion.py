@@ -12,7 +12,7 @@ from scoring.errors import NotFoundError, StorageError
 from scoring.text import term_set
 from tiers.indexes.vectors import content_hash
 from tiers.storage.backend import Storage, loads
-from tiers.storage.user_tables import DERIVED_TABLES, quote_name, user_tables
+from tiers.storage.user_tables import is_derived, quote_name, user_tables
 
 __all__ = ["delete_user_rows", "find_items", "delete_items", "derived_from_messages", "bare_values", "prune_embeddings"]
 
@@ -51,7 +51,7 @@ def find_items(storage: Storage, user_id: str, ids: Sequence[str]) -> dict[str, 
     found: dict[str, list[str]] = {}
     seen: set[str] = set()
     for table in user_tables(storage):
-        if table.name in DERIVED_TABLES or "id" not in table.column_names:
+        if is_derived(table.name) or "id" not in table.column_names:
             continue
         for start in range(0, len(wanted), 500):
             part = wanted[start:start + 500]

@@ -29,7 +29,7 @@ from tiers.maintenance.row_export import FORMAT, FORMAT_VERSION
 from tiers.records.values import MAX_JSON_DEPTH, holds_nul, json_depth
 from tiers.storage.backend import SCHEMA_VERSION
 from tiers.storage.schema import upgrade_row
-from tiers.storage.user_tables import DERIVED_TABLES, Column, TableInfo
+from tiers.storage.user_tables import Column, TableInfo, is_derived
 
 __all__ = ["ParsedExport", "parse_export", "import_error"]
 
@@ -139,7 +139,7 @@ def parse_export(lines: Iterable[str], *, source: str, tables: Sequence[TableInf
     ``user_id`` (a remap target) is refused for an export of several users. ``lines`` are read
     one at a time (a file or a stream is never held whole); ``create(kind)`` may create a table
     another module makes on first use and return it (else the kind is unknown)."""
-    by_name = {t.name: t for t in tables if t.name not in DERIVED_TABLES}
+    by_name = {t.name: t for t in tables if not is_derived(t.name)}
     header: dict[str, Any] | None = None
     rows: list[tuple[int, TableInfo, dict[str, Any]]] = []
     users: list[str] = []
@@ -165,7 +165,7 @@ def parse_export(lines: Iterable[str], *, source: str, tables: Sequence[TableInf
         if kind == "header":
             raise import_error(source, number, "a second header")
         table = by_name.get(kind)
-        if table is None and create is not None and kind not in DERIVED_TABLES:
+        if table is None and create is not None and not is_derived(kind):
             table = create(kind)
             if table is not None:
                 by_name[kind] = table

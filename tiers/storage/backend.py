@@ -23,6 +23,7 @@ A database that is not ours (or is newer than this code) is refused, never overw
 
 from __future__ import annotations
 
+import logging
 import os
 import sqlite3
 from collections.abc import Sequence
@@ -30,7 +31,7 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any, Protocol
 
-from scoring.errors import ConstraintError
+from scoring.errors import ConfigError, ConstraintError
 from tiers.records.scope import NO_SCOPE, Scope
 from tiers.storage.damage import is_damage  # noqa: F401  (still importable from here)
 from tiers.storage.dialect import Dialect
@@ -107,6 +108,16 @@ class Backend(Protocol):
     def close(self) -> None: ...
 
 
+_FELL_BACK: set[str] = set()
+
+
+def _log_fallback_once(location: str, reason: str) -> None:
+    """Say once per process and database why a memory on PostgreSQL searches in-process."""
+    if location not in _FELL_BACK:
+        _FELL_BACK.add(location)
+        logging.getLogger("unified_memory").warning("%s", reason)
+
+
 class Storage:
     """The memory's database: a SQLite file (in memory when ``target`` is None) or a
     PostgreSQL database (``target`` a ``postgresql://`` URL).
@@ -120,13 +131,28 @@ class Storage:
     """
 
     def __init__(self, target: str | os.PathLike[str] | None, *, busy_timeout_ms: int = 10_000,
-                 pool_size: int = 4) -> None:
+                 pool_size: int = 4, search: str = "auto") -> None:
+        if search not in ("auto", "in_process", "database"):
+            raise ConfigError(f"search: must be 'auto', 'database' or 'in_process', got {search!r}", field="search")
         backend: Backend
         if is_url(target):
-            backend = PostgresBackend(str(target), busy_timeout_ms=busy_timeout_ms, pool_size=pool_size)
+            backend = PostgresBackend(str(target), busy_timeout_ms=busy_timeout_ms, pool_size=pool_size,
+                                      search="in_process" if search == "in_process" else "auto")
+            reason = backend.search_reason
         else:
             backend = SQLiteBackend(target, busy_timeout_ms=busy_timeout_ms)
+            reason = "search: a SQLite file searches in-process"
+        if search == "database" and reason is not None:
+            backend.close()
+            raise ConfigError(f"search: 'database' needs PostgreSQL with pgvector; {reason}", field="search")
         self.backend = backend
+        #: Where recall finds its candidates: ``"database"`` (PostgreSQL with pgvector: BM25 and
+        #: vectors in tables, docs/design/pg-search.md) or ``"in-process"`` (indexes in this process).
+        self.search: str = "in-process" if reason is not None else "database"
+        #: Why it searches in-process (``None`` when it searches in the database).
+        self.search_reason: str | None = reason
+        if reason is not None and is_url(target) and search == "auto":
+            _log_fallback_once(backend.location, reason)
         self.dialect: Dialect = backend.dialect
         #: The SQLite file (``None``: in memory, or a PostgreSQL database).
         self.path: Path | None = backend.path

@@ -131,8 +131,13 @@ class PostgresBackend:
     path: Path | None = None  # not a file
     shared = True  # other processes and hosts write it: their commits are followed
 
-    def __init__(self, url: str, *, busy_timeout_ms: int = 10_000, pool_size: int = 4) -> None:
+    def __init__(self, url: str, *, busy_timeout_ms: int = 10_000, pool_size: int = 4,
+                 search: str = "auto") -> None:
         self._psycopg = _driver()
+        #: ``auto``: search in the database when the server has pgvector; ``in_process``: never.
+        self._search = search
+        #: Why this memory searches in-process (``None``: it searches in the database).
+        self.search_reason: str | None = "search: in_process was asked for"
         # Reads of other threads while one holds the connection (:mod:`tiers.storage.pg_spares`).
         self._spares = SpareConnections(url, size=int(pool_size) - 1, busy_timeout_ms=int(busy_timeout_ms),
                                         server_gone=_server_gone) if pool_size > 1 else None
@@ -174,6 +179,10 @@ class PostgresBackend:
                 raise StorageError(f"path: {self.location} has no schema to create tables in "
                                    "(none on the search path exists)", field="path")
             prepare_schema(conn, self.location)
+            if self._search != "in_process":
+                from tiers.storage.pg_search_schema import prepare_search
+
+                self.search_reason = prepare_search(conn, self.location)
         except psycopg.OperationalError as exc:
             conn.close()
             raise StorageUnavailableError(f"path: lost {self.location} while opening it: {_reason(exc)}",

@@ -14,10 +14,21 @@ from __future__ import annotations
 from tiers.storage.backend import Storage
 from tiers.storage.table_info import Column, TableInfo, quote_name
 
-__all__ = ["Column", "TableInfo", "DERIVED_TABLES", "user_tables", "export_tables", "users_in", "quote_name"]
+__all__ = ["Column", "TableInfo", "DERIVED_TABLES", "DERIVED_PREFIX", "is_derived", "user_tables", "export_tables", "users_in", "quote_name"]
 
 #: Tables derived from the others (rebuilt on demand): deleted with their user, never exported.
 DERIVED_TABLES = frozenset({"embeddings", "index_journal", "index_snapshots"})
+#: The database search path's tables (:mod:`tiers.storage.pg_search_schema`) are derived too.
+DERIVED_PREFIX = "search_"
+
+
+def is_derived(name: str) -> bool:
+    """Whether the table ``name`` is derived from the others (see :data:`DERIVED_TABLES`).
+
+    >>> is_derived("embeddings"), is_derived("search_postings"), is_derived("facts")
+    (True, True, False)
+    """
+    return name in DERIVED_TABLES or name.startswith(DERIVED_PREFIX)
 # Preferred order of the known tables (foreign keys still come first).
 _PREFERRED = ("messages", "window", "facts", "entities", "triples", "summaries")
 
@@ -33,7 +44,7 @@ def user_tables(storage: Storage) -> list[TableInfo]:
     """
     infos = storage.table_infos()
     rank = {name: i for i, name in enumerate(_PREFERRED)}
-    pending = sorted(infos, key=lambda n: (n in DERIVED_TABLES, rank.get(n, len(rank)), n))
+    pending = sorted(infos, key=lambda n: (is_derived(n), rank.get(n, len(rank)), n))
     ordered: list[str] = []
     while pending:
         ready = next((n for n in pending if all(t in ordered or t == n or t not in infos
@@ -50,7 +61,7 @@ def export_tables(storage: Storage) -> list[TableInfo]:
     >>> "embeddings" in [t.name for t in export_tables(Storage(None))]
     False
     """
-    return [t for t in user_tables(storage) if t.name not in DERIVED_TABLES]
+    return [t for t in user_tables(storage) if not is_derived(t.name)]
 
 
 def users_in(storage: Storage) -> list[str]:

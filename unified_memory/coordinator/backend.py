@@ -171,7 +171,7 @@ def open_backend(path: str | os.PathLike[str] | None, config: MemoryConfig,
     scrub = make_scrubber(plugins.redactor, redact_secrets=config.redact_secrets)
     scorer = plugins.importance_scorer or HeuristicImportanceScorer()
     count_tokens = plugins.token_counter or make_token_counter(config.token_counter, config.tiktoken_encoding)
-    storage = Storage(path, pool_size=config.pool_size)
+    storage = Storage(path, pool_size=config.pool_size, search=config.search)
     try:  # a file refused while the tiers open must not stay open (nor keep its -wal / -shm)
         k1, b = config.ranking.bm25_k1, config.ranking.bm25_b
         log = EpisodicLog(storage, k1=k1, b=b, neighbor_turns=config.ranking.neighbor_turns,

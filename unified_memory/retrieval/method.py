@@ -67,7 +67,7 @@ class Dense:
     """The dense half of retrieval, shared by the tiers of one memory file."""
 
     embedder: Embedder
-    index: VectorIndex
+    index: VectorIndex | None  # None: the vectors are in the database (pgvector)
     cache: Any
     partitions: dict[str, Any]
 
@@ -106,7 +106,8 @@ class Dense:
                 partitions.save()
         except (OSError, RuntimeError, MemoryError, UnifiedMemoryError, DriverError) as exc:
             _LOG.warning("close: vector index not saved: %s", exc)
-        self.index.close()
+        if self.index is not None:
+            self.index.close()
 
 
 def _vector_index(config: MemoryConfig, path: str | os.PathLike[str] | None) -> VectorIndex:
@@ -156,9 +157,17 @@ def setup_dense(
     from tiers.indexes.embedding_cache import EmbeddingCache
     from tiers.indexes.vectors import PartitionedVectors
 
-    index = vector_index if vector_index is not None else _vector_index(config, path)
     cache = EmbeddingCache(storage, embedder)
-    partitions = {}
+    partitions: dict[str, Any] = {}
+    if storage.search == "database" and vector_index is None and config.vectors.backend == "numpy":
+        from tiers.indexes.db_vectors import DatabaseVectors  # pgvector: the vectors are tables too
+
+        for documents in indexes:
+            partitions[documents.kind] = DatabaseVectors(storage, documents.loader, cache, documents.kind,
+                                                         parts=documents.parts)
+            documents.attach_dense(partitions[documents.kind])
+        return mode, Dense(embedder, None, cache, partitions)
+    index = vector_index if vector_index is not None else _vector_index(config, path)
     for documents in indexes:
         partitions[documents.kind] = PartitionedVectors(storage, documents.loader, cache, index, documents.kind,
                                                           parts=documents.parts)

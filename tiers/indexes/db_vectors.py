@@ -1,0 +1,240 @@
+"""Dense vectors in PostgreSQL with pgvector (the dense half of the database search path;
+docs/design/pg-search.md).
+
+The twin of :class:`tiers.indexes.vectors.PartitionedVectors` for
+:class:`tiers.indexes.documents.DocumentIndex`: one table per embedding model
+(:func:`tiers.storage.pg_search_schema.vector_table`, ``vector(dim)`` with an HNSW index on
+cosine distance), rows keyed by (user, tier, id), written in the transaction of the rows they
+index. Vectors come through the :class:`~tiers.indexes.embedding_cache.EmbeddingCache`
+(a text is embedded once per user and model), documents with ``parts`` as the normalised sum
+of their parts' embeddings, as in-process.
+
+A search is exact for a user's tier of up to :data:`EXACT_UP_TO` documents (every vector of
+the user compared, read through the primary key: the same neighbours as in-process) and uses
+the HNSW index above that, with pgvector's iterative scan so the user's filter does not starve
+it. A user's tier is filled from its rows on first use, once for every host (``search_filled``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterable, Iterator
+
+import numpy as np
+
+from tiers.indexes.embedding_cache import EmbeddingCache
+from tiers.indexes.sql_lexical import Loader
+from tiers.indexes.vectors import document_vectors
+from tiers.storage.backend import Storage
+from tiers.storage.pg_search_schema import vector_table, vector_table_ddl
+
+__all__ = ["DatabaseVectors", "EXACT_UP_TO", "literal"]
+
+#: Up to this many documents in a user's tier, a search compares every one of them (exact).
+EXACT_UP_TO = 20_000
+
+
+def literal(vector: np.ndarray) -> str:
+    """pgvector's text form of a vector, ``[x,y,...]`` (float32 values written exactly).
+
+    >>> literal(np.array([0.5, -1.0, 0.25], dtype=np.float32))
+    '[0.5,-1.0,0.25]'
+    """
+    return "[" + ",".join(map(repr, np.asarray(vector, dtype=np.float32).tolist())) + "]"
+
+
+class DatabaseVectors:
+    """One tier's (``kind``'s) vectors of every user, in the model's vector table."""
+
+    def __init__(self, storage: Storage, loader: Loader, cache: EmbeddingCache, kind: str, *,
+                 parts: Callable[[str], list[str]] | None = None) -> None:
+        self.storage = storage
+        self.cache = cache
+        self.kind = kind
+        self._loader = loader
+        self._parts = parts
+        self.table = vector_table(cache.model)
+        self._ready = False
+        self._deferring = 0
+        self._pending: dict[str, dict[str, str]] = {}  # user -> id -> document, while deferring
+
+    # -- the table -------------------------------------------------------------------------------
+
+    def _prepare(self) -> None:
+        """Create the model's table and HNSW index, once, and register it."""
+        if self._ready:
+            return
+        known = self.storage.execute("SELECT dims FROM search_models WHERE table_name = ?", [self.table]).fetchone()
+        dims = int(self.cache.embedder.dim)
+        if known is None or int(known[0]) != dims:
+            with self.storage.atomic():
+                if known is not None:  # the model now gives another dimension: its old vectors go
+                    self.storage.execute(f"DROP TABLE IF EXISTS {self.table}")
+                    self.storage.execute("DELETE FROM search_filled WHERE part = ?", [self.table])
+                for statement in vector_table_ddl(self.table, dims):
+                    self.storage.execute(statement)
+                self.storage.execute("INSERT INTO search_models (table_name, model, dims) VALUES (?, ?, ?) "
+                                     "ON CONFLICT (table_name) DO UPDATE SET model = excluded.model, dims = excluded.dims",
+                                     [self.table, self.cache.model, dims])
+        self._ready = True
+
+    def _filled(self, user_id: str) -> bool:
+        return self.storage.execute("SELECT 1 FROM search_filled WHERE user_id = ? AND kind = ? AND part = ?",
+                                    [user_id, self.kind, self.table]).fetchone() is not None
+
+    def ensure(self, user_id: str) -> None:
+        """Fill the user's vectors of this tier from its rows unless done (by any host): one
+        transaction holding the database's write lock."""
+        self._prepare()
+        if self._filled(user_id):
+            return
+        with self.storage.atomic():
+            if self._filled(user_id):
+                return
+            self.storage.execute(f"DELETE FROM {self.table} WHERE user_id = ? AND kind = ?", [user_id, self.kind])
+            self._put(user_id, dict(self._loader(user_id)))
+            self.storage.execute("INSERT INTO search_filled (user_id, kind, part) VALUES (?, ?, ?)",
+                                 [user_id, self.kind, self.table])
+
+    # -- writes (inside the caller's transaction) -----------------------------------------------
+
+    def _put(self, user_id: str, docs: dict[str, str]) -> None:
+        if not docs:
+            return
+        ids = list(docs)
+        vectors = document_vectors(self.cache, user_id, list(docs.values()), self._parts)
+        self.storage.execute(
+            f"INSERT INTO {self.table} (user_id, kind, id, embedding) SELECT ?, ?, v.id, v.embedding::vector "
+            "FROM unnest(?::text[], ?::text[]) AS v(id, embedding) "
+            "ON CONFLICT (user_id, kind, id) DO UPDATE SET embedding = excluded.embedding",
+            [user_id, self.kind, ids, [literal(v) for v in vectors]])
+
+    def add(self, user_id: str, items: Iterable[tuple[str, str]]) -> None:
+        """Embed and store new or changed documents, if the user's tier is filled (else
+        :meth:`ensure` reads them from the rows later); while deferring, at the end of the block."""
+        docs = dict(items)
+        if not docs:
+            return
+        self._prepare()
+        if not self._filled(user_id):  # embedded now, into the cache the fill reads
+            document_vectors(self.cache, user_id, list(docs.values()), self._parts)
+            return
+        if self._deferring:
+            self._pending.setdefault(user_id, {}).update(docs)
+        else:
+            self._put(user_id, docs)
+
+    @contextlib.contextmanager
+    def defer(self) -> Iterator[None]:
+        """Hold documents added inside the block and embed them in one batch when it ends
+        (inside the write: a failure rolls the write back with them)."""
+        with self.storage.lock:
+            self._deferring += 1
+            try:
+                yield
+            except BaseException:
+                self._pending.clear()
+                raise
+            finally:
+                self._deferring -= 1
+            if not self._deferring:
+                self._flush()
+
+    def _flush(self, user_id: str | None = None) -> None:
+        for user in [user_id] if user_id is not None else list(self._pending):
+            docs = self._pending.pop(user, None)
+            if docs:
+                self._put(user, docs)
+
+    def remove(self, user_id: str, ids: Iterable[str]) -> None:
+        """Delete these documents' vectors."""
+        gone = list(dict.fromkeys(ids))
+        if not gone:
+            return
+        self._prepare()
+        pending = self._pending.get(user_id)
+        if pending:
+            for item_id in gone:
+                pending.pop(item_id, None)
+        self.storage.execute(f"DELETE FROM {self.table} WHERE user_id = ? AND kind = ? AND id = ANY(?)",
+                             [user_id, self.kind, gone])
+
+    def reset(self, user_id: str | None) -> None:
+        """Drop the user's (``None``: every user's) vectors of this tier, inside the caller's
+        write: the next search fills them again."""
+        self._prepare()
+        self._pending.clear() if user_id is None else self._pending.pop(user_id, None)
+        where, params = ("kind = ?", [self.kind]) if user_id is None else ("user_id = ? AND kind = ?",
+                                                                           [user_id, self.kind])
+        self.storage.execute(f"DELETE FROM {self.table} WHERE {where}", params)
+        self.storage.execute(f"DELETE FROM search_filled WHERE {where} AND part = ?", [*params, self.table])
+
+    # -- search ---------------------------------------------------------------------------------
+
+    def search(self, user_id: str, vector: object, limit: int) -> list[tuple[str, float]]:
+        """The user's ``limit`` documents most similar to ``vector``: ``[(id, cosine)]``, best first."""
+        self.ensure(user_id)
+        if user_id in self._pending:  # a search inside a deferred write sees its documents
+            self._flush(user_id)
+        query = literal(np.asarray(vector))
+        count = self.storage.execute("SELECT count(*) FROM (SELECT 1 FROM " + self.table +
+                                     " WHERE user_id = ? AND kind = ? LIMIT ?) AS c",
+                                     [user_id, self.kind, EXACT_UP_TO + 1]).fetchone()[0]
+        if count <= EXACT_UP_TO:  # every vector of the user: the ORDER BY cannot use the HNSW index
+            rows = self.storage.execute(
+                f"SELECT id, 1 - (embedding <=> ?::vector) AS similarity FROM {self.table} "
+                "WHERE user_id = ? AND kind = ? ORDER BY similarity DESC, id LIMIT ?",
+                [query, user_id, self.kind, int(limit)]).fetchall()
+        else:
+            with self.storage.lock:  # both statements on the main connection, which keeps the settings
+                self.storage.execute("SELECT set_config('hnsw.iterative_scan', 'relaxed_order', false), "
+                                     "set_config('hnsw.ef_search', ?, false)", [str(max(40, 2 * int(limit)))])
+                rows = self.storage.execute(
+                    f"SELECT id, 1 - (embedding <=> ?::vector) AS similarity FROM {self.table} "
+                    "WHERE user_id = ? AND kind = ? ORDER BY embedding <=> ?::vector LIMIT ?",
+                    [query, user_id, self.kind, query, int(limit)]).fetchall()
+            rows.sort(key=lambda row: -row[1])  # relaxed order: nearly sorted
+        return [(row[0], float(row[1])) for row in rows]
+
+    def similarity(self, user_id: str, vector: object, ids: Iterable[str]) -> dict[str, float]:
+        """Cosine similarity of ``vector`` to each of these documents of the user (those indexed)."""
+        wanted = list(dict.fromkeys(ids))
+        if not wanted:
+            return {}
+        self.ensure(user_id)
+        if user_id in self._pending:
+            self._flush(user_id)
+        rows = self.storage.execute(
+            f"SELECT id, 1 - (embedding <=> ?::vector) FROM {self.table} WHERE user_id = ? AND kind = ? "
+            "AND id = ANY(?)", [literal(np.asarray(vector)), user_id, self.kind, wanted]).fetchall()
+        return {row[0]: float(row[1]) for row in rows}
+
+    # -- what a host keeps: nothing --------------------------------------------------------------
+
+    def invalidate(self, user_id: str | None = None) -> None:
+        """Nothing to forget (a failed write's pending documents went with it)."""
+        if user_id is None:
+            self._pending.clear()
+        else:
+            self._pending.pop(user_id, None)
+
+    def rebuild(self, user_id: str) -> None:
+        """Rebuild the user's vectors of this tier from the rows (vectors from the cache)."""
+        with self.storage.atomic():
+            self.reset(user_id)
+        self.ensure(user_id)
+
+    def rebuild_all(self, user_ids: Iterable[str]) -> None:
+        """:meth:`rebuild` each of these users."""
+        for user_id in user_ids:
+            self.rebuild(user_id)
+
+    def drop(self, user_id: str) -> None:
+        """Delete the user's vectors of this tier (a forget of the whole user)."""
+        self.reset(user_id)
+
+    def save(self) -> None:
+        """Nothing to save: the table is the index."""
+
+    def forget_saved(self, user_id: str) -> None:
+        """Nothing saved apart from the table (:meth:`drop` clears it)."""

@@ -1,0 +1,228 @@
+"""BM25 computed by PostgreSQL over term tables written with the rows they index (the lexical
+half of the database search path; docs/design/pg-search.md).
+
+The twin of :class:`tiers.indexes.partitions.PartitionedIndex`, with the same interface for
+:class:`tiers.indexes.documents.DocumentIndex`, and the same ranking as
+:class:`scoring.lexical.LexicalIndex`: the same analyzer (:func:`scoring.text.analyze`, run
+here at write and query time), the same BM25 (``k1``, ``b``, idf, the query's upper bound for
+``relevance``) and the same tie order (the older document first). Only where it lives differs:
+
+- a write changes the postings, document frequencies and totals of its documents in its own
+  transaction (:meth:`add`, :meth:`remove`), so every host searches it the moment it commits;
+- a user's tier is filled from its rows the first time it is searched (:meth:`fill`): once,
+  in a transaction, for every host (``search_stats`` holds a row for a filled user's tier);
+  until then its writes leave the tables alone;
+- a host holds nothing per user: :meth:`invalidate` has nothing to forget.
+
+The tables are in :mod:`tiers.storage.pg_search_schema`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Callable, Collection, Iterable
+from typing import Any
+
+from scoring.lexical import LexicalMatch
+from scoring.text import analyze
+from tiers.storage.backend import Storage
+
+__all__ = ["DatabaseLexical", "Loader"]
+
+Loader = Callable[[str], Iterable[tuple[str, str]]]
+
+_SEARCH = """
+SELECT p.id AS id,
+       SUM(p.tf * (w.idf * ?) / (p.tf + ? * (p.length * ? / ? + ?))) AS score,
+       array_agg(p.term ORDER BY w.pos) AS matched,
+       MIN(p.seq) AS seq
+FROM unnest(?::text[], ?::float8[], ?::int[]) AS w(term, idf, pos)
+JOIN search_postings p ON p.user_id = ? AND p.kind = ? AND p.term = w.term
+{only}
+GROUP BY p.id
+ORDER BY score DESC, seq ASC
+{limit}
+"""
+
+
+class DatabaseLexical:
+    """One tier's (``kind``'s) BM25 index, per user, in the database's search tables."""
+
+    def __init__(self, storage: Storage, loader: Loader, *, kind: str, k1: float = 1.2, b: float = 0.75) -> None:
+        self._storage = storage
+        self._loader = loader
+        self._kind = kind
+        self._k1 = float(k1)
+        self._b = float(b)
+
+    # -- filling ------------------------------------------------------------------------------
+
+    def _filled(self, user_id: str) -> tuple[int, int] | None:
+        """``(documents, total length)`` of a filled user's tier, else ``None``."""
+        row = self._storage.execute("SELECT docs, total_length FROM search_stats WHERE user_id = ? AND kind = ?",
+                                    [user_id, self._kind]).fetchone()
+        return None if row is None else (int(row[0]), int(row[1]))
+
+    def fill(self, user_id: str) -> tuple[int, int]:
+        """Index the user's documents from the tier's rows unless done already (by any host):
+        one transaction, which takes the database's write lock, so no write falls between the
+        rows read and the tables written. Returns ``(documents, total length)``."""
+        found = self._filled(user_id)
+        if found is not None:
+            return found
+        with self._storage.atomic():
+            found = self._filled(user_id)  # another host may have filled it while we waited
+            if found is not None:
+                return found
+            self._clear(user_id)
+            self._storage.execute("INSERT INTO search_stats (user_id, kind, docs, total_length) VALUES (?, ?, 0, 0)",
+                                  [user_id, self._kind])
+            self._write(user_id, dict(self._loader(user_id)), [])
+            found = self._filled(user_id)
+        assert found is not None
+        return found
+
+    def _clear(self, user_id: str | None) -> None:
+        where, params = ("kind = ?", [self._kind]) if user_id is None else ("user_id = ? AND kind = ?",
+                                                                            [user_id, self._kind])
+        for table in ("search_postings", "search_terms", "search_docs", "search_stats"):
+            self._storage.execute(f"DELETE FROM {table} WHERE {where}", params)
+
+    # -- writes (inside the caller's transaction) ----------------------------------------------
+
+    def add(self, user_id: str, items: Iterable[tuple[str, str]]) -> None:
+        """Index new or changed documents (a document given twice keeps its last text), if the
+        user's tier is filled (else :meth:`fill` reads them from the rows later)."""
+        docs = dict(items)
+        if docs and self._filled(user_id) is not None:
+            self._write(user_id, docs, [])
+
+    def remove(self, user_id: str, keys: Iterable[str]) -> None:
+        """Drop documents, if the user's tier is filled."""
+        gone = list(dict.fromkeys(keys))
+        if gone and self._filled(user_id) is not None:
+            self._write(user_id, {}, gone)
+
+    def _write(self, user_id: str, docs: dict[str, str], gone: list[str]) -> None:
+        """Replace ``docs`` (id -> text) and delete ``gone``: postings, document frequencies
+        and the tier's totals change together."""
+        storage, kind = self._storage, self._kind
+        replaced = [*docs, *gone]
+        df: Counter[str] = Counter()
+        docs_delta = length_delta = 0
+        if replaced:
+            for term, count in storage.execute(
+                    "SELECT term, count(*) FROM search_postings WHERE user_id = ? AND kind = ? AND id = ANY(?) "
+                    "GROUP BY term", [user_id, kind, replaced]).fetchall():
+                df[term] -= int(count)
+            old = storage.execute("SELECT count(*), coalesce(sum(length), 0) FROM search_docs "
+                                  "WHERE user_id = ? AND kind = ? AND id = ANY(?)", [user_id, kind, replaced]).fetchone()
+            docs_delta, length_delta = -int(old[0]), -int(old[1])
+            storage.execute("DELETE FROM search_postings WHERE user_id = ? AND kind = ? AND id = ANY(?)",
+                            [user_id, kind, replaced])
+            storage.execute("DELETE FROM search_docs WHERE user_id = ? AND kind = ? AND id = ANY(?)",
+                            [user_id, kind, replaced])
+        if docs:
+            ids = list(docs)
+            counts = [Counter(analyze(text)) for text in docs.values()]
+            lengths = [sum(c.values()) for c in counts]
+            seqs = storage.execute(
+                "INSERT INTO search_docs (user_id, kind, id, length) SELECT ?, ?, d.id, d.length "
+                "FROM unnest(?::text[], ?::int[]) WITH ORDINALITY AS d(id, length, n) ORDER BY d.n RETURNING id, seq",
+                [user_id, kind, ids, lengths]).fetchall()
+            seq_of = {row[0]: int(row[1]) for row in seqs}
+            terms, post_ids, tfs, post_lengths, post_seqs = [], [], [], [], []
+            for item_id, count, length in zip(ids, counts, lengths, strict=True):
+                for term, tf in count.items():
+                    terms.append(term)
+                    post_ids.append(item_id)
+                    tfs.append(tf)
+                    post_lengths.append(length)
+                    post_seqs.append(seq_of[item_id])
+                    df[term] += 1
+            if terms:
+                storage.execute(
+                    "INSERT INTO search_postings (user_id, kind, term, id, tf, length, seq) SELECT ?, ?, * "
+                    "FROM unnest(?::text[], ?::text[], ?::int[], ?::int[], ?::bigint[])",
+                    [user_id, kind, terms, post_ids, tfs, post_lengths, post_seqs])
+            docs_delta += len(ids)
+            length_delta += sum(lengths)
+        changed = sorted(term for term, delta in df.items() if delta)  # one order for every writer
+        if changed:
+            storage.execute(
+                "INSERT INTO search_terms (user_id, kind, term, df) SELECT ?, ?, t.term, t.df "
+                "FROM unnest(?::text[], ?::int[]) AS t(term, df) "
+                "ON CONFLICT (user_id, kind, term) DO UPDATE SET df = search_terms.df + excluded.df",
+                [user_id, kind, changed, [df[t] for t in changed]])
+            storage.execute("DELETE FROM search_terms WHERE user_id = ? AND kind = ? AND term = ANY(?) AND df <= 0",
+                            [user_id, kind, changed])
+        if docs_delta or length_delta:
+            storage.execute("UPDATE search_stats SET docs = docs + ?, total_length = total_length + ? "
+                            "WHERE user_id = ? AND kind = ?", [docs_delta, length_delta, user_id, kind])
+
+    # -- search --------------------------------------------------------------------------------
+
+    def search(self, user_id: str, query: str, limit: int | None = 50, *,
+               keys_allowed: Callable[[str], bool] | None = None,
+               keys: Collection[str] | None = None) -> list[LexicalMatch]:
+        """The user's best ``limit`` documents for ``query`` (all matches when ``None``), best
+        first, scored as :meth:`scoring.lexical.LexicalIndex.search` scores them; only those
+        named in ``keys`` and passing ``keys_allowed``, when given."""
+        terms = list(dict.fromkeys(analyze(query)))
+        if not terms:
+            return []
+        docs, total = self.fill(user_id)
+        if not docs or (keys is not None and not keys):
+            return []
+        k1, b = self._k1, self._b
+        df = dict(self._storage.execute(
+            "SELECT term, df FROM search_terms WHERE user_id = ? AND kind = ? AND term = ANY(?)",
+            [user_id, self._kind, terms]).fetchall())
+        absent = math.log(1.0 + (docs + 0.5) / 0.5) * (k1 + 1.0)
+        bound = 0.0
+        held, idfs, positions = [], [], []
+        for position, term in enumerate(terms):
+            count = int(df.get(term, 0))
+            if count <= 0:
+                bound += absent
+                continue
+            idf = math.log(1.0 + (docs - count + 0.5) / (count + 0.5))
+            bound += idf * (k1 + 1.0)
+            held.append(term)
+            idfs.append(idf)
+            positions.append(position)
+        if not held:
+            return []
+        params: list[Any] = [k1 + 1.0, k1, b, total / docs, 1.0 - b, held, idfs, positions, user_id, self._kind]
+        only = ""
+        if keys is not None:
+            only = "WHERE p.id = ANY(?)"
+            params.append([k for k in keys if isinstance(k, str)])
+        sql_limit = ""
+        if limit is not None and keys_allowed is None:
+            sql_limit = "LIMIT ?"
+            params.append(int(limit))
+        rows = self._storage.execute(_SEARCH.format(only=only, limit=sql_limit), params).fetchall()
+        found = []
+        for item_id, score, matched, _seq in rows:
+            if keys_allowed is not None and not keys_allowed(item_id):
+                continue
+            found.append(LexicalMatch(item_id, float(score), min(float(score) / bound, 1.0), tuple(matched)))
+            if limit is not None and len(found) >= limit:
+                break
+        return found
+
+    # -- what a host keeps: nothing ---------------------------------------------------------------
+
+    def invalidate(self, user_id: str | None = None) -> None:
+        """Nothing to forget: this index lives in the database."""
+
+    def save_snapshots(self) -> int:
+        """Nothing to save: the tables are the index. Returns 0."""
+        return 0
+
+    def reset(self, user_id: str | None) -> None:
+        """Drop the user's (``None``: every user's) search rows of this tier, inside the caller's
+        write: the next search fills them again from the rows."""
+        self._clear(user_id)
