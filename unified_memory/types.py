@@ -152,6 +152,10 @@ class MemoryStats(Record):
     triples: int
     path: str | None
     schema_version: int
+    search: str = Field(default="in-process", description=(
+        "Where recall finds its candidates: 'database' (PostgreSQL with pgvector: BM25 and vectors in tables, "
+        "nothing per user in the process) or 'in-process' (this process's indexes)."))
+    search_reason: str | None = Field(default=None, description="Why it searches in-process, when it does.")
 
     @model_validator(mode="before")
     @classmethod

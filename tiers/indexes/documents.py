@@ -122,6 +122,15 @@ class DocumentIndex:
             if reset is not None:
                 reset(user_id)
 
+    def fill(self, user_id: str) -> None:
+        """On the database search path, index the user's documents from the rows now, unless done
+        (by any host): what a first search would do (``reindex``, an upgrade's backfill)."""
+        if isinstance(self.lexical, DatabaseLexical):
+            self.lexical.fill(user_id)
+            ensure = getattr(self.dense, "ensure", None)
+            if ensure is not None:
+                ensure(user_id)
+
     def search(
         self,
         user_id: str,

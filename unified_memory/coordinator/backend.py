@@ -130,7 +130,16 @@ class Backend:
                 partitions.ensure(user_id)
 
     def reindex(self, users: list[str]) -> None:
-        """Rebuild the lexical indexes (and the vectors, when dense retrieval is on) of ``users``."""
+        """Rebuild the lexical indexes (and the vectors, when dense retrieval is on) of ``users``.
+        On the database search path the tables are rebuilt from the rows now, user by user."""
+        if self.storage.search == "database":
+            for user in users:
+                with self.storage.atomic():
+                    for documents in self.indexes:
+                        documents.reset(user)
+                for documents in self.indexes:
+                    documents.fill(user)
+            return
         for documents in self.indexes:
             for user in users:
                 documents.lexical.invalidate(user)

@@ -377,7 +377,7 @@ class ReadingAPI:
                            pending_promotion=pending, facts=facts.get("active", 0),
                            superseded_facts=facts.get("superseded", 0), archived_facts=facts.get("archived", 0),
                            entities=entities, triples=triples, path=storage.shown_target,
-                           schema_version=SCHEMA_VERSION)
+                           schema_version=SCHEMA_VERSION, search=storage.search, search_reason=storage.search_reason)
 
     def users(self) -> list[str]:
         """Every user with memories in this file (messages, facts of any status, entities,

@@ -1,0 +1,216 @@
+"""The database search path (issue 39): on PostgreSQL with pgvector, BM25 and vectors are tables
+written with the rows, so any host answers any user at once and holds nothing per user.
+
+The server is the suite's PostgreSQL with pgvector (tests/pgvector_server.py); the fallback is
+checked on Debian's PostgreSQL 15, which has no pgvector."""
+
+from __future__ import annotations
+
+import logging
+import math
+import uuid
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from scoring.embeddings import HashingEmbedder
+from scoring.lexical import LexicalIndex
+from tiers.indexes.db_vectors import DatabaseVectors
+from tiers.indexes.embedding_cache import EmbeddingCache
+from tiers.indexes.sql_lexical import DatabaseLexical
+from tiers.storage.backend import Storage
+from unified_memory import UnifiedMemory
+from unified_memory.errors import ConfigError, UnifiedMemoryError
+from unified_memory.testing import internals
+
+WORDS = ["peanut", "allergy", "lisbon", "maria", "sister", "bees", "garden", "jazz", "dentist", "june", "tea",
+         "running", "marathon", "the", "of", "cats", "living", "porto", "Allergic", "peanuts"]
+texts = st.lists(st.sampled_from(WORDS), min_size=0, max_size=10).map(" ".join)
+keys = st.sampled_from([f"d{i}" for i in range(8)])
+operations = st.lists(st.one_of(st.tuples(st.just("add"), keys, texts), st.tuples(st.just("remove"), keys)),
+                      min_size=1, max_size=25)
+queries = st.lists(st.sampled_from(WORDS), min_size=1, max_size=4).map(" ".join)
+
+
+@pytest.fixture
+def storage(pgvector_url):
+    store = Storage(pgvector_url, search="database")
+    try:
+        yield store
+    finally:
+        store.close()
+
+
+def same_ranking(got, want) -> None:
+    """The same documents with the same scores; documents may swap only where their scores tie."""
+    assert sorted(m.key for m in got) == sorted(m.key for m in want)
+    for mine, theirs in zip(got, want, strict=True):
+        assert math.isclose(mine.score, theirs.score, rel_tol=1e-9, abs_tol=1e-12)
+        assert math.isclose(mine.relevance, theirs.relevance, rel_tol=1e-9, abs_tol=1e-12)
+    by_key = {m.key: m for m in want}
+    for mine in got:
+        assert mine.matched_terms == by_key[mine.key].matched_terms
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(ops=operations, asked=st.lists(queries, min_size=1, max_size=4), limit=st.sampled_from([None, 1, 3, 50]))
+def test_bm25_in_sql_ranks_as_the_in_process_index_does(storage, ops, asked, limit):
+    user = uuid.uuid4().hex  # a user of its own per example: nothing to clean between them
+    sql = DatabaseLexical(storage, lambda _user: [], kind="facts")
+    sql.fill(user)
+    mine = LexicalIndex()
+    for op in ops:
+        with storage.atomic():
+            if op[0] == "add":
+                sql.add(user, [(op[1], op[2])])
+                mine.add(op[1], op[2])
+            else:
+                sql.remove(user, [op[1]])
+                mine.remove(op[1])
+    for query in asked:
+        same_ranking(sql.search(user, query, limit), mine.search(query, limit))
+        named = ["d1", "d3", "gone"]
+        same_ranking(sql.search(user, query, limit, keys=named), mine.search(query, limit, keys=named))
+    stats = storage.execute("SELECT docs, total_length FROM search_stats WHERE user_id = ? AND kind = 'facts'",
+                            [user]).fetchone()
+    assert stats[0] == len(mine)
+    # no term is kept that no document holds, and every count is the number of documents holding it
+    held = dict(storage.execute("SELECT term, df FROM search_terms WHERE user_id = ?", [user]).fetchall())
+    counted = dict(storage.execute("SELECT term, count(*) FROM search_postings WHERE user_id = ? GROUP BY term",
+                                   [user]).fetchall())
+    assert held == counted
+
+
+def test_a_user_is_filled_from_the_rows_once_and_other_users_stay_apart(storage):
+    rows = {"ada": [("a1", "I keep bees"), ("a2", "bees and honey")], "bob": [("b1", "bees everywhere")]}
+    calls = []
+
+    def loader(user):
+        calls.append(user)
+        return rows[user]
+
+    sql = DatabaseLexical(storage, loader, kind="facts")
+    assert [m.key for m in sql.search("ada", "bees")] == ["a1", "a2"]
+    assert [m.key for m in sql.search("ada", "honey")] == ["a2"]
+    assert [m.key for m in sql.search("bob", "bees")] == ["b1"]
+    other_host = DatabaseLexical(storage, loader, kind="facts")
+    assert [m.key for m in other_host.search("ada", "bees")] == ["a1", "a2"]
+    assert calls == ["ada", "bob"]  # filled once each, for every host
+
+
+def test_vectors_in_the_database_find_the_exact_neighbours(storage, monkeypatch):
+    cache = EmbeddingCache(storage, HashingEmbedder(64))
+    docs = {f"d{i}": " ".join(WORDS[(i * 7) % len(WORDS):][:3] + WORDS[: i % 5]) for i in range(40)}
+    dense = DatabaseVectors(storage, lambda user: docs.items() if user == "ada" else [], cache, "facts")
+    matrix = cache.vectors("ada", list(docs.values()))
+    for query in ("peanut allergy", "maria in lisbon", "running a marathon"):
+        vector = cache.query_vector(query)
+        exact = sorted(zip(docs, (matrix @ vector).tolist(), strict=True), key=lambda pair: -pair[1])[:5]
+        found = dense.search("ada", vector, 5)
+        assert [pair[0] for pair in found] == [pair[0] for pair in exact] or np.allclose(
+            [s for _, s in found], [s for _, s in exact], atol=1e-6)
+        assert np.allclose([s for _, s in found], [s for _, s in exact], atol=1e-5)
+        similar = dense.similarity("ada", vector, ["d1", "d2", "missing"])
+        assert set(similar) == {"d1", "d2"}
+        assert math.isclose(similar["d1"], float(matrix[1] @ vector), abs_tol=1e-5)
+    monkeypatch.setattr("tiers.indexes.db_vectors.EXACT_UP_TO", 0)  # the HNSW index, with its iterative scan
+    vector = cache.query_vector("peanut allergy")
+    exact = sorted(zip(docs, (matrix @ vector).tolist(), strict=True), key=lambda pair: -pair[1])[:5]
+    assert {key for key, _ in dense.search("ada", vector, 5)} == {key for key, _ in exact}
+    assert dense.search("bob", vector, 5) == []
+
+
+def test_a_write_on_one_host_is_found_by_another_at_once_and_neither_keeps_an_index(pgvector_url):
+    embedder = HashingEmbedder(128)
+    with UnifiedMemory(pgvector_url, user_id="ada", retrieval="hybrid", embedder=embedder) as host_a, \
+            UnifiedMemory(pgvector_url, user_id="ada", retrieval="hybrid", embedder=embedder) as host_b:
+        assert host_b.recall("bees") == []
+        host_a.remember("I keep bees in the garden")
+        assert [h.text for h in host_b.recall("bees", limit=1)] == ["I keep bees in the garden"]
+        fact = host_a.remember("My dentist appointment is on June 20")
+        assert [h.text for h in host_b.recall("dentist", limit=1)] == ["My dentist appointment is on June 20"]
+        host_b.forget(ids=[fact])
+        assert host_a.recall("dentist appointment") == []
+        for host in (host_a, host_b):
+            assert host.stats().search == "database"
+            inner = internals(host)
+            for documents in (inner.facts.index, inner.log.index, inner.graph.index):
+                assert isinstance(documents.lexical, DatabaseLexical)
+                assert isinstance(documents.dense, DatabaseVectors)
+
+
+def test_forget_leaves_no_term_and_no_vector_behind(pgvector_url):
+    with UnifiedMemory(pgvector_url, user_id="ada", retrieval="hybrid", embedder=HashingEmbedder(64)) as mem:
+        keep = mem.remember("I keep bees")
+        gone = mem.remember("My zyxwvut code is in the drawer")
+        assert [h.id for h in mem.recall("zyxwvut", limit=1)] == [gone]
+        mem.forget(ids=[gone])
+        storage = internals(mem).storage
+        table = internals(mem).facts.index.dense.table
+        assert storage.execute("SELECT count(*) FROM search_postings WHERE term LIKE 'zyxwvut%'").fetchone()[0] == 0
+        assert storage.execute("SELECT count(*) FROM search_terms WHERE term LIKE 'zyxwvut%'").fetchone()[0] == 0
+        for name in ("search_docs", "search_postings", table):
+            assert storage.execute(f"SELECT count(*) FROM {name} WHERE id = ?", [gone]).fetchone()[0] == 0
+        assert storage.execute(f"SELECT count(*) FROM {table} WHERE id = ?", [keep]).fetchone()[0] == 1
+        mem.forget(user_id="ada")
+        for name in ("search_docs", "search_postings", "search_terms", "search_stats", "search_filled", table):
+            assert storage.execute(f"SELECT count(*) FROM {name} WHERE user_id = 'ada'").fetchone()[0] == 0
+
+
+def test_the_same_answers_as_a_sqlite_file(pgvector_url, tmp_path):
+    from tests.conftest import Clock
+
+    said = [("Hi, I'm Ada. I'm allergic to peanuts.", "Noted."), ("My sister Maria lives in Lisbon.", "Lovely."),
+            ("I started running, training for the Lisbon marathon.", "Great!"), ("Remember my allergy.", "Sure.")]
+    answers = []
+    for target in (tmp_path / "memory.db", pgvector_url):
+        with UnifiedMemory(target, user_id="ada", retrieval="lexical", clock=Clock()) as mem:
+            for user, assistant in said:
+                mem.add_turn(user, assistant)
+            mem.remember("Ada prefers short answers", importance=0.8)
+            answers.append([[(h.tier, h.text, round(h.score, 9)) for h in mem.recall(q, limit=6)]
+                            for q in ("peanut allergy", "where does Maria live", "marathon", "short answers")])
+    assert answers[0] == answers[1]
+
+
+def test_an_existing_memory_gains_the_tables_and_reindex_rebuilds_them(pgvector_url):
+    with UnifiedMemory(pgvector_url, user_id="ada", retrieval="lexical", search="in_process") as old:
+        old.remember("I keep bees")
+        assert old.stats().search == "in-process"
+        storage = internals(old).storage
+        assert storage.execute("SELECT to_regclass('search_postings')").fetchone()[0] is None
+    with UnifiedMemory(pgvector_url, user_id="ada", retrieval="lexical") as new:
+        assert new.stats().search == "database"
+        assert [h.text for h in new.recall("bees")] == ["I keep bees"]
+        storage = internals(new).storage
+        storage.execute("DELETE FROM search_postings")  # damaged: reindex rebuilds from the rows
+        assert new.recall("bees") == []
+        assert new.reindex() == 1
+        assert [h.text for h in new.recall("bees")] == ["I keep bees"]
+
+
+def test_without_pgvector_it_searches_in_process_and_says_why_once(pg_url, caplog):
+    caplog.set_level(logging.WARNING, logger="unified_memory")
+    for _ in range(2):
+        with UnifiedMemory(pg_url, user_id="ada", retrieval="lexical") as mem:
+            mem.remember("I keep bees")
+            stats = mem.stats()
+            assert stats.search == "in-process" and "pgvector" in stats.search_reason
+            assert [h.text for h in mem.recall("bees")] == ["I keep bees"]
+    assert sum("pgvector" in r.getMessage() for r in caplog.records) == 1
+    with pytest.raises(ConfigError) as refused:
+        UnifiedMemory(pg_url, search="database")
+    assert refused.value.field == "search" and "pgvector" in str(refused.value)
+
+
+def test_a_sqlite_file_searches_in_process_and_refuses_the_database_path(tmp_path):
+    with UnifiedMemory(tmp_path / "m.db") as mem:
+        assert mem.stats().search == "in-process"
+    with pytest.raises(ConfigError) as refused:
+        UnifiedMemory(tmp_path / "m.db", search="database")
+    assert isinstance(refused.value, (UnifiedMemoryError, ValueError)) and refused.value.field == "search"
+    with pytest.raises(ConfigError) as refused:
+        UnifiedMemory(tmp_path / "m.db", search="cloud")
+    assert "search" in str(refused.value)
