@@ -14,6 +14,11 @@ question's evidence dia_ids among the dia_ids of ``recall(question, limit=k)`` (
 a slot); evidence-in-context = the same over ``context(question, max_tokens=2000,
 include_conversation=False).hits``, and no block may exceed its budget. Means are over questions.
 
+``--postgres pgvector`` (or ``postgres15``) puts every memory in one database of a throwaway
+PostgreSQL with pgvector (tests/pgvector_server.py; Debian's PostgreSQL 15 for ``postgres15``, which
+has none and so searches in-process), one user per conversation and mode, instead of in memory: what
+``docs/design/pg-search.md`` compares against SQLite.
+
 Baselines rank raw turns ``"(session date) speaker: text [caption]"``: TF-IDF cosine, BM25 without
 stemming, BM25 with our analyzer (``LexicalIndex``), MiniLM cosine, RRF(k=60) of stemmed BM25 + MiniLM.
 MiniLM embeddings are cached in memory for the run only. The dataset (CC BY-NC 4.0) is read from its
@@ -187,6 +192,7 @@ def embedder(model_dir: Path | None) -> SentenceTransformerEmbedder:
 
 
 VECTORS: VectorCache | SentenceTransformerEmbedder | None = None  # set by --vector-cache or --model
+DATABASE: str | None = None  # a PostgreSQL URL, set by --postgres
 RANKING: dict[str, float] = {}  # RankingConfig fields set by --ranking
 
 
@@ -194,7 +200,8 @@ def build_memory(sample_id: str, turns: list[Turn], retrieval: str, sessions: st
     """Ingest one conversation through the public API (see the module docstring)."""
     extra = {"embedder": VECTORS} if VECTORS is not None and retrieval != "lexical" else {}
     config = {"ranking": RANKING} if RANKING else None
-    mem = UnifiedMemory(None, user_id=sample_id, retrieval=retrieval, config=config, **extra)
+    user = sample_id if DATABASE is None else f"{sample_id}-{retrieval}-{sessions}"
+    mem = UnifiedMemory(DATABASE, user_id=user, retrieval=retrieval, config=config, **extra)
     for session in sorted({t.session for t in turns}):
         view = mem.scoped(session_id=f"session_{session}") if sessions == "scoped" else mem
         for t in (t for t in turns if t.session == session):
@@ -411,6 +418,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--questions-per-conversation", type=int, default=None,
                         help="only the first M scored questions of each")
     parser.add_argument("--retrieval", nargs="+", default=["lexical"], help="UnifiedMemory retrieval modes")
+    parser.add_argument("--postgres", choices=["pgvector", "postgres15"], default=None,
+                        help="memories in a throwaway PostgreSQL (with pgvector: the database search path)")
     parser.add_argument("--sessions", nargs="+", choices=["single", "scoped"], default=["single"],
                         help="one scope for the whole conversation, or one scope per session + end_session()")
     parser.add_argument("--baselines", nargs="*", default=list(BASELINES), choices=BASELINES)
@@ -432,6 +441,33 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--ranking: {error}")
 
     version = library_version()
+    global VECTORS, DATABASE
+    server = None
+    if args.postgres is not None:
+        server, DATABASE = start_database(args.postgres)
+    try:
+        return _run(args, parser, version)
+    finally:
+        if server is not None:
+            server.stop()
+
+
+def start_database(kind: str):
+    """A throwaway PostgreSQL server (with pgvector, or Debian's 15) and the URL of a database on it."""
+    import tempfile
+
+    from tests.pg_server import create_database, find_bindir, start_postgres
+    from tests.pgvector_server import MISSING
+    from tests.pgvector_server import find_bindir as find_pgvector
+
+    bindir = find_pgvector() if kind == "pgvector" else find_bindir()
+    if bindir is None:
+        raise SystemExit(MISSING if kind == "pgvector" else "PostgreSQL 15 is not installed: apt-get install postgresql")
+    server = start_postgres(Path(tempfile.mkdtemp(prefix="um-locomo-pg-")), bindir)
+    return server, create_database(server, "locomo")
+
+
+def _run(args: argparse.Namespace, parser: argparse.ArgumentParser, version: str) -> int:
     global VECTORS
     if args.model is not None and not args.model.is_dir():
         parser.error(f"--model: no model folder {args.model}")
