@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from scoring.embeddings import HashingEmbedder
 from scoring.lexical import LexicalIndex
-from tiers.indexes.db_vectors import DatabaseVectors
+from tiers.indexes.db_vectors import DatabaseVectors, literal
 from tiers.indexes.embedding_cache import EmbeddingCache
 from tiers.indexes.sql_lexical import DatabaseLexical
 from tiers.storage.backend import Storage
@@ -120,6 +120,16 @@ def test_vectors_in_the_database_find_the_exact_neighbours(storage, monkeypatch)
     exact = sorted(zip(docs, (matrix @ vector).tolist(), strict=True), key=lambda pair: -pair[1])[:5]
     assert {key for key, _ in dense.search("ada", vector, 5)} == {key for key, _ in exact}
     assert dense.search("bob", vector, 5) == []
+    table = dense.table  # ada's rows joined the partial HNSW index, which can answer the query
+    assert storage.execute(f"SELECT count(*) FROM {table} WHERE approximate").fetchone()[0] == len(docs)
+    with storage.atomic():  # 40 rows: the planner rightly sorts them; without sorting it must use the index
+        storage.execute("SET LOCAL enable_sort = off")
+        plan = "\n".join(r[0] for r in storage.execute(
+            f"EXPLAIN SELECT id FROM {table} WHERE approximate AND user_id = 'ada' AND kind = 'facts' "
+            f"ORDER BY embedding <=> '{literal(vector)}'::vector LIMIT 5").fetchall())
+    assert f"{table}_hnsw" in plan
+    dense.add("ada", [("d99", "peanut allergy again")])  # a large tier's new rows join the index too
+    assert storage.execute(f"SELECT approximate FROM {table} WHERE id = 'd99'").fetchone()[0] is True
 
 
 def test_a_write_on_one_host_is_found_by_another_at_once_and_neither_keeps_an_index(pgvector_url):

@@ -10,9 +10,11 @@ index. Vectors come through the :class:`~tiers.indexes.embedding_cache.Embedding
 of their parts' embeddings, as in-process.
 
 A search is exact for a user's tier of up to :data:`EXACT_UP_TO` documents (every vector of
-the user compared, read through the primary key: the same neighbours as in-process) and uses
-the HNSW index above that, with pgvector's iterative scan so the user's filter does not starve
-it. A user's tier is filled from its rows on first use, once for every host (``search_filled``).
+the user compared, read through the primary key: the same neighbours as in-process). A tier that
+grows past that is marked ``approximate``: its rows join the table's partial HNSW index, which is
+searched with pgvector's iterative scan so the user's filter does not starve it. The many small
+users never pay for HNSW inserts. A user's tier is filled from its rows on first use, once for
+every host (``search_filled``).
 """
 
 from __future__ import annotations
@@ -78,36 +80,52 @@ class DatabaseVectors:
                                      [self.table, self.cache.model, dims])
         self._ready = True
 
-    def _filled(self, user_id: str) -> bool:
-        return self.storage.execute("SELECT 1 FROM search_filled WHERE user_id = ? AND kind = ? AND part = ?",
-                                    [user_id, self.kind, self.table]).fetchone() is not None
+    def _state(self, user_id: str) -> bool | None:
+        """``None``: the user's tier is not filled yet; else whether its rows are in the HNSW index
+        (``approximate``: more than :data:`EXACT_UP_TO` documents once)."""
+        row = self.storage.execute("SELECT approximate FROM search_filled WHERE user_id = ? AND kind = ? AND part = ?",
+                                   [user_id, self.kind, self.table]).fetchone()
+        return None if row is None else bool(row[0])
 
-    def ensure(self, user_id: str) -> None:
+    def ensure(self, user_id: str) -> bool:
         """Fill the user's vectors of this tier from its rows unless done (by any host): one
-        transaction holding the database's write lock."""
+        transaction holding the database's write lock. Returns whether the tier is approximate."""
         self._prepare()
-        if self._filled(user_id):
-            return
+        state = self._state(user_id)
+        if state is not None:
+            return state
         with self.storage.atomic():
-            if self._filled(user_id):
-                return
+            state = self._state(user_id)
+            if state is not None:
+                return state
             self.storage.execute(f"DELETE FROM {self.table} WHERE user_id = ? AND kind = ?", [user_id, self.kind])
-            self._put(user_id, dict(self._loader(user_id)))
-            self.storage.execute("INSERT INTO search_filled (user_id, kind, part) VALUES (?, ?, ?)",
-                                 [user_id, self.kind, self.table])
+            docs = dict(self._loader(user_id))
+            approximate = len(docs) > EXACT_UP_TO
+            self._put(user_id, docs, approximate)
+            self.storage.execute("INSERT INTO search_filled (user_id, kind, part, approximate) VALUES (?, ?, ?, ?)",
+                                 [user_id, self.kind, self.table, approximate])
+        return approximate
+
+    def _approximate(self, user_id: str) -> None:
+        """Put the user's tier in the HNSW index from now on (it outgrew :data:`EXACT_UP_TO`)."""
+        with self.storage.atomic():
+            self.storage.execute(f"UPDATE {self.table} SET approximate = true WHERE user_id = ? AND kind = ? "
+                                 "AND NOT approximate", [user_id, self.kind])
+            self.storage.execute("UPDATE search_filled SET approximate = true WHERE user_id = ? AND kind = ? "
+                                 "AND part = ?", [user_id, self.kind, self.table])
 
     # -- writes (inside the caller's transaction) -----------------------------------------------
 
-    def _put(self, user_id: str, docs: dict[str, str]) -> None:
+    def _put(self, user_id: str, docs: dict[str, str], approximate: bool) -> None:
         if not docs:
             return
         ids = list(docs)
         vectors = document_vectors(self.cache, user_id, list(docs.values()), self._parts)
         self.storage.execute(
-            f"INSERT INTO {self.table} (user_id, kind, id, embedding) SELECT ?, ?, v.id, v.embedding::vector "
-            "FROM unnest(?::text[], ?::text[]) AS v(id, embedding) "
+            f"INSERT INTO {self.table} (user_id, kind, id, embedding, approximate) "
+            "SELECT ?, ?, v.id, v.embedding::vector, ? FROM unnest(?::text[], ?::text[]) AS v(id, embedding) "
             "ON CONFLICT (user_id, kind, id) DO UPDATE SET embedding = excluded.embedding",
-            [user_id, self.kind, ids, [literal(v) for v in vectors]])
+            [user_id, self.kind, approximate, ids, [literal(v) for v in vectors]])
 
     def add(self, user_id: str, items: Iterable[tuple[str, str]]) -> None:
         """Embed and store new or changed documents, if the user's tier is filled (else
@@ -116,13 +134,13 @@ class DatabaseVectors:
         if not docs:
             return
         self._prepare()
-        if not self._filled(user_id):  # embedded now, into the cache the fill reads
+        if self._state(user_id) is None:  # embedded now, into the cache the fill reads
             document_vectors(self.cache, user_id, list(docs.values()), self._parts)
             return
         if self._deferring:
             self._pending.setdefault(user_id, {}).update(docs)
         else:
-            self._put(user_id, docs)
+            self._put(user_id, docs, bool(self._state(user_id)))
 
     @contextlib.contextmanager
     def defer(self) -> Iterator[None]:
@@ -144,7 +162,7 @@ class DatabaseVectors:
         for user in [user_id] if user_id is not None else list(self._pending):
             docs = self._pending.pop(user, None)
             if docs:
-                self._put(user, docs)
+                self._put(user, docs, bool(self._state(user)))
 
     def remove(self, user_id: str, ids: Iterable[str]) -> None:
         """Delete these documents' vectors."""
@@ -173,14 +191,17 @@ class DatabaseVectors:
 
     def search(self, user_id: str, vector: object, limit: int) -> list[tuple[str, float]]:
         """The user's ``limit`` documents most similar to ``vector``: ``[(id, cosine)]``, best first."""
-        self.ensure(user_id)
+        approximate = self.ensure(user_id)
         if user_id in self._pending:  # a search inside a deferred write sees its documents
             self._flush(user_id)
         query = literal(np.asarray(vector))
-        count = self.storage.execute("SELECT count(*) FROM (SELECT 1 FROM " + self.table +
-                                     " WHERE user_id = ? AND kind = ? LIMIT ?) AS c",
-                                     [user_id, self.kind, EXACT_UP_TO + 1]).fetchone()[0]
-        if count <= EXACT_UP_TO:  # every vector of the user: the ORDER BY cannot use the HNSW index
+        if not approximate:
+            count = self.storage.execute(f"SELECT count(*) FROM (SELECT 1 FROM {self.table} WHERE user_id = ? "
+                                         "AND kind = ? LIMIT ?) AS c", [user_id, self.kind, EXACT_UP_TO + 1]).fetchone()[0]
+            if count > EXACT_UP_TO:
+                self._approximate(user_id)
+                approximate = True
+        if not approximate:  # every vector of the user: the ORDER BY cannot use the HNSW index
             rows = self.storage.execute(
                 f"SELECT id, 1 - (embedding <=> ?::vector) AS similarity FROM {self.table} "
                 "WHERE user_id = ? AND kind = ? ORDER BY similarity DESC, id LIMIT ?",
@@ -191,7 +212,7 @@ class DatabaseVectors:
                                      "set_config('hnsw.ef_search', ?, false)", [str(max(40, 2 * int(limit)))])
                 rows = self.storage.execute(
                     f"SELECT id, 1 - (embedding <=> ?::vector) AS similarity FROM {self.table} "
-                    "WHERE user_id = ? AND kind = ? ORDER BY embedding <=> ?::vector LIMIT ?",
+                    "WHERE approximate AND user_id = ? AND kind = ? ORDER BY embedding <=> ?::vector LIMIT ?",
                     [query, user_id, self.kind, query, int(limit)]).fetchall()
             rows.sort(key=lambda row: -row[1])  # relaxed order: nearly sorted
         return [(row[0], float(row[1])) for row in rows]

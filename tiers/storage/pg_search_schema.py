@@ -14,8 +14,8 @@ in each process's memory:
   also says the user's tier is filled: a user without one is filled from the tier's rows
   on first use (:mod:`tiers.indexes.sql_lexical`), once for every host;
 - ``search_models``: one vector table per embedding model (``search_vectors_<hash>``, its
-  dimension fixed, with an HNSW index for cosine distance), and ``search_filled``: which
-  users' tiers each vector table holds.
+  dimension fixed, with an HNSW index for cosine distance over the rows of large users' tiers),
+  and ``search_filled``: which users' tiers each vector table holds, and which of them are large.
 
 Every table is derived from the tiers' rows (:data:`tiers.storage.user_tables.DERIVED_PREFIX`):
 never exported, deleted with its user, rebuilt by ``reindex``.
@@ -85,6 +85,7 @@ CREATE TABLE IF NOT EXISTS search_filled (
     user_id TEXT COLLATE "C" NOT NULL,
     kind TEXT COLLATE "C" NOT NULL,
     part TEXT COLLATE "C" NOT NULL,
+    approximate BOOLEAN NOT NULL DEFAULT false,
     PRIMARY KEY (user_id, kind, part)
 )
 """
@@ -100,12 +101,16 @@ def vector_table(model: str) -> str:
 
 def vector_table_ddl(table: str, dims: int) -> list[str]:
     """The statements that create the vector table ``table`` of ``dims`` dimensions and its HNSW
-    index (cosine distance), if missing."""
+    index (cosine distance), if missing. The index holds only the rows marked ``approximate``:
+    those of users' tiers too large to compare every vector (:mod:`tiers.indexes.db_vectors`), so
+    the many small users never pay for HNSW inserts."""
     if not _TABLE.fullmatch(table) or isinstance(dims, bool) or not isinstance(dims, int) or not 0 < dims <= 16000:
         raise ValueError(f"vector table {table!r} of {dims!r} dimensions")
     return [f'CREATE TABLE IF NOT EXISTS {table} (user_id TEXT COLLATE "C" NOT NULL, kind TEXT COLLATE "C" NOT NULL, '
-            f'id TEXT COLLATE "C" NOT NULL, embedding vector({dims}) NOT NULL, PRIMARY KEY (user_id, kind, id))',
-            f"CREATE INDEX IF NOT EXISTS {table}_hnsw ON {table} USING hnsw (embedding vector_cosine_ops)"]
+            f'id TEXT COLLATE "C" NOT NULL, embedding vector({dims}) NOT NULL, '
+            "approximate BOOLEAN NOT NULL DEFAULT false, PRIMARY KEY (user_id, kind, id))",
+            f"CREATE INDEX IF NOT EXISTS {table}_hnsw ON {table} USING hnsw (embedding vector_cosine_ops) "
+            "WHERE approximate"]
 
 
 def extension_state(conn: Any) -> tuple[str | None, str | None]:
