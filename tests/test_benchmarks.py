@@ -197,3 +197,23 @@ def test_locomo_units_benchmark_tiny_run(tmp_path):
     assert len(rows) == 3, rows  # turn, turn+sentences, sentences
     for row in rows:  # two questions, two turns: the nearest 10 hold every turn
         assert row.rstrip(" |").endswith("1.000"), row
+
+
+def test_stateless_benchmark_quick_run(tmp_path, pgvector_server):
+    """Stateless hosts, tiny: 2 hosts on PostgreSQL with pgvector, every user on every host, a mixed
+    load and a bulk import; the report has every section and no request failed."""
+    pytest.importorskip("httpx")
+    out, figures = tmp_path / "stateless.md", tmp_path / "stateless.json"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])}
+    done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "stateless.py"), "--quick", "--dir",
+                           str(tmp_path / "files"), "--out", str(out), "--json", str(figures)],
+                          capture_output=True, text=True, timeout=600, cwd=ROOT, env=env)
+    assert done.returncode == 0, done.stderr[-3000:]
+    text = out.read_text(encoding="utf-8")
+    for expected in ("# Stateless hosts", "Search path of the memory: `database`", "## Every user recalled on every host",
+                     "## Mixed load", "## Bulk import through host A", "## Targets (issue 39)", "| 0 errors | 0 |"):
+        assert expected in text, expected
+    result = json.loads(figures.read_text(encoding="utf-8"))
+    assert [level["users"] for level in result["levels"]] == [6, 12]
+    assert all(len(level["latency"]["warm"]) == level["users"] * 2 for level in result["levels"])
+    assert result["bulk"]["facts"] == 300 and result["mix"]["errors"] == 0

@@ -35,11 +35,22 @@ from typing import Any
 from scoring.errors import StorageError
 from tiers.storage.pg_schema import statements
 
-__all__ = ["SEARCH_PG", "SEARCH_VERSION", "vector_table", "vector_table_ddl", "extension_state", "prepare_search",
+__all__ = ["SEARCH_PG", "SEARCH_VERSION", "MIN_PGVECTOR", "vector_table", "vector_table_ddl", "extension_state", "prepare_search",
            "statements"]
 
 #: The version of these tables, in ``meta`` under ``search_schema``.
 SEARCH_VERSION = 1
+#: The oldest pgvector used: 0.8.0 brought the iterative index scans a filtered HNSW search needs.
+MIN_PGVECTOR = (0, 8, 0)
+
+
+def _version(text: str) -> tuple[int, ...]:
+    """``"0.8.2"`` as ``(0, 8, 2)`` (a part that is not a number counts as 0).
+
+    >>> _version("0.8.2") >= MIN_PGVECTOR, _version("0.7.4") >= MIN_PGVECTOR
+    (True, False)
+    """
+    return tuple(int(part) if part.isdigit() else 0 for part in text.split("."))
 
 SEARCH_PG = """
 CREATE TABLE IF NOT EXISTS search_docs (
@@ -134,6 +145,10 @@ def prepare_search(conn: Any, where: str) -> str | None:
     if installed is None and available is None:
         return (f"{where}: the server has no pgvector (the 'vector' extension): searching in-process "
                 "(install pgvector on the server and CREATE EXTENSION vector, see docs/deployment.md)")
+    version = installed or available or ""
+    if _version(version) < MIN_PGVECTOR:
+        return (f"{where}: pgvector {version} is older than {'.'.join(map(str, MIN_PGVECTOR))} (its HNSW scans "
+                "cannot filter by user): searching in-process (ALTER EXTENSION vector UPDATE)")
     ready = conn.execute("SELECT value FROM meta WHERE key = 'search_schema'").fetchone()
     if installed is not None and ready is not None and ready[0] == str(SEARCH_VERSION):
         return None  # already there: opening writes nothing
