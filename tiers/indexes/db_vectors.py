@@ -195,26 +195,22 @@ class DatabaseVectors:
         if user_id in self._pending:  # a search inside a deferred write sees its documents
             self._flush(user_id)
         query = literal(np.asarray(vector))
-        if not approximate:
-            count = self.storage.execute(f"SELECT count(*) FROM (SELECT 1 FROM {self.table} WHERE user_id = ? "
-                                         "AND kind = ? LIMIT ?) AS c", [user_id, self.kind, EXACT_UP_TO + 1]).fetchone()[0]
-            if count > EXACT_UP_TO:
-                self._approximate(user_id)
-                approximate = True
-        if not approximate:  # every vector of the user: the ORDER BY cannot use the HNSW index
-            rows = self.storage.execute(
-                f"SELECT id, 1 - (embedding <=> ?::vector) AS similarity FROM {self.table} "
+        if not approximate:  # every vector of the user (the ORDER BY cannot use the HNSW index), and their count
+            found = self.storage.execute(
+                f"SELECT id, 1 - (embedding <=> ?::vector) AS similarity, count(*) OVER () FROM {self.table} "
                 "WHERE user_id = ? AND kind = ? ORDER BY similarity DESC, id LIMIT ?",
                 [query, user_id, self.kind, int(limit)]).fetchall()
-        else:
-            with self.storage.lock:  # both statements on the main connection, which keeps the settings
-                self.storage.execute("SELECT set_config('hnsw.iterative_scan', 'relaxed_order', false), "
-                                     "set_config('hnsw.ef_search', ?, false)", [str(max(40, 2 * int(limit)))])
-                rows = self.storage.execute(
-                    f"SELECT id, 1 - (embedding <=> ?::vector) AS similarity FROM {self.table} "
-                    "WHERE approximate AND user_id = ? AND kind = ? ORDER BY embedding <=> ?::vector LIMIT ?",
-                    [query, user_id, self.kind, query, int(limit)]).fetchall()
-            rows.sort(key=lambda row: -row[1])  # relaxed order: nearly sorted
+            if found and found[0][2] > EXACT_UP_TO:  # too many to compare every one next time
+                self._approximate(user_id)
+            return [(row[0], float(row[1])) for row in found]
+        with self.storage.lock:  # both statements on the main connection, which keeps the settings
+            self.storage.execute("SELECT set_config('hnsw.iterative_scan', 'relaxed_order', false), "
+                                 "set_config('hnsw.ef_search', ?, false)", [str(max(40, 2 * int(limit)))])
+            rows = self.storage.execute(
+                f"SELECT id, 1 - (embedding <=> ?::vector) AS similarity FROM {self.table} "
+                "WHERE approximate AND user_id = ? AND kind = ? ORDER BY embedding <=> ?::vector LIMIT ?",
+                [query, user_id, self.kind, query, int(limit)]).fetchall()
+        rows.sort(key=lambda row: -row[1])  # relaxed order: nearly sorted
         return [(row[0], float(row[1])) for row in rows]
 
     def similarity(self, user_id: str, vector: object, ids: Iterable[str]) -> dict[str, float]:

@@ -170,15 +170,25 @@ class DatabaseLexical:
         first, scored as :meth:`scoring.lexical.LexicalIndex.search` scores them; only those
         named in ``keys`` and passing ``keys_allowed``, when given."""
         terms = list(dict.fromkeys(analyze(query)))
-        if not terms:
+        if not terms or (keys is not None and not keys):
             return []
-        docs, total = self.fill(user_id)
-        if not docs or (keys is not None and not keys):
+        # The tier's totals and the query terms' document frequencies in one round trip (no row:
+        # the user's tier is not filled yet).
+        rows = self._storage.execute(
+            "SELECT s.docs, s.total_length, t.term, t.df FROM search_stats s LEFT JOIN search_terms t "
+            "ON t.user_id = s.user_id AND t.kind = s.kind AND t.term = ANY(?) WHERE s.user_id = ? AND s.kind = ?",
+            [terms, user_id, self._kind]).fetchall()
+        if rows:
+            docs, total = int(rows[0][0]), int(rows[0][1])
+            df = {row[2]: row[3] for row in rows if row[2] is not None}
+        else:
+            docs, total = self.fill(user_id)
+            df = dict(self._storage.execute(
+                "SELECT term, df FROM search_terms WHERE user_id = ? AND kind = ? AND term = ANY(?)",
+                [user_id, self._kind, terms]).fetchall())
+        if not docs:
             return []
         k1, b = self._k1, self._b
-        df = dict(self._storage.execute(
-            "SELECT term, df FROM search_terms WHERE user_id = ? AND kind = ? AND term = ANY(?)",
-            [user_id, self._kind, terms]).fetchall())
         absent = math.log(1.0 + (docs + 0.5) / 0.5) * (k1 + 1.0)
         bound = 0.0
         held, idfs, positions = [], [], []
