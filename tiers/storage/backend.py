@@ -138,10 +138,12 @@ class Storage:
         if is_url(target):
             backend = PostgresBackend(str(target), busy_timeout_ms=busy_timeout_ms, pool_size=pool_size,
                                       search="in_process" if search == "in_process" else "auto")
-            reason = backend.search_reason
         else:
             backend = SQLiteBackend(target, busy_timeout_ms=busy_timeout_ms)
-            reason = "search: a SQLite file searches in-process"
+        # A SQLite file has no reason attribute: it always searches in-process.
+        reason: str | None = getattr(backend, "search_reason", "search: a SQLite file searches in-process")
+        if search == "in_process":
+            reason = reason or "search: in_process was asked for"
         if search == "database" and reason is not None:
             backend.close()
             raise ConfigError(f"search: 'database' needs PostgreSQL with pgvector; {reason}", field="search")
