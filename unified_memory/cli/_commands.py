@@ -13,7 +13,7 @@ import argparse
 from collections.abc import Sequence
 
 from unified_memory.cli._common import emit, open_memory, user_of
-from unified_memory.cli._format import format_pairs, format_table
+from unified_memory.cli._format import format_pairs, format_table, progress
 from unified_memory.types import ContextBlock, Entity, Episode, Fact, RecallHit, Triple
 
 __all__ = [
@@ -168,8 +168,8 @@ def cmd_stats(args: argparse.Namespace) -> int:
 
 def cmd_reindex(args: argparse.Namespace) -> int:
     """``reindex [--all-users]``."""
-    with open_memory(args) as mem:
-        users = mem.reindex(all_users=args.all_users)
+    with open_memory(args) as mem, progress() as bar:
+        users = mem.reindex(all_users=args.all_users, progress=bar)
         scope = "every user" if args.all_users else f"user {user_of(args)!r}"
         emit(args, {"users": users, "retrieval": mem.retrieval},
              lambda: f"reindexed {users} user{'s' if users != 1 else ''} ({scope}, {mem.retrieval} retrieval)")

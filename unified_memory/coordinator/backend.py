@@ -129,16 +129,17 @@ class Backend:
             for partitions in self.dense.partitions.values():
                 partitions.ensure(user_id)
 
-    def reindex(self, users: list[str]) -> None:
+    def reindex(self, users: list[str], *, progress: Callable[[int, int], Any] | None = None) -> None:
         """Rebuild the lexical indexes (and the vectors, when dense retrieval is on) of ``users``.
         On the database search path the tables are rebuilt from the rows now, user by user."""
         if self.storage.search == "database":
-            for user in users:
+            for done, user in enumerate(users, start=1):
                 with self.storage.atomic():
                     for documents in self.indexes:
                         documents.reset(user)
-                for documents in self.indexes:
-                    documents.fill(user)
+                        documents.fill(user)
+                if progress is not None:
+                    progress(done, len(users))
             return
         for documents in self.indexes:
             for user in users:
@@ -146,6 +147,8 @@ class Backend:
         if self.dense is not None:
             with self.storage.atomic():
                 self.dense.rebuild(users)
+        if progress is not None:
+            progress(len(users), len(users))
 
     def close(self) -> None:
         """Save large lexical indexes (so the next process restores them), then close (idempotent)."""

@@ -318,10 +318,13 @@ class WritingAPI(ReadingAPI):
         """
         return forget(self._view, user_id=user_id, ids=ids)
 
-    def reindex(self, *, all_users: bool = False) -> int:
+    def reindex(self, *, all_users: bool = False, progress: Callable[[int, int], Any] | None = None) -> int:
         """Rebuild the indexes derived from SQLite (lexical, and vectors when dense
         retrieval is on) for this user, or for every user in the file. Returns how
-        many users were reindexed.
+        many users were reindexed. On the database search path (PostgreSQL with pgvector)
+        the search tables are rebuilt from the rows, user by user, each in its own
+        transaction (an interrupted reindex keeps the users done); ``progress(done, total)``
+        is called after each user.
 
         >>> from unified_memory import UnifiedMemory
 
@@ -333,7 +336,9 @@ class WritingAPI(ReadingAPI):
         users = [self._view.scope.user_id]
         if check_bool("all_users", all_users):
             users = self.users()
-        self._view.backend.reindex(users)
+        if progress is not None and not callable(progress):
+            raise wrong_type("progress", "callable or None", progress)
+        self._view.backend.reindex(users, progress=progress)
         return len(users)
 
     def report_failure(self, kind: str, error: str) -> None:
