@@ -224,3 +224,34 @@ def test_a_sqlite_file_searches_in_process_and_refuses_the_database_path(tmp_pat
     with pytest.raises(ConfigError) as refused:
         UnifiedMemory(tmp_path / "m.db", search="cloud")
     assert "search" in str(refused.value)
+
+
+def test_migrate_into_the_database_path_fills_the_search_tables(pgvector_url, tmp_path):
+    from unified_memory.io.migrate import migrate_database
+
+    source = tmp_path / "memory.db"
+    with UnifiedMemory(source, user_id="ada", retrieval="lexical") as mem:
+        mem.remember("I keep bees")
+        mem.scoped(user_id="bob").remember("Bob plays jazz")
+    seen = []
+    report = migrate_database(source, pgvector_url, progress=lambda done, total: seen.append((done, total)))
+    assert report.verified and report.indexed_users == 2 and seen == [(1, 2), (2, 2)]
+    with UnifiedMemory(pgvector_url, user_id="bob", retrieval="lexical") as mem:
+        storage = internals(mem).storage
+        filled = storage.execute("SELECT user_id, docs FROM search_stats WHERE kind = 'facts' ORDER BY user_id").fetchall()
+        assert [tuple(row) for row in filled] == [("ada", 1), ("bob", 1)]
+        assert [h.text for h in mem.recall("jazz")] == ["Bob plays jazz"]
+
+
+def test_the_cli_says_which_search_path(pgvector_url, pg_url):
+    import json
+    import subprocess
+    import sys
+
+    for url, expected in ((pgvector_url, "database"), (pg_url, "in-process")):
+        with UnifiedMemory(url, retrieval="lexical") as mem:
+            mem.remember("I keep bees")
+        done = subprocess.run([sys.executable, "-m", "unified_memory", "--db", url, "--json", "stats"],
+                              capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stderr
+        assert json.loads(done.stdout)["search"] == expected

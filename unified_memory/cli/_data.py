@@ -140,12 +140,14 @@ def cmd_migrate(args: argparse.Namespace) -> int:
 
     if not is_url(args.source) and not Path(args.source).exists():
         raise CliError(f"migrate: no memory file at {args.source!r}")
-    report = migrate_database(args.source, args.destination)
+    with progress() as bar:
+        report = migrate_database(args.source, args.destination, progress=bar)
     names = [displayed(t) for t in (args.source, args.destination)]
     total = sum(report.rows.values())
     emit(args, {"source": names[0], "destination": names[1], "rows": report.rows, "users": report.users,
-                "verified": report.verified},
+                "verified": report.verified, "indexed_users": report.indexed_users},
          lambda: f"migrated {total} rows of {len(report.users)} users from {names[0]} to {names[1]} "
-                 "(verified: the same rows on both sides)")
+                 "(verified: the same rows on both sides)"
+                 + (f"; search tables filled for {report.indexed_users} users" if report.indexed_users else ""))
     return 0
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 import io
 import os
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -44,6 +45,8 @@ class MigrationReport:
     rows: dict[str, int] = field(default_factory=dict)
     users: list[str] = field(default_factory=list)
     verified: bool = False
+    #: Users whose search tables were filled (a destination on the database search path), else 0.
+    indexed_users: int = 0
 
 
 def _export(target: str | os.PathLike[str]) -> list[str]:
@@ -60,12 +63,17 @@ def _rows(storage: Storage, table: str) -> list[dict[str, Any]]:
     return storage.query(f"SELECT * FROM {quote_name(table)}")
 
 
-def migrate_database(source: str | os.PathLike[str], destination: str | os.PathLike[str]) -> MigrationReport:
+def migrate_database(source: str | os.PathLike[str], destination: str | os.PathLike[str], *,
+                     progress: Callable[[int, int], Any] | None = None) -> MigrationReport:
     """Copy the memory at ``source`` (a SQLite file or a ``postgresql://`` URL) to
     ``destination`` (either), which must hold no memories or keys yet; returns what was copied.
     Raises :class:`~unified_memory.errors.ConflictError` for a destination already in use and
     :class:`~unified_memory.errors.StorageError` when the copy does not match its source
-    (nothing is left half-copied: the import is one transaction)."""
+    (nothing is left half-copied: the import is one transaction).
+
+    A destination that searches in the database (PostgreSQL with pgvector) then gets its BM25
+    tables filled, user by user (``progress(done, users)`` after each); its vectors are filled
+    at each user's first dense search, from the copied embedding cache (no text is embedded again)."""
     from unified_memory.memory import UnifiedMemory
 
     if os.fspath(source) == os.fspath(destination):
@@ -94,6 +102,9 @@ def migrate_database(source: str | os.PathLike[str], destination: str | os.PathL
         raise StorageError("destination: the copy differs from the source after migrating; "
                            "nothing else was changed in the source", field="destination")
     report.verified = True
+    with UnifiedMemory(destination, retrieval="lexical") as target:
+        if target.stats().search == "database":
+            report.indexed_users = target.reindex(all_users=True, progress=progress)
     return report
 
 
