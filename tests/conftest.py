@@ -221,13 +221,29 @@ BOTH_BACKENDS: tuple[str, ...] = ("tests/tiers/", "tests/unified_memory/", "test
 _ROOT = Path(__file__).resolve().parents[1]
 
 
+#: Where the PostgreSQL half runs a third time on the database search path (``[pgvector]``: the
+#: suite's PostgreSQL with pgvector, tests/pgvector_server.py), the reliability suites (issue 39).
+PGVECTOR_TOO: tuple[str, ...] = ("tests/reliability/",)
+
+
 def pytest_generate_tests(metafunc):
     if "storage_backend" not in metafunc.fixturenames:
         return
     where = Path(str(metafunc.definition.fspath)).resolve().relative_to(_ROOT).as_posix()
     if where.startswith(BOTH_BACKENDS) and metafunc.definition.get_closest_marker("sqlite_only") is None:
-        metafunc.parametrize("storage_backend", ["sqlite", pytest.param("postgresql", marks=pytest.mark.postgresql)],
-                             indirect=True)
+        params = ["sqlite", pytest.param("postgresql", marks=pytest.mark.postgresql)]
+        if where.startswith(PGVECTOR_TOO):
+            params.append(pytest.param("pgvector", marks=[pytest.mark.postgresql, pytest.mark.pgvector]))
+        metafunc.parametrize("storage_backend", params, indirect=True)
+
+
+@pytest.fixture
+def database_server(request):
+    """The PostgreSQL server of the test's ``storage_backend``: the suite's PostgreSQL with pgvector
+    for ``[pgvector]`` (the database search path), else Debian's PostgreSQL 15."""
+    callspec = getattr(request.node, "callspec", None)
+    variant = callspec.params.get("storage_backend") if callspec is not None else None
+    return request.getfixturevalue("pgvector_server" if variant == "pgvector" else "postgres_server")
 
 
 def pytest_collection_modifyitems(config, items):
@@ -256,16 +272,18 @@ def pytest_collection_modifyitems(config, items):
 def storage_backend(request, monkeypatch):
     """``"sqlite"``, or ``"postgresql"``: then every database the test opens, in memory or at a
     path, is a database of its own on the suite's PostgreSQL server (one per path, so reopening a
-    path reopens its data), dropped after the test."""
+    path reopens its data), dropped after the test. The ``[pgvector]`` variant is ``"postgresql"``
+    too, on the PostgreSQL with pgvector (:func:`database_server`): the database search path."""
     name = getattr(request, "param", "sqlite")
-    if name != "postgresql":
+    if name not in ("postgresql", "pgvector"):
         yield name
         return
+    name = "postgresql"
     import tiers.storage.backend
     from tests.pg_server import create_database, drop_database
     from tiers.storage.postgres_backend import PostgresBackend
 
-    server = request.getfixturevalue("postgres_server")
+    server = request.getfixturevalue("database_server")
     by_path: dict[str, str] = {}
     created: list[str] = []
 

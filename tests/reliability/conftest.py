@@ -69,7 +69,7 @@ def service_database(request: pytest.FixtureRequest, backend: str, directory: Pa
         return
     from tests.pg_server import create_database, drop_database
 
-    server = request.getfixturevalue("postgres_server")
+    server = request.getfixturevalue("database_server")
     url = create_database(server)
     try:
         yield url
@@ -87,9 +87,11 @@ def one_per_backend(tmp_path_factory: pytest.TempPathFactory, name: str,
         running: dict[str, Any] = {}
 
         def on(backend: str, request: pytest.FixtureRequest) -> Any:
-            if backend not in running:
+            callspec = getattr(request.node, "callspec", None)  # [pgvector]: another server, another service
+            variant = callspec.params.get("storage_backend", backend) if callspec is not None else backend
+            if variant not in running:
                 db = stack.enter_context(service_database(request, backend, tmp_path_factory.mktemp(name)))
-                running[backend] = stack.enter_context(start(db))
-            return running[backend]
+                running[variant] = stack.enter_context(start(db))
+            return running[variant]
 
         yield on

@@ -544,7 +544,7 @@ def crash_files(tmp_path, storage_backend, request):
         return
     from tests.pg_server import create_database, drop_database
 
-    server = request.getfixturevalue("postgres_server")
+    server = request.getfixturevalue("database_server")
     created = []
     try:
         for args in files.values():

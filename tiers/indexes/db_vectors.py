@@ -100,6 +100,8 @@ class DatabaseVectors:
                 return state
             self.storage.execute(f"DELETE FROM {self.table} WHERE user_id = ? AND kind = ?", [user_id, self.kind])
             docs = dict(self._loader(user_id))
+            if not docs:  # nothing to index: no row names the user (a forgotten user leaves no trace)
+                return False
             approximate = len(docs) > EXACT_UP_TO
             self._put(user_id, docs, approximate)
             self.storage.execute("INSERT INTO search_filled (user_id, kind, part, approximate) VALUES (?, ?, ?, ?)",

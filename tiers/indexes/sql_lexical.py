@@ -11,7 +11,8 @@ here at write and query time), the same BM25 (``k1``, ``b``, idf, the query's up
   transaction (:meth:`add`, :meth:`remove`), so every host searches it the moment it commits;
 - a user's tier is filled from its rows the first time it is searched (:meth:`fill`): once,
   in a transaction, for every host (``search_stats`` holds a row for a filled user's tier);
-  until then its writes leave the tables alone;
+  until then its writes leave the tables alone. A tier with no rows is not marked: no search
+  leaves a row naming a user who has nothing (a forgotten user, say);
 - a host holds nothing per user: :meth:`invalidate` has nothing to forget.
 
 The tables are in :mod:`tiers.storage.pg_search_schema`.
@@ -76,9 +77,12 @@ class DatabaseLexical:
             if found is not None:
                 return found
             self._clear(user_id)
+            docs = dict(self._loader(user_id))
+            if not docs:  # nothing to index: no row names the user (a forgotten user leaves no trace)
+                return 0, 0
             self._storage.execute("INSERT INTO search_stats (user_id, kind, docs, total_length) VALUES (?, ?, 0, 0)",
                                   [user_id, self._kind])
-            self._write(user_id, dict(self._loader(user_id)), [])
+            self._write(user_id, docs, [])
             found = self._filled(user_id)
         assert found is not None
         return found
