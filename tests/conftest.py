@@ -37,7 +37,6 @@ def _temp_root_in_memory() -> None:
 _temp_root_in_memory()
 
 from tests.hypothesis_profiles import scale_written_budgets  # noqa: E402  (loads the profile: dev, ci or thorough)
-from tests.scheduling import arrange, load_durations  # noqa: E402
 
 DAY = 86400.0
 T0 = 1_700_000_000.0  # 2023-11-14, a fixed "now" so tests are repeatable
@@ -261,11 +260,6 @@ def pytest_collection_modifyitems(config, items):
                 isinstance(value, str) and value in ("postgres", "postgresql") for value in params.values()):
             item.add_marker(pytest.mark.postgresql)
     scale_written_budgets(items)
-    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT") or 0)  # set in each xdist worker
-    if workers > 1:  # the long tests first, spread over the workers (tests/scheduling.py)
-        by_id = {item.nodeid: item for item in items}
-        if len(by_id) == len(items):
-            items[:] = [by_id[test_id] for test_id in arrange(list(by_id), load_durations(), workers=workers)]
 
 
 @pytest.fixture(autouse=True)
