@@ -33,18 +33,26 @@ __all__ = ["DatabaseLexical", "Loader"]
 
 Loader = Callable[[str], Iterable[tuple[str, str]]]
 
+# One index range per query term (the primary key's prefix), whatever the planner's statistics say:
+# OFFSET 0 keeps the lateral subquery from being flattened into a join that a table not analysed
+# yet (rows just written) plans as a scan of every posting of the user. The matched terms come back
+# as a bit mask of their positions in the query (a hash aggregate; array_agg(... ORDER BY) sorts).
 _SEARCH = """
 SELECT p.id AS id,
        SUM(p.tf * (w.idf * ?) / (p.tf + ? * (p.length * ? / ? + ?))) AS score,
-       array_agg(p.term ORDER BY w.pos) AS matched,
+       bit_or(w.bit) AS matched,
        MIN(p.seq) AS seq
-FROM unnest(?::text[], ?::float8[], ?::int[]) AS w(term, idf, pos)
-JOIN search_postings p ON p.user_id = ? AND p.kind = ? AND p.term = w.term
-{only}
+FROM unnest(?::text[], ?::float8[], ?::bigint[]) AS w(term, idf, bit)
+CROSS JOIN LATERAL (
+    SELECT id, tf, length, seq FROM search_postings
+    WHERE user_id = ? AND kind = ? AND term = w.term {only}
+    OFFSET 0
+) AS p
 GROUP BY p.id
 ORDER BY score DESC, seq ASC
 {limit}
 """
+_MASK_BITS = 62  # query terms a bigint mask holds; a longer query is searched in parts of the mask
 
 
 class DatabaseLexical:
@@ -150,6 +158,7 @@ class DatabaseLexical:
                     "INSERT INTO search_postings (user_id, kind, term, id, tf, length, seq) SELECT ?, ?, * "
                     "FROM unnest(?::text[], ?::text[], ?::int[], ?::int[], ?::bigint[])",
                     [user_id, kind, terms, post_ids, tfs, post_lengths, post_seqs])
+                storage.rows_added("search_postings", len(terms))  # the planner's statistics follow bulk writes
             docs_delta += len(ids)
             length_delta += sum(lengths)
         changed = sorted(term for term, delta in df.items() if delta)  # one order for every writer
@@ -195,8 +204,8 @@ class DatabaseLexical:
         k1, b = self._k1, self._b
         absent = math.log(1.0 + (docs + 0.5) / 0.5) * (k1 + 1.0)
         bound = 0.0
-        held, idfs, positions = [], [], []
-        for position, term in enumerate(terms):
+        held, idfs = [], []
+        for term in terms:
             count = int(df.get(term, 0))
             if count <= 0:
                 bound += absent
@@ -205,13 +214,14 @@ class DatabaseLexical:
             bound += idf * (k1 + 1.0)
             held.append(term)
             idfs.append(idf)
-            positions.append(position)
         if not held:
             return []
-        params: list[Any] = [k1 + 1.0, k1, b, total / docs, 1.0 - b, held, idfs, positions, user_id, self._kind]
+        held, idfs = held[:_MASK_BITS], idfs[:_MASK_BITS]  # (a query of more distinct terms: its first 62 held)
+        params: list[Any] = [k1 + 1.0, k1, b, total / docs, 1.0 - b, held, idfs, [1 << i for i in range(len(held))],
+                             user_id, self._kind]
         only = ""
         if keys is not None:
-            only = "WHERE p.id = ANY(?)"
+            only = "AND id = ANY(?)"
             params.append([k for k in keys if isinstance(k, str)])
         sql_limit = ""
         if limit is not None and keys_allowed is None:
@@ -219,10 +229,11 @@ class DatabaseLexical:
             params.append(int(limit))
         rows = self._storage.execute(_SEARCH.format(only=only, limit=sql_limit), params).fetchall()
         found = []
-        for item_id, score, matched, _seq in rows:
+        for item_id, score, mask, _seq in rows:
             if keys_allowed is not None and not keys_allowed(item_id):
                 continue
-            found.append(LexicalMatch(item_id, float(score), min(float(score) / bound, 1.0), tuple(matched)))
+            matched = tuple(term for i, term in enumerate(held) if mask >> i & 1)  # in query order
+            found.append(LexicalMatch(item_id, float(score), min(float(score) / bound, 1.0), matched))
             if limit is not None and len(found) >= limit:
                 break
         return found
