@@ -280,10 +280,10 @@ class AsyncAPI(ItemsAPI):
         """Async :meth:`clear` (runs in a worker thread)."""
         return await self._run(self.clear, include_long_term)
 
-    async def areindex(self, *, all_users: bool = False) -> int:
+    async def areindex(self, *, all_users: bool = False, progress: Callable[[int, int], Any] | None = None) -> int:
         """Async :meth:`reindex` (runs in a worker thread)."""
         lanes = EVERY_USER if all_users is True else self._lanes_of()
-        return await self._queued(lanes, self.reindex, all_users=all_users)
+        return await self._queued(lanes, self.reindex, all_users=all_users, progress=progress)
 
     async def afacts(
         self,
