@@ -26,7 +26,7 @@ import numpy as np
 
 from tiers.indexes.embedding_cache import EmbeddingCache
 from tiers.indexes.sql_lexical import Loader
-from tiers.indexes.vectors import document_vectors
+from tiers.indexes.vectors import deferring, document_vectors
 from tiers.storage.backend import Storage
 from tiers.storage.pg_search_schema import vector_table, vector_table_ddl
 
@@ -148,17 +148,8 @@ class DatabaseVectors:
     def defer(self) -> Iterator[None]:
         """Hold documents added inside the block and embed them in one batch when it ends
         (inside the write: a failure rolls the write back with them)."""
-        with self.storage.lock:
-            self._deferring += 1
-            try:
-                yield
-            except BaseException:
-                self._pending.clear()
-                raise
-            finally:
-                self._deferring -= 1
-            if not self._deferring:
-                self._flush()
+        with deferring(self, self._pending.clear):
+            yield
 
     def _flush(self, user_id: str | None = None) -> None:
         for user in [user_id] if user_id is not None else list(self._pending):

@@ -23,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 from collections.abc import Callable, Iterable, Iterator
+from typing import Any
 
 import numpy as np
 
@@ -37,6 +38,24 @@ from tiers.storage.journal import Change, IndexJournal, replay
 __all__ = ["content_hash", "EmbeddingCache", "NumpyVectorIndex", "PartitionedVectors", "document_vectors"]
 
 Loader = Callable[[str], Iterable[tuple[str, str]]]
+
+
+@contextlib.contextmanager
+def deferring(owner: Any, dropped: Callable[[], None]) -> Iterator[None]:
+    """The body of a ``defer()`` of dense partitions (``owner`` has ``storage``, a ``_deferring``
+    count and ``_flush()``): documents added inside are held, then embedded together when the
+    outermost block ends; ``dropped()`` forgets them when the block raises."""
+    with owner.storage.lock:
+        owner._deferring += 1
+        try:
+            yield
+        except BaseException:
+            dropped()
+            raise
+        finally:
+            owner._deferring -= 1
+        if not owner._deferring:
+            owner._flush()
 
 
 def document_vectors(cache: EmbeddingCache, user_id: str, documents: list[str],
@@ -259,19 +278,13 @@ class PartitionedVectors:
         ends (one write that touches many entities embeds once, not once per entity);
         if the block raises, they are dropped and the user's partition is re-checked
         against the store on next use."""
-        with self.storage.lock:
-            self._deferring += 1
-            try:
-                yield
-            except BaseException:
-                for user_id in self._pending:
-                    self._keys.pop(user_id, None)
-                self._pending.clear()
-                raise
-            finally:
-                self._deferring -= 1
-            if not self._deferring:
-                self._flush()
+        def dropped() -> None:
+            for user_id in self._pending:
+                self._keys.pop(user_id, None)
+            self._pending.clear()
+
+        with deferring(self, dropped):
+            yield
 
     def _flush(self, user_id: str | None = None) -> None:
         users = [user_id] if user_id is not None else list(self._pending)
