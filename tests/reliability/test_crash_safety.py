@@ -313,6 +313,13 @@ def _check(args: dict) -> dict:
             with ChromaVectorIndex.embedded(args["chroma_path"]) as index:  # not through the memory's own index
                 after = _index_ids(index)
             result["repaired"] = result["mismatch"] and after == stored
+        elif dense.index is None:  # the database search path ([pgvector]): the vectors are a table's rows
+            for partitions in dense.partitions.values():
+                partitions.ensure(USER)
+            table = dense.partitions["facts"].table
+            after = {kind: {r[0] for r in storage.execute(f"SELECT id FROM {table} WHERE user_id = ? AND kind = ?",
+                                                            [USER, kind]).fetchall()}
+                     for kind in ("facts", "messages", "entities")}
         else:
             for partitions in dense.partitions.values():
                 partitions.ensure(USER)
@@ -322,7 +329,15 @@ def _check(args: dict) -> dict:
                             f"{ {k: [sorted(after[k] - stored[k])[:3], sorted(stored[k] - after[k])[:3]] for k in after} }")
         for tier in (inner.facts, inner.log, inner.graph):  # restored or built
             lexical = tier.index.lexical
-            index, docs = lexical.get(USER), dict(lexical._loader(USER))
+            docs = dict(lexical._loader(USER))
+            if tier.index.in_database:  # the search tables: filled once, then kept by every write
+                lexical.fill(USER)
+                held = {r[0] for r in storage.execute("SELECT id FROM search_docs WHERE user_id = ? AND kind = ?",
+                                                      [USER, tier.index.kind]).fetchall()}
+                if held != set(docs):
+                    problems.append(f"{tier.index.kind} search tables: {len(held)} documents, the store {len(docs)}")
+                continue
+            index = lexical.get(USER)
             if len(index) != len(docs) or not all(key in index for key in docs):
                 problems.append(f"{lexical._kind} lexical index: {len(index)} documents, the store {len(docs)}")
         facts = {f.id: f for f in mem.facts(include_inactive=True)}
