@@ -26,7 +26,7 @@ import numpy as np
 
 from tiers.indexes.embedding_cache import EmbeddingCache
 from tiers.indexes.sql_lexical import Loader
-from tiers.indexes.vectors import deferring, document_vectors
+from tiers.indexes.vectors import Deferral, document_vectors
 from tiers.storage.backend import Storage
 from tiers.storage.pg_search_schema import vector_table, vector_table_ddl
 
@@ -57,8 +57,8 @@ class DatabaseVectors:
         self._parts = parts
         self.table = vector_table(cache.model)
         self._ready = False
-        self._deferring = 0
         self._pending: dict[str, dict[str, str]] = {}  # user -> id -> document, while deferring
+        self._deferral = Deferral(storage.lock, self._flush, self._pending.clear)
 
     # -- the table -------------------------------------------------------------------------------
 
@@ -139,7 +139,7 @@ class DatabaseVectors:
         if self._state(user_id) is None:  # embedded now, into the cache the fill reads
             document_vectors(self.cache, user_id, list(docs.values()), self._parts)
             return
-        if self._deferring:
+        if self._deferral.active:
             self._pending.setdefault(user_id, {}).update(docs)
         else:
             self._put(user_id, docs, bool(self._state(user_id)))
@@ -148,7 +148,7 @@ class DatabaseVectors:
     def defer(self) -> Iterator[None]:
         """Hold documents added inside the block and embed them in one batch when it ends
         (inside the write: a failure rolls the write back with them)."""
-        with deferring(self, self._pending.clear):
+        with self._deferral.block():
             yield
 
     def _flush(self, user_id: str | None = None) -> None:

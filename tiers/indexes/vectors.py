@@ -35,27 +35,40 @@ from tiers.records.protocols import VectorIndex
 from tiers.storage.backend import Storage
 from tiers.storage.journal import Change, IndexJournal, replay
 
-__all__ = ["content_hash", "EmbeddingCache", "NumpyVectorIndex", "PartitionedVectors", "document_vectors"]
+__all__ = ["content_hash", "EmbeddingCache", "NumpyVectorIndex", "PartitionedVectors", "document_vectors", "Deferral"]
 
 Loader = Callable[[str], Iterable[tuple[str, str]]]
 
 
-@contextlib.contextmanager
-def deferring(owner: Any, dropped: Callable[[], None]) -> Iterator[None]:
-    """The body of a ``defer()`` of dense partitions (``owner`` has ``storage``, a ``_deferring``
-    count and ``_flush()``): documents added inside are held, then embedded together when the
-    outermost block ends; ``dropped()`` forgets them when the block raises."""
-    with owner.storage.lock:
-        owner._deferring += 1
-        try:
-            yield
-        except BaseException:
-            dropped()
-            raise
-        finally:
-            owner._deferring -= 1
-        if not owner._deferring:
-            owner._flush()
+class Deferral:
+    """How deep a write's ``defer()`` blocks are (dense partitions hold what is added inside them):
+    when the outermost block ends, ``flush()``; when a block raises, ``dropped()``."""
+
+    def __init__(self, lock: Any, flush: Callable[[], None], dropped: Callable[[], None]) -> None:
+        self._lock = lock
+        self._flush = flush
+        self._dropped = dropped
+        self.depth = 0
+
+    @property
+    def active(self) -> bool:
+        """Whether a block is open (documents added now wait for its end)."""
+        return self.depth > 0
+
+    @contextlib.contextmanager
+    def block(self) -> Iterator[None]:
+        """One ``defer()`` block (under the storage's lock)."""
+        with self._lock:
+            self.depth += 1
+            try:
+                yield
+            except BaseException:
+                self._dropped()
+                raise
+            finally:
+                self.depth -= 1
+            if not self.depth:
+                self._flush()
 
 
 def document_vectors(cache: EmbeddingCache, user_id: str, documents: list[str],
@@ -106,7 +119,7 @@ class PartitionedVectors:
         self.kind = kind
         self._loader = loader
         self._parts = parts
-        self._deferring = 0
+        self._deferral = Deferral(storage.lock, self._flush, self._drop_pending)
         self._pending: dict[str, dict[str, str]] = {}  # user -> id -> document, while deferring
         self._keys: dict[str, dict[str, str]] = {}  # user -> id -> index key, for synced users
         self._journal = IndexJournal(storage, kind)
@@ -265,7 +278,7 @@ class PartitionedVectors:
         wait and are embedded together at the end."""
         with self.storage.lock:
             keys = self._loaded(user_id)
-            if self._deferring:
+            if self._deferral.active:
                 self._pending.setdefault(user_id, {}).update(items)
             elif keys is not None:
                 self._put(user_id, keys, dict(items))
@@ -278,13 +291,14 @@ class PartitionedVectors:
         ends (one write that touches many entities embeds once, not once per entity);
         if the block raises, they are dropped and the user's partition is re-checked
         against the store on next use."""
-        def dropped() -> None:
-            for user_id in self._pending:
-                self._keys.pop(user_id, None)
-            self._pending.clear()
-
-        with deferring(self, dropped):
+        with self._deferral.block():
             yield
+
+    def _drop_pending(self) -> None:
+        """A deferred write failed: its documents go, and their users are checked again on next use."""
+        for user_id in self._pending:
+            self._keys.pop(user_id, None)
+        self._pending.clear()
 
     def _flush(self, user_id: str | None = None) -> None:
         users = [user_id] if user_id is not None else list(self._pending)
