@@ -11,8 +11,8 @@ here at write and query time), the same BM25 (``k1``, ``b``, idf, the query's up
   transaction (:meth:`add`, :meth:`remove`), so every host searches it the moment it commits;
 - a user's tier is filled from its rows the first time it is searched (:meth:`fill`): once,
   in a transaction, for every host (``search_stats`` holds a row for a filled user's tier);
-  until then its writes leave the tables alone. A tier with no rows is not marked: no search
-  leaves a row naming a user who has nothing (a forgotten user, say);
+  until then its writes leave the tables alone. The tier of a user who has nothing at all is not
+  marked: no search leaves a row naming a user who has nothing (a forgotten user, say);
 - a host holds nothing per user: :meth:`invalidate` has nothing to forget.
 
 The tables are in :mod:`tiers.storage.pg_search_schema`.
@@ -29,7 +29,7 @@ from scoring.lexical import LexicalMatch
 from scoring.text import analyze
 from tiers.storage.backend import Storage
 
-__all__ = ["DatabaseLexical", "Loader"]
+__all__ = ["DatabaseLexical", "Loader", "user_exists"]
 
 Loader = Callable[[str], Iterable[tuple[str, str]]]
 
@@ -53,6 +53,15 @@ ORDER BY score DESC, seq ASC
 {limit}
 """
 _MASK_BITS = 62  # query terms a bigint mask holds; a longer query is searched in parts of the mask
+
+
+def user_exists(storage: Storage, user_id: str) -> bool:
+    """Whether the user has a message, a fact or an entity: an empty tier of such a user is marked
+    filled (a bulk write into it later changes the tables as it goes); a user with nothing (never
+    seen, or forgotten) gets no row in the search tables from a search."""
+    return bool(storage.execute(
+        "SELECT EXISTS (SELECT 1 FROM messages WHERE user_id = ?) OR EXISTS (SELECT 1 FROM facts WHERE user_id = ?) "
+        "OR EXISTS (SELECT 1 FROM entities WHERE user_id = ?)", [user_id, user_id, user_id]).fetchone()[0])
 
 
 class DatabaseLexical:
@@ -86,7 +95,7 @@ class DatabaseLexical:
                 return found
             self._clear(user_id)
             docs = dict(self._loader(user_id))
-            if not docs:  # nothing to index: no row names the user (a forgotten user leaves no trace)
+            if not docs and not user_exists(self._storage, user_id):  # no trace of a user who has nothing
                 return 0, 0
             self._storage.execute("INSERT INTO search_stats (user_id, kind, docs, total_length) VALUES (?, ?, 0, 0)",
                                   [user_id, self._kind])
