@@ -463,6 +463,10 @@ def start_database(kind: str):
     bindir = find_pgvector() if kind == "pgvector" else find_bindir()
     if bindir is None:
         raise SystemExit(MISSING if kind == "pgvector" else "PostgreSQL 15 is not installed: apt-get install postgresql")
+    if kind == "pgvector":
+        from tests.pgvector_server import runnable_bindir
+
+        bindir = runnable_bindir(bindir)
     server = start_postgres(Path(tempfile.mkdtemp(prefix="um-locomo-pg-")), bindir)
     return server, create_database(server, "locomo")
 

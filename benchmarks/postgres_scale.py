@@ -75,12 +75,12 @@ def main(argv: list[str] | None = None) -> int:
     backends = ["sqlite", "postgresql"]
     if args.pgvector:
         from tests.pg_server import start_postgres
-        from tests.pgvector_server import MISSING, find_bindir
+        from tests.pgvector_server import MISSING, find_bindir, runnable_bindir
 
         bindir = find_bindir()
         if bindir is None:
             parser.error(f"--pgvector: {MISSING}")
-        vector_server = start_postgres(Path(tempfile.mkdtemp(prefix="um-pgv-scale-")), bindir)
+        vector_server = start_postgres(Path(tempfile.mkdtemp(prefix="um-pgv-scale-")), runnable_bindir(bindir))
         backends.append("pgvector")
     work = Path(tempfile.mkdtemp(prefix="um-scale-"))
     results: dict[tuple[int, str], dict[str, Any]] = {}

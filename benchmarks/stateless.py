@@ -130,7 +130,7 @@ def passes(hosts: Hosts, users: list[str]) -> dict[str, list[float]]:
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
     from tests.pg_server import create_database, start_postgres
-    from tests.pgvector_server import MISSING, find_bindir
+    from tests.pgvector_server import MISSING, find_bindir, runnable_bindir
     from tiers.maintenance.keys import KeyRing
     from tiers.storage.backend import Storage
     from unified_memory.service.background import ServiceProcess
@@ -143,7 +143,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     site = work / "site"
     site.mkdir(exist_ok=True)
     (site / "sitecustomize.py").write_text(SITECUSTOMIZE, encoding="utf-8")
-    server = start_postgres(Path(tempfile.mkdtemp(prefix="um-stateless-pg-")), bindir)
+    server = start_postgres(Path(tempfile.mkdtemp(prefix="um-stateless-pg-")), runnable_bindir(bindir))
     result: dict[str, Any] = {"levels": [], "hosts": args.hosts}
     try:
         url = create_database(server, "stateless")

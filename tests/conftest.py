@@ -173,18 +173,21 @@ def pgvector_server():
     import tempfile
 
     from tests.pg_server import start_postgres
-    from tests.pgvector_server import MISSING, find_bindir
+    from tests.pgvector_server import MISSING, find_bindir, runnable_bindir
 
     bindir = find_bindir()
     if bindir is None:
         if os.environ.get("CI"):
             pytest.fail(MISSING)
         pytest.skip(MISSING)
-    server = start_postgres(Path(tempfile.mkdtemp(prefix="um-pgv-")), bindir)
+    runnable = runnable_bindir(bindir)
+    server = start_postgres(Path(tempfile.mkdtemp(prefix="um-pgv-")), runnable)
     try:
         yield server
     finally:
         server.stop()
+        if runnable != bindir:  # a copy made for the server's user
+            shutil.rmtree(runnable.parents[2], ignore_errors=True)
 
 
 def _database_on(server):

