@@ -136,13 +136,14 @@ class DatabaseVectors:
         if not docs:
             return
         self._prepare()
-        if self._state(user_id) is None:  # embedded now, into the cache the fill reads
+        state = self._state(user_id)
+        if state is None:  # embedded now, into the cache the fill reads
             document_vectors(self.cache, user_id, list(docs.values()), self._parts)
             return
         if self._deferral.active:
             self._pending.setdefault(user_id, {}).update(docs)
         else:
-            self._put(user_id, docs, bool(self._state(user_id)))
+            self._put(user_id, docs, state)
 
     @contextlib.contextmanager
     def defer(self) -> Iterator[None]:
