@@ -457,17 +457,17 @@ def start_database(kind: str):
     import tempfile
 
     from tests.pg_server import create_database, find_bindir, start_postgres
-    from tests.pgvector_server import MISSING
+    from tests.pgvector_server import MISSING, start_pgvector_server
     from tests.pgvector_server import find_bindir as find_pgvector
 
-    bindir = find_pgvector() if kind == "pgvector" else find_bindir()
-    if bindir is None:
-        raise SystemExit(MISSING if kind == "pgvector" else "PostgreSQL 15 is not installed: apt-get install postgresql")
     if kind == "pgvector":
-        from tests.pgvector_server import runnable_bindir
-
-        bindir = runnable_bindir(bindir)
-    server = start_postgres(Path(tempfile.mkdtemp(prefix="um-locomo-pg-")), bindir)
+        if find_pgvector() is None:
+            raise SystemExit(MISSING)
+        server = start_pgvector_server("um-locomo-pg-")
+    else:
+        if find_bindir() is None:
+            raise SystemExit("PostgreSQL 15 is not installed: apt-get install postgresql")
+        server = start_postgres(Path(tempfile.mkdtemp(prefix="um-locomo-pg-")))
     return server, create_database(server, "locomo")
 
 

@@ -74,13 +74,11 @@ def main(argv: list[str] | None = None) -> int:
     vector_server = None
     backends = ["sqlite", "postgresql"]
     if args.pgvector:
-        from tests.pg_server import start_postgres
-        from tests.pgvector_server import MISSING, find_bindir, runnable_bindir
+        from tests.pgvector_server import MISSING, find_bindir, start_pgvector_server
 
-        bindir = find_bindir()
-        if bindir is None:
+        if find_bindir() is None:
             parser.error(f"--pgvector: {MISSING}")
-        vector_server = start_postgres(Path(tempfile.mkdtemp(prefix="um-pgv-scale-")), runnable_bindir(bindir))
+        vector_server = start_pgvector_server("um-pgv-scale-")
         backends.append("pgvector")
     work = Path(tempfile.mkdtemp(prefix="um-scale-"))
     results: dict[tuple[int, str], dict[str, Any]] = {}

