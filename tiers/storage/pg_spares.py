@@ -27,8 +27,11 @@ from scoring.errors import ClosedError
 __all__ = ["SpareConnections", "Fetched"]
 
 _LOG = logging.getLogger(__name__)
-#: Seconds a read waits for a spare before it waits for the main connection instead.
+#: Seconds a read waits for a busy spare before it waits for the main connection instead.
 SPARE_WAIT = 0.05
+#: Seconds a read waits while the pool opens a new spare for it (connecting to a busy server
+#: can take longer than :data:`SPARE_WAIT`, and the main connection may be held far longer).
+SPARE_CONNECT_WAIT = 2.0
 #: Seconds a spare stays open unused before the pool closes it.
 SPARE_IDLE = 60.0
 
@@ -85,7 +88,8 @@ class SpareConnections:
             return None
         psycopg, psycopg_pool = self._modules
         try:
-            conn = pool.getconn(timeout=SPARE_WAIT)
+            growing = pool.get_stats().get("pool_size", 0) < pool.max_size  # a new spare opens for this read
+            conn = pool.getconn(timeout=SPARE_CONNECT_WAIT if growing else SPARE_WAIT)
         except psycopg_pool.PoolClosed:
             raise ClosedError("this memory is closed") from None
         except psycopg_pool.PoolTimeout:
