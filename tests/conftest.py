@@ -271,10 +271,11 @@ def storage_backend(request, monkeypatch):
         return
     name = "postgresql"
     import tiers.storage.backend
-    from tests.pg_server import create_database, drop_database
+    from tests.pg_server import create_database, drop_database, schema_template
     from tiers.storage.postgres_backend import PostgresBackend
 
     server = request.getfixturevalue("database_server")
+    template = schema_template(server)  # the schema as a new memory creates it; pg_url stays empty
     by_path: dict[str, str] = {}
     created: list[str] = []
 
@@ -282,7 +283,7 @@ def storage_backend(request, monkeypatch):
         key = None if target is None else os.path.realpath(target)
         url = by_path.get(key) if key is not None else None
         if url is None:
-            url = create_database(server)
+            url = create_database(server, template=template)
             created.append(url)
             if key is not None:
                 by_path[key] = url

@@ -24,11 +24,13 @@ import shutil
 import socket
 import subprocess
 import tempfile
+import threading
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-__all__ = ["PgServer", "find_bindir", "start_postgres", "create_database", "drop_database", "MISSING"]
+__all__ = ["PgServer", "find_bindir", "start_postgres", "create_database", "drop_database", "schema_template", "MISSING"]
 
 #: Why the PostgreSQL tests cannot run, when :func:`find_bindir` finds nothing.
 MISSING = "PostgreSQL 15 is not installed: apt-get install postgresql"
@@ -126,6 +128,12 @@ class PgServer:
         """Stop the server (at once by default: ``-m immediate``, which with this suite's
         ``synchronous_commit=off`` may lose the last commits; ``mode="fast"`` cuts the sessions and
         shuts down cleanly, as an administrator's restart does) and, with ``remove``, delete its directory."""
+        with _ADMIN_LOCK:
+            conn = _ADMIN.pop((self.host, self.port), None)
+            if remove:
+                _TEMPLATES.pop((self.host, self.port), None)
+        if conn is not None:
+            conn.close()
         try:
             self._pg_ctl("-w", "-m", mode, "stop")
         finally:
@@ -158,23 +166,70 @@ def start_postgres(root: Path, bindir: Path | None = None) -> PgServer:
     return server
 
 
+_ADMIN: dict[tuple[str, int], Any] = {}
+_ADMIN_LOCK = threading.Lock()
+
+
+def _admin(server: PgServer, statement: Any) -> None:
+    """Run ``statement`` on this process's connection to the server's ``postgres`` database
+    (opened once and kept: a connection costs the server a new backend process; opened again
+    when the server was restarted under it)."""
+    import psycopg
+
+    key = (server.host, server.port)
+    with _ADMIN_LOCK:
+        for attempt in (1, 2):
+            conn = _ADMIN.get(key)
+            if conn is None or conn.closed or conn.broken:
+                conn = _ADMIN[key] = psycopg.connect(server.url, autocommit=True)
+            try:
+                conn.execute(statement)
+                return
+            except psycopg.OperationalError:
+                if attempt == 2 or not (conn.closed or conn.broken):
+                    raise
+                _ADMIN.pop(key, None)
+
+
 def create_database(server: PgServer, name: str | None = None, *, template: str = "template0") -> str:
     """Create an empty database (``name``, else ``t_<12 hex digits>``) copied from ``template``
     and return its URL. ``template0`` is the pristine one: nothing a test adds to ``template1``
     leaks into it, and its copy takes a few milliseconds with ``fsync=off``."""
-    import psycopg
     from psycopg import sql
 
     name = name or f"t_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(server.url, autocommit=True) as conn:
-        conn.execute(sql.SQL("CREATE DATABASE {} TEMPLATE {}").format(sql.Identifier(name), sql.Identifier(template)))
+    _admin(server, sql.SQL("CREATE DATABASE {} TEMPLATE {}").format(sql.Identifier(name), sql.Identifier(template)))
     return server.url_of(name)
+
+
+_TEMPLATES: dict[tuple[str, int], str] = {}
+
+
+def schema_template(server: PgServer) -> str:
+    """The name of a template database on ``server`` that holds the memory's schema as a new
+    memory creates it (created the first time it is asked for): a database copied from it opens
+    in ~11 ms instead of ~38 ms for creating the schema. For tests whose subject is not the
+    creation of the schema (``pg_url`` stays empty, from ``template0``)."""
+    from psycopg import sql
+
+    from tiers.storage.backend import Storage
+
+    key = (server.host, server.port)
+    with _ADMIN_LOCK:
+        name = _TEMPLATES.get(key)
+    if name is None:
+        name = f"um_schema_{uuid.uuid4().hex[:8]}"
+        url = create_database(server, name)
+        Storage(url).close()
+        _admin(server, sql.SQL("ALTER DATABASE {} WITH IS_TEMPLATE true ALLOW_CONNECTIONS false").format(
+            sql.Identifier(name)))
+        with _ADMIN_LOCK:
+            name = _TEMPLATES.setdefault(key, name)
+    return name
 
 
 def drop_database(server: PgServer, name: str) -> None:
     """Drop ``name``, ending its sessions (``WITH (FORCE)``)."""
-    import psycopg
     from psycopg import sql
 
-    with psycopg.connect(server.url, autocommit=True) as conn:
-        conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
+    _admin(server, sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))

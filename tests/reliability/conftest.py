@@ -67,10 +67,10 @@ def service_database(request: pytest.FixtureRequest, backend: str, directory: Pa
     if backend != "postgresql":
         yield directory / "memory.db"
         return
-    from tests.pg_server import create_database, drop_database
+    from tests.pg_server import create_database, drop_database, schema_template
 
     server = request.getfixturevalue("database_server")
-    url = create_database(server)
+    url = create_database(server, template=schema_template(server))
     try:
         yield url
     finally:
