@@ -89,6 +89,7 @@ def report(rows: list[dict], *, command: str, scale: float, exit_code: int, seco
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--scale", type=float, default=1.0, help="multiplies kills, examples and rounds")
+    parser.add_argument("--workers", type=int, default=2, help="pytest-xdist workers (0: one process)")
     parser.add_argument("-k", default=None, help="only the reliability tests matching this pytest -k expression")
     parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results" / "reliability.md")
     args = parser.parse_args(argv)
@@ -98,6 +99,8 @@ def main(argv: list[str] | None = None) -> int:
                "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
         pytest = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/reliability",
                   "tests/unified_memory/privacy/test_redaction.py"]
+        if args.workers > 0:
+            pytest += ["-n", str(args.workers), "--dist", "worksteal"]
         if args.k:
             pytest += ["-k", args.k]
         start = time.perf_counter()

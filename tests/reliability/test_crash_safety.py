@@ -83,7 +83,7 @@ SEED = int(os.environ.get("UM_CRASH_SEED", "8"))  # another seed, other moments:
 # After this share of the kills the file is not checked (nor repaired by the checker's open): the
 # next child opens it as the kill left it, so crashes also land in a repair of the previous crash.
 SKIP_CHECK = 0.3
-KILLS = scaled(100)
+KILLS = scaled(50)  # >= 50: the snapshot paths are exercised (asserted below); more with --scale
 DIM = 32
 USER = "ada"
 # Seconds from the child's start to the kill, drawn uniformly: opening takes ~0.01 s (numpy) or

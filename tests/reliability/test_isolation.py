@@ -426,7 +426,7 @@ def test_no_read_returns_another_users_item(backend, figures):
     IsolationMachine.runs = IsolationMachine.operations = IsolationMachine.checks = 0
     IsolationMachine.leaks = 0
     run_state_machine_as_test(machine, settings=settings(
-        max_examples=scaled(30), stateful_step_count=25, deadline=None,
+        max_examples=scaled(12), stateful_step_count=25, deadline=None,
         suppress_health_check=list(HealthCheck)))
     figures("isolation", backend=backend, runs=IsolationMachine.runs, operations=IsolationMachine.operations,
             checks=IsolationMachine.checks, leaks=IsolationMachine.leaks)

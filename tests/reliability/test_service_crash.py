@@ -57,7 +57,7 @@ from unified_memory.service.background import ServiceProcess  # noqa: E402
 pytestmark = pytest.mark.slow
 
 SEED = int(os.environ.get("UM_CRASH_SEED", "17"))
-KILLS = scaled(8)
+KILLS = scaled(4)
 TERMS = max(2, scaled(3))
 USERS = ("ada", "bob", "cyd", "dan")
 THREADS = 6

@@ -417,7 +417,7 @@ def test_no_request_returns_another_users_item(service, figures):
         with httpx.Client(base_url=service.url, timeout=60) as client:
             machine.client = client
             run_state_machine_as_test(machine, settings=settings(
-                max_examples=scaled(18), stateful_step_count=20, deadline=None,
+                max_examples=scaled(8), stateful_step_count=20, deadline=None,
                 phases=[Phase.explicit, Phase.reuse, Phase.generate],  # no shrinking: each step is requests
                 suppress_health_check=list(HealthCheck)))
     finally:

@@ -127,61 +127,58 @@ class DatabaseLexical:
 
     def _write(self, user_id: str, docs: dict[str, str], gone: list[str]) -> None:
         """Replace ``docs`` (id -> text) and delete ``gone``: postings, document frequencies
-        and the tier's totals change together."""
+        and the tier's totals change together, in at most four statements (writable CTEs)."""
         storage, kind = self._storage, self._kind
         replaced = [*docs, *gone]
         df: Counter[str] = Counter()
         docs_delta = length_delta = 0
-        if replaced:
-            for term, count in storage.execute(
-                    "SELECT term, count(*) FROM search_postings WHERE user_id = ? AND kind = ? AND id = ANY(?) "
-                    "GROUP BY term", [user_id, kind, replaced]).fetchall():
-                df[term] -= int(count)
-            old = storage.execute("SELECT count(*), coalesce(sum(length), 0) FROM search_docs "
-                                  "WHERE user_id = ? AND kind = ? AND id = ANY(?)", [user_id, kind, replaced]).fetchone()
-            docs_delta, length_delta = -int(old[0]), -int(old[1])
-            storage.execute("DELETE FROM search_postings WHERE user_id = ? AND kind = ? AND id = ANY(?)",
-                            [user_id, kind, replaced])
-            storage.execute("DELETE FROM search_docs WHERE user_id = ? AND kind = ? AND id = ANY(?)",
-                            [user_id, kind, replaced])
+        if replaced:  # the old postings and documents go, and say what they held
+            count, length, terms = storage.execute(
+                "WITH p AS (DELETE FROM search_postings WHERE user_id = ? AND kind = ? AND id = ANY(?) RETURNING term), "
+                "d AS (DELETE FROM search_docs WHERE user_id = ? AND kind = ? AND id = ANY(?) RETURNING length) "
+                "SELECT (SELECT count(*) FROM d), (SELECT coalesce(sum(length), 0) FROM d), ARRAY(SELECT term FROM p)",
+                [user_id, kind, replaced, user_id, kind, replaced]).fetchone()
+            df.subtract(Counter(terms))
+            docs_delta, length_delta = -int(count), -int(length)
         if docs:
             ids = list(docs)
             counts = [Counter(analyze(text)) for text in docs.values()]
             lengths = [sum(c.values()) for c in counts]
-            seqs = storage.execute(
-                "INSERT INTO search_docs (user_id, kind, id, length) SELECT ?, ?, d.id, d.length "
-                "FROM unnest(?::text[], ?::int[]) WITH ORDINALITY AS d(id, length, n) ORDER BY d.n RETURNING id, seq",
-                [user_id, kind, ids, lengths]).fetchall()
-            seq_of = {row[0]: int(row[1]) for row in seqs}
-            terms, post_ids, tfs, post_lengths, post_seqs = [], [], [], [], []
-            for item_id, count, length in zip(ids, counts, lengths, strict=True):
-                for term, tf in count.items():
+            terms, post_ids, tfs = [], [], []
+            for item_id, count_of in zip(ids, counts, strict=True):
+                for term, tf in count_of.items():
                     terms.append(term)
                     post_ids.append(item_id)
                     tfs.append(tf)
-                    post_lengths.append(length)
-                    post_seqs.append(seq_of[item_id])
                     df[term] += 1
+            # The documents get their sequence numbers in the order given (the tie order of equal
+            # scores); their postings carry the number and the length along.
+            storage.execute(
+                "WITH d AS (INSERT INTO search_docs (user_id, kind, id, length) SELECT ?, ?, d.id, d.length "
+                "FROM unnest(?::text[], ?::int[]) WITH ORDINALITY AS d(id, length, n) ORDER BY d.n "
+                "RETURNING id, length, seq) "
+                "INSERT INTO search_postings (user_id, kind, term, id, tf, length, seq) "
+                "SELECT ?, ?, p.term, p.id, p.tf, d.length, d.seq FROM unnest(?::text[], ?::text[], ?::int[]) "
+                "AS p(term, id, tf) JOIN d ON d.id = p.id",
+                [user_id, kind, ids, lengths, user_id, kind, terms, post_ids, tfs])
             if terms:
-                storage.execute(
-                    "INSERT INTO search_postings (user_id, kind, term, id, tf, length, seq) SELECT ?, ?, * "
-                    "FROM unnest(?::text[], ?::text[], ?::int[], ?::int[], ?::bigint[])",
-                    [user_id, kind, terms, post_ids, tfs, post_lengths, post_seqs])
                 storage.rows_added("search_postings", len(terms))  # the planner's statistics follow bulk writes
             docs_delta += len(ids)
             length_delta += sum(lengths)
         changed = sorted(term for term, delta in df.items() if delta)  # one order for every writer
+        totals = "UPDATE search_stats SET docs = docs + ?, total_length = total_length + ? WHERE user_id = ? AND kind = ?"
+        totals_params = [docs_delta, length_delta, user_id, kind]
         if changed:
             storage.execute(
-                "INSERT INTO search_terms (user_id, kind, term, df) SELECT ?, ?, t.term, t.df "
+                f"WITH s AS ({totals}) INSERT INTO search_terms (user_id, kind, term, df) SELECT ?, ?, t.term, t.df "
                 "FROM unnest(?::text[], ?::int[]) AS t(term, df) "
                 "ON CONFLICT (user_id, kind, term) DO UPDATE SET df = search_terms.df + excluded.df",
-                [user_id, kind, changed, [df[t] for t in changed]])
-            storage.execute("DELETE FROM search_terms WHERE user_id = ? AND kind = ? AND term = ANY(?) AND df <= 0",
-                            [user_id, kind, changed])
-        if docs_delta or length_delta:
-            storage.execute("UPDATE search_stats SET docs = docs + ?, total_length = total_length + ? "
-                            "WHERE user_id = ? AND kind = ?", [docs_delta, length_delta, user_id, kind])
+                [*totals_params, user_id, kind, changed, [df[t] for t in changed]])
+            if any(df[t] < 0 for t in changed):
+                storage.execute("DELETE FROM search_terms WHERE user_id = ? AND kind = ? AND term = ANY(?) AND df <= 0",
+                                [user_id, kind, [t for t in changed if df[t] < 0]])
+        elif docs_delta or length_delta:
+            storage.execute(totals, totals_params)
 
     # -- search --------------------------------------------------------------------------------
 
