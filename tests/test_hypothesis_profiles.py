@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 
 PROPERTIES = '''
@@ -60,6 +62,7 @@ def run(tmp_path: Path, name: str, **env: str) -> dict[str, list[int]]:
     return json.loads(report.read_text())
 
 
+@pytest.mark.slow
 def test_ci_runs_the_written_budget_and_the_same_examples_each_time(tmp_path):
     first = run(tmp_path, "ci1", CI="true")
     second = run(tmp_path, "ci2", CI="true")
@@ -68,6 +71,7 @@ def test_ci_runs_the_written_budget_and_the_same_examples_each_time(tmp_path):
     assert first == second  # derandomized: the same examples, run after run
 
 
+@pytest.mark.slow
 def test_thorough_multiplies_every_budget_including_the_written_ones(tmp_path):
     seen = run(tmp_path, "thorough", HYPOTHESIS_PROFILE="thorough")
     assert len(seen["own"]) == 50

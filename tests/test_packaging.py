@@ -147,6 +147,7 @@ def _code_of_the_project():
                 yield f"{path.name} cell {i}", "\n".join(ln for ln in source.splitlines() if not ln.startswith(("%", "!")))
 
 
+@pytest.mark.slow
 def test_no_pickle_or_eval_in_the_code():
     unsafe_modules = {"pickle", "cPickle", "dill", "marshal", "shelve", "joblib"}
     unsafe_calls = {"eval", "exec", "compile", "__import__"}

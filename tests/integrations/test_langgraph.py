@@ -362,6 +362,7 @@ def test_a_graph_writes_and_searches_through_the_store(memory):
     assert len(memory.search_items(("memories",), limit=100)) == 2
 
 
+@pytest.mark.slow
 def test_through_the_service_with_two_users(tmp_path):
     pytest.importorskip("fastapi", reason="the service needs the server extra")
     from langgraph.store.base import BaseStore  # noqa: F401

@@ -332,6 +332,7 @@ _ITEMS = st.one_of(
     st.just(REASONING), st.just(WEB_SEARCH))
 
 
+@pytest.mark.slow
 @settings(max_examples=10, **_EVERY_MEMORY)
 @given(st.lists(st.tuples(st.lists(_ITEMS, max_size=4), st.integers(0, 2)), max_size=4))
 def test_any_items_added_and_popped_come_back_exactly_as_a_list_would_hold_them(make_memory, steps):

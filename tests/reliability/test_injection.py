@@ -118,6 +118,7 @@ def test_every_attack_is_shown_escaped_not_dropped(tmp_path):
     assert "&amp;lt;/memory&amp;gt; already escaped &amp;amp;" in block.text  # escaped once more, never unescaped
 
 
+@pytest.mark.slow
 @settings(max_examples=scaled(200), deadline=None)
 @given(texts=st.lists(adversarial, min_size=1, max_size=6), names=st.lists(adversarial, min_size=1, max_size=3))
 def test_assemble_keeps_every_section_fenced(texts, names):

@@ -265,6 +265,7 @@ def spec_operations(fuzz: Fuzzed) -> set[tuple[str, str]]:
     return {(method.upper(), path) for path, item in spec["paths"].items() for method in item}
 
 
+@pytest.mark.slow
 def test_every_documented_route_has_a_fuzz_strategy(fuzzed):
     documented = spec_operations(fuzzed)
     assert documented - set(ENDPOINTS) == set(), "routes without a fuzz strategy"
@@ -512,6 +513,7 @@ def test_bad_input_is_refused_with_a_documented_error_and_writes_nothing(fuzzed,
             **{k: v - before[k] for k, v in fuzzed.counts.items()})
 
 
+@pytest.mark.slow
 def test_the_seeded_rows_survive_the_fuzzing(fuzzed):
     """Nothing the fuzzer sent removed what was there (bob's fact, reached through ada's path, included)."""
     auth = {"Authorization": f"Bearer {fuzzed.keys['admin']}"}

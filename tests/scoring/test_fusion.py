@@ -1,5 +1,6 @@
 import doctest
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -65,6 +66,7 @@ def _eager_diversify(scores, terms, *, limit, diversity, overlap=0.5):
     return picked
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(st.lists(st.tuples(st.sampled_from([0.1, 0.3, 0.5, 0.5, 0.8, 1.0]),
                           st.frozensets(st.sampled_from("abcdefgh"), max_size=5)), max_size=40),
@@ -87,6 +89,7 @@ def test_prefix_filtered_diversify_matches_the_eager_greedy_on_larger_pools(item
         _eager_diversify(scores, terms, limit=limit, diversity=diversity, overlap=overlap)
 
 
+@pytest.mark.slow
 @settings(max_examples=60, deadline=None)
 @given(st.lists(st.tuples(st.sampled_from([0.2, 0.4, 0.4, 0.7, 1.0]), st.frozensets(st.integers(0, 30), max_size=10)),
                 min_size=48, max_size=160),

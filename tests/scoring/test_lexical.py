@@ -279,6 +279,7 @@ ops = st.one_of(
 )
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.lists(ops, max_size=25), st.lists(st.sampled_from(WORDS), min_size=1, max_size=4).map(" ".join),
        st.sampled_from([(1.2, 0.75), (0.0, 0.5), (2.0, 1.0), (1.5, 0.0)]))

@@ -91,6 +91,7 @@ def test_long_texts_really_pass_the_token_limit(model):
     assert len(model.model.tokenizer(TEXTS[-1])["input_ids"]) > 256 and model.model.max_seq_length == 256
 
 
+@pytest.mark.slow
 @pytest.mark.embeddings
 def test_queries_use_the_onnx_export_and_get_the_same_vectors(model, verified):
     reference = model.model.encode(TEXTS, normalize_embeddings=True)
@@ -159,6 +160,7 @@ def test_a_manifest_that_does_not_match_falls_back_to_pytorch_silently(folder, v
         path.write_text(good)
 
 
+@pytest.mark.slow
 @pytest.mark.embeddings
 def test_without_a_verified_export_the_embedder_loads_pytorch(monkeypatch, verified):
     monkeypatch.setattr(scoring.embeddings, "verified_query_encoder", lambda folder: None)

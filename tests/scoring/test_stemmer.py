@@ -50,6 +50,7 @@ def test_the_stemmer_in_use_is_pystemmer_and_the_reference_is_not():
     assert type(_REFERENCE).__module__ == "snowballstemmer.english_stemmer"
 
 
+@pytest.mark.slow
 def test_same_stems_as_snowballstemmer_on_a_large_vocabulary():
     words = _corpus_words()
     assert len(words) > 5000
@@ -68,6 +69,7 @@ _word = st.text(st.characters(categories=("Ll", "Lo", "Nd")), min_size=1, max_si
 _english = st.text(st.sampled_from("abcdefghijklmnopqrstuvwxyz'"), min_size=1, max_size=18)
 
 
+@pytest.mark.slow
 @settings(max_examples=2000)
 @given(st.one_of(_word, _english))
 def test_same_stems_as_snowballstemmer_on_any_word(text):

@@ -42,6 +42,7 @@ def _call(http: httpx.Client, method: str, path: str, body: Any, headers: dict[s
     return http.request(method, path, json=body, headers=headers)
 
 
+@pytest.mark.slow
 def test_a_user_key_on_another_users_path_is_refused_and_reveals_nothing(service, admin):
     victim, other = service.create_key("victim"), service.create_key("intruder")
     with client_for(service, victim) as own, client_for(service, other) as http:
@@ -104,6 +105,7 @@ def test_failed_authentications_are_rate_limited(tmp_path):
             assert ok(http.get("/healthz")) == {"status": "ok"}  # open routes are not throttled
 
 
+@pytest.mark.slow
 def test_bodies_over_the_limit_are_413_and_write_nothing(tmp_path):
     with ServiceProcess(tmp_path / "m.db", args=["--retrieval", "lexical", "--max-body-bytes", "4096",
                                                  "--no-mcp"]) as svc:
@@ -130,6 +132,7 @@ def test_bodies_over_the_limit_are_413_and_write_nothing(tmp_path):
 
 # -- graceful shutdown -----------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_sigterm_answers_in_flight_writes_and_keeps_them(tmp_path):
     """Requests whose headers have arrived when SIGTERM comes are answered, and their writes are kept."""
     db = tmp_path / "m.db"
@@ -185,6 +188,7 @@ def test_sigterm_answers_in_flight_writes_and_keeps_them(tmp_path):
     assert stored["total"] == count * 50 and {f["id"] for f in stored["facts"]} == set(ids)
 
 
+@pytest.mark.slow
 def test_the_server_sees_what_other_processes_write(service):
     """Keys and rows written by other processes while the server runs are seen at once (the server's
     connections keep their locks on the file, so no other process deletes its write-ahead log)."""

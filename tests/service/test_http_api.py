@@ -37,6 +37,7 @@ def ok(answer: httpx.Response, status: int = 200) -> Any:
 
 # -- writing ---------------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_turns_and_messages_round_trip_through_episodes(service):
     key = service.create_key("turner")
     with client_for(service, key) as http:

@@ -60,6 +60,7 @@ def run(coro: Awaitable[Any]) -> Any:
         raise leaf from None
 
 
+@pytest.mark.slow
 def test_stdio_tools_remember_recall_context_log_forget(tmp_path):
     db = tmp_path / "memory.db"
 
@@ -162,6 +163,7 @@ def test_in_process_bad_arguments_are_tool_errors_naming_the_field(tool, argumen
         assert mem.stats() == before and [f.id for f in mem.facts()] == [kept]
 
 
+@pytest.mark.slow
 def test_stdio_bad_argument_writes_nothing_and_users_stay_apart(tmp_path):
     db = tmp_path / "shared.db"
 
@@ -319,6 +321,7 @@ def test_http_server_without_a_memory_for_the_request_answers_an_error_and_no_da
     assert result.is_error and "recall" in text_of(result) and not result.structured_content
 
 
+@pytest.mark.slow
 def test_stdio_stdout_carries_only_protocol_messages(tmp_path):
     import json
     import subprocess

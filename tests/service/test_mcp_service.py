@@ -27,6 +27,7 @@ def _client(url: str, headers: dict[str, str]) -> tuple[Any, Client]:
     return http, Client(streamable_http_client(f"{url}/mcp", http_client=http))
 
 
+@pytest.mark.slow
 def test_mcp_over_http_acts_for_the_keys_user_and_keeps_users_apart(service):
     ada_key, bob_key, admin = service.create_key("ada"), service.create_key("bob"), service.create_key(admin=True)
 

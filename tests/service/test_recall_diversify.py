@@ -71,6 +71,7 @@ def test_diversify_must_be_a_bool():
                        diversify=False).json["diversify"] is False
 
 
+@pytest.mark.slow
 def test_the_service_ranks_as_the_local_memory(service):
     key = service.create_key("ada")
     with RemoteMemory(service.url, key, user_id="ada") as remote:

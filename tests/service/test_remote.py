@@ -65,6 +65,7 @@ def rows(text: str) -> list[dict]:
     return [json.loads(line) for line in text.splitlines()[1:]]
 
 
+@pytest.mark.slow
 def test_every_method_round_trips_with_the_answers_of_a_local_memory(service, keys, tmp_path):
     with remote(service, keys["ada"], user_id="ada") as mem:
         assert isinstance(mem, MemoryClient) and mem.user_id == "ada" and mem.path is None

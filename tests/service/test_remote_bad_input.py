@@ -171,6 +171,7 @@ def _run(name: str, call: Callable[..., Any], mem: RemoteMemory, data: st.DataOb
         assert _export(mem) == before, f"{name} raised {type(exc).__name__} but wrote on the server"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(SPECS))
 def test_methods_raise_the_library_errors_and_write_nothing(name, fuzzed, tmp_path, monkeypatch):
     mem, _fact = fuzzed

@@ -88,6 +88,7 @@ def _read_all(sock: socket.socket, seconds: float) -> bytes:
 
 # -- finding 5: forwarded headers and the failed-authentication limiter -------------------------------------------
 
+@pytest.mark.slow
 def test_forwarded_for_is_ignored_unless_the_proxy_is_trusted(tmp_path):
     with ServiceProcess(tmp_path / "m.db", args=[*LEXICAL, "--max-failed-auth", "3"]) as svc:
         good = svc.create_key("ada")
@@ -134,6 +135,7 @@ def test_a_throttled_address_still_admits_valid_keys(app_client):
 
 # -- finding 6: slow clients and the connection limit ---------------------------------------------------------------
 
+@pytest.mark.slow
 def test_slow_heads_and_stalled_bodies_are_cut_off(tmp_path):
     with ServiceProcess(tmp_path / "m.db", args=[*LEXICAL, "--header-timeout", "1", "--body-timeout", "1"]) as svc:
         key = svc.create_key("ada")
@@ -164,6 +166,7 @@ def test_slow_heads_and_stalled_bodies_are_cut_off(tmp_path):
             assert _read_all(split, 10).startswith(b"HTTP/1.1 200")
 
 
+@pytest.mark.slow
 def test_worker_processes_keep_the_limits(tmp_path):
     """``serve --workers``: each worker process applies the head deadline and the settings."""
     args = [*LEXICAL, "--workers", "2", "--header-timeout", "1", "--max-failed-auth", "2"]

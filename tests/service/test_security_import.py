@@ -61,6 +61,7 @@ def _mcp_recall(url: str, key: str, query: str) -> str:
     return asyncio.run(run())
 
 
+@pytest.mark.slow
 def test_a_forged_import_reaches_no_other_tenant_over_http_mcp_and_remote(served):
     service, bob_key, eve_key = served
     with httpx.Client(base_url=service.url, timeout=30) as client:
@@ -100,6 +101,7 @@ def test_a_forged_import_reaches_no_other_tenant_over_http_mcp_and_remote(served
         remote.import_jsonl(io.StringIO(_lines(forged).decode()))
 
 
+@pytest.mark.slow
 def test_an_import_line_over_one_writes_limit_is_refused_as_it_streams(tmp_path):
     with ServiceProcess(tmp_path / "m.db") as service:
         key = service.create_key("ada")
@@ -124,6 +126,7 @@ def test_an_import_line_over_one_writes_limit_is_refused_as_it_streams(tmp_path)
             assert sorted(texts) == ["I", "y"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("route", ["facts", "triples"])
 def test_deep_metadata_is_refused_at_write_and_reads_keep_working(served, route):
     service, bob_key, _ = served
@@ -143,6 +146,7 @@ def test_deep_metadata_is_refused_at_write_and_reads_keep_working(served, route)
                                   json=payload).status_code == 200
 
 
+@pytest.mark.slow
 def test_mcp_recall_escapes_a_stored_fence_and_marks_a_speaker_imitating_a_role(tmp_path):
     with ServiceProcess(tmp_path / "m.db") as service:
         key = service.create_key("ada")
@@ -184,6 +188,7 @@ def test_cli_import_refuses_a_forged_relation_and_writes_nothing(tmp_path):
         assert [t.predicate for t in base.scoped(user_id="eve").triples()] == ["likes"]
 
 
+@pytest.mark.slow
 def test_an_id_another_tenant_holds_answers_as_a_free_one_over_http(served):
     service, bob_key, eve_key = served
     with httpx.Client(base_url=service.url, timeout=30) as client:

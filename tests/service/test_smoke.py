@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import httpx
+import pytest
 
 from tests.service.conftest import bearer
 
 
+@pytest.mark.slow
 def test_health_write_recall_and_tenancy(service):
     ada, bob = service.create_key("ada"), service.create_key("bob")
     with httpx.Client(base_url=service.url) as client:

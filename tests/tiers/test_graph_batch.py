@@ -80,6 +80,7 @@ def _write(graph: EntityGraph, before: list[Any], calls: list[Any], batched: boo
     return _rows(graph), readable
 
 
+@pytest.mark.slow
 @pytest.mark.sqlite_only  # many examples; a database each (below, fewer on both backends)
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(before=st.lists(call, max_size=4), calls=st.lists(call, min_size=1, max_size=8))

@@ -124,6 +124,7 @@ def test_a_foreign_database_is_refused_byte_for_byte_untouched(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["other.db"]  # no -wal / -shm left behind
 
 
+@pytest.mark.slow
 def test_writers_of_one_process_take_turns_without_starving(tmp_path):
     """Regression (found by the workload above at 4x scale): several connections of one
     process writing one busy file. SQLite's polling let a writer that had waited long

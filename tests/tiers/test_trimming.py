@@ -310,6 +310,7 @@ def _reference_plan(messages: list[Message], *, max_messages: int, max_tokens: i
     return plan(cuts[-1] if cuts else 0, "over_limits")
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(conversations(sloppy=True), limits, st.data())
 def test_plan_is_the_reference_plan(conv: Conversation, lim: tuple[int, int | None], data: st.DataObject) -> None:

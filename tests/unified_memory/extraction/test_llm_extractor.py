@@ -265,6 +265,7 @@ _json_ish = st.builds(json.dumps, st.dictionaries(
 _replies = st.one_of(st.text(), st.from_regex(r"\A```json\n\{.*\}\n```\Z"), _json_ish)
 
 
+@pytest.mark.slow
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(_replies, min_size=2, max_size=2))
 def test_arbitrary_replies_never_raise(replies: list[str]) -> None:

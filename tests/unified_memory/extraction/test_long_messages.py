@@ -318,6 +318,7 @@ _TEXTS = st.lists(st.tuples(st.sampled_from(_PIECES), st.sampled_from(["", " ", 
     lambda pairs: "".join(a + b for a, b in pairs))
 
 
+@pytest.mark.slow
 @settings(max_examples=1500, deadline=None)
 @given(text=_TEXTS)
 def test_patterns_made_linear_equal_their_plain_forms(text: str) -> None:
