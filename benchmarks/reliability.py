@@ -66,7 +66,7 @@ def merge(rows: list[dict]) -> dict[str, dict[str, object]]:
                 merged[name][key] = (old or 0) + value
             elif old is None or old == value:
                 merged[name][key] = value
-            else:
+            elif str(value) not in str(old).split("; "):  # each distinct value once
                 merged[name][key] = f"{old}; {value}"
     for name in merged:
         merged[name]["tests"] = len(tests[name])
