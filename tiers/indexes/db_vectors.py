@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterable, Iterator
 import numpy as np
 
 from tiers.indexes.embedding_cache import EmbeddingCache
-from tiers.indexes.sql_lexical import Loader, user_exists
+from tiers.indexes.sql_lexical import Loader
 from tiers.indexes.vectors import Deferral, document_vectors
 from tiers.storage.backend import Storage
 from tiers.storage.pg_search_schema import vector_table, vector_table_ddl
@@ -100,7 +100,7 @@ class DatabaseVectors:
                 return state
             self.storage.execute(f"DELETE FROM {self.table} WHERE user_id = ? AND kind = ?", [user_id, self.kind])
             docs = dict(self._loader(user_id))
-            if not docs and not user_exists(self.storage, user_id):  # no trace of a user who has nothing
+            if not docs and not self.storage.has_user(user_id):  # no trace of a user who has nothing
                 return False
             approximate = len(docs) > EXACT_UP_TO
             self._put(user_id, docs, approximate)

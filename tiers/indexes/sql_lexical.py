@@ -29,7 +29,7 @@ from scoring.lexical import LexicalMatch
 from scoring.text import analyze
 from tiers.storage.backend import Storage
 
-__all__ = ["DatabaseLexical", "Loader", "user_exists"]
+__all__ = ["DatabaseLexical", "Loader"]
 
 Loader = Callable[[str], Iterable[tuple[str, str]]]
 
@@ -53,15 +53,6 @@ ORDER BY score DESC, seq ASC
 {limit}
 """
 _MASK_BITS = 62  # query terms a bigint mask holds; a longer query is searched in parts of the mask
-
-
-def user_exists(storage: Storage, user_id: str) -> bool:
-    """Whether the user has a message, a fact or an entity: an empty tier of such a user is marked
-    filled (a bulk write into it later changes the tables as it goes); a user with nothing (never
-    seen, or forgotten) gets no row in the search tables from a search."""
-    return bool(storage.execute(
-        "SELECT EXISTS (SELECT 1 FROM messages WHERE user_id = ?) OR EXISTS (SELECT 1 FROM facts WHERE user_id = ?) "
-        "OR EXISTS (SELECT 1 FROM entities WHERE user_id = ?)", [user_id, user_id, user_id]).fetchone()[0])
 
 
 class DatabaseLexical:
@@ -95,7 +86,7 @@ class DatabaseLexical:
                 return found
             self._clear(user_id)
             docs = dict(self._loader(user_id))
-            if not docs and not user_exists(self._storage, user_id):  # no trace of a user who has nothing
+            if not docs and not self._storage.has_user(user_id):  # no trace of a user who has nothing
                 return 0, 0
             self._storage.execute("INSERT INTO search_stats (user_id, kind, docs, total_length) VALUES (?, ?, 0, 0)",
                                   [user_id, self._kind])

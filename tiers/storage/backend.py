@@ -228,6 +228,18 @@ class Storage:
         """The position of the newest index journal entry ever written (0 before the first)."""
         return self.backend.journal_head()
 
+    def has_user(self, user_id: str) -> bool:
+        """Whether the user holds a message, a fact or an entity (the records everything else of
+        a user hangs from). A derived index marks an empty tier of such a user filled; it leaves no
+        row naming a user who has nothing (never seen, or forgotten).
+
+        >>> Storage(None).has_user("ada")
+        False
+        """
+        return bool(self.execute(
+            "SELECT EXISTS (SELECT 1 FROM messages WHERE user_id = ?) OR EXISTS (SELECT 1 FROM facts WHERE user_id = ?) "
+            "OR EXISTS (SELECT 1 FROM entities WHERE user_id = ?)", [user_id, user_id, user_id]).fetchone()[0])
+
     def table_infos(self) -> dict[str, TableInfo]:
         """Every table with a ``user_id`` column, by name, from the database's catalog."""
         return self.backend.table_infos()
