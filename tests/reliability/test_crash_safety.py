@@ -120,14 +120,6 @@ def _open(args: dict, **extra):
                          importance_threshold=0.3, **extra)
 
 
-@pytest.fixture(autouse=True)
-def _children_untraced(monkeypatch):
-    """The children of this module are SIGKILLed: they never write coverage data, so they are not
-    traced (coverage's ``patch = subprocess`` starts it in every child that inherits this)."""
-    monkeypatch.delenv("COVERAGE_PROCESS_CONFIG", raising=False)
-    monkeypatch.delenv("COVERAGE_PROCESS_START", raising=False)
-
-
 def fact_text(tag: str) -> str:
     return f"note {tag} about the garden shed cf{tag}"
 

@@ -68,14 +68,6 @@ MAX_DELAY = 1.5
 OPS, WEIGHTS = ("turn", "messages", "fact", "batch", "triple"), (30, 10, 30, 15, 15)
 
 
-@pytest.fixture(autouse=True)
-def _children_untraced(monkeypatch):
-    """The children of this module are SIGKILLed: they never write coverage data, so they are not
-    traced (coverage's ``patch = subprocess`` starts it in every child that inherits this)."""
-    monkeypatch.delenv("COVERAGE_PROCESS_CONFIG", raising=False)
-    monkeypatch.delenv("COVERAGE_PROCESS_START", raising=False)
-
-
 def fact_text(tag: str) -> str:
     return f"note cf{tag} about the garden shed"
 
