@@ -187,25 +187,20 @@ class DatabaseVectors:
         """The user's ``limit`` documents most similar to ``vector``: ``[(id, cosine)]``, best first."""
         query = literal(np.asarray(vector))
         self._prepare()
-        rows: list = []
-        if user_id not in self._pending:  # one round trip: the tier's state and, when exact, its neighbours
-            rows = self.storage.execute(
-                "SELECT f.approximate, v.id, v.similarity, v.total FROM search_filled f LEFT JOIN LATERAL ("
-                f"SELECT id, 1 - (embedding <=> ?::vector) AS similarity, count(*) OVER () AS total FROM {self.table} "
-                "WHERE user_id = f.user_id AND kind = f.kind AND NOT f.approximate "
-                "ORDER BY similarity DESC, id LIMIT ?) v ON true WHERE f.user_id = ? AND f.kind = ? AND f.part = ?",
-                [query, int(limit), user_id, self.kind, self.table]).fetchall()
-            if rows and not rows[0][0]:
-                return self._exact(user_id, [(row[1], row[2], row[3]) for row in rows if row[1] is not None])
-        approximate = True if rows else self.ensure(user_id)
         if user_id in self._pending:  # a search inside a deferred write sees its documents
+            self.ensure(user_id)
             self._flush(user_id)
-        if not approximate:  # every vector of the user (the ORDER BY cannot use the HNSW index), and their count
-            found = self.storage.execute(
-                f"SELECT id, 1 - (embedding <=> ?::vector) AS similarity, count(*) OVER () FROM {self.table} "
-                "WHERE user_id = ? AND kind = ? ORDER BY similarity DESC, id LIMIT ?",
-                [query, user_id, self.kind, int(limit)]).fetchall()
-            return self._exact(user_id, found)
+        rows = self._state_and_exact(user_id, query, limit)
+        if not rows:  # the tier is not filled yet: fill it, then search
+            self.ensure(user_id)
+            rows = self._state_and_exact(user_id, query, limit)
+        if not rows:  # a user who has nothing
+            return []
+        if not rows[0][0]:
+            found = [(row[1], row[2], row[3]) for row in rows if row[1] is not None]
+            if found and found[0][2] > EXACT_UP_TO:  # too many to compare every one next time
+                self._approximate(user_id)
+            return [(row[0], float(row[1])) for row in found]
         with self.storage.lock:  # both statements on the main connection, which keeps the settings
             self.storage.execute("SELECT set_config('hnsw.iterative_scan', 'relaxed_order', false), "
                                  "set_config('hnsw.ef_search', ?, false)", [str(max(40, 2 * int(limit)))])
@@ -216,12 +211,17 @@ class DatabaseVectors:
         rows.sort(key=lambda row: -row[1])  # relaxed order: nearly sorted
         return [(row[0], float(row[1])) for row in rows]
 
-    def _exact(self, user_id: str, found: list) -> list[tuple[str, float]]:
-        """Rows ``(id, similarity, count of the user's vectors)`` of an exact search, as results;
-        a tier found larger than :data:`EXACT_UP_TO` goes to the HNSW index for the next search."""
-        if found and found[0][2] > EXACT_UP_TO:  # too many to compare every one next time
-            self._approximate(user_id)
-        return [(row[0], float(row[1])) for row in found]
+    def _state_and_exact(self, user_id: str, query: str, limit: int) -> list:
+        """One round trip: no row when the user's tier is not filled; else rows ``(approximate,
+        id, similarity, count of the user's vectors)``, with an exact tier's ``limit`` nearest
+        (every vector of the user compared: the ORDER BY cannot use the HNSW index), or a single
+        row ``(True, None, None, None)`` for an approximate tier."""
+        return self.storage.execute(
+            "SELECT f.approximate, v.id, v.similarity, v.total FROM search_filled f LEFT JOIN LATERAL ("
+            f"SELECT id, 1 - (embedding <=> ?::vector) AS similarity, count(*) OVER () AS total FROM {self.table} "
+            "WHERE user_id = f.user_id AND kind = f.kind AND NOT f.approximate "
+            "ORDER BY similarity DESC, id LIMIT ?) v ON true WHERE f.user_id = ? AND f.kind = ? AND f.part = ?",
+            [query, int(limit), user_id, self.kind, self.table]).fetchall()
 
     def similarity(self, user_id: str, vector: object, ids: Iterable[str]) -> dict[str, float]:
         """Cosine similarity of ``vector`` to each of these documents of the user (those indexed)."""

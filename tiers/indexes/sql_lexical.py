@@ -124,12 +124,12 @@ class DatabaseLexical:
         df: Counter[str] = Counter()
         docs_delta = length_delta = 0
         if replaced:  # the old postings and documents go, and say what they held
-            count, length, terms = storage.execute(
+            count, length, old_terms = storage.execute(
                 "WITH p AS (DELETE FROM search_postings WHERE user_id = ? AND kind = ? AND id = ANY(?) RETURNING term), "
                 "d AS (DELETE FROM search_docs WHERE user_id = ? AND kind = ? AND id = ANY(?) RETURNING length) "
                 "SELECT (SELECT count(*) FROM d), (SELECT coalesce(sum(length), 0) FROM d), ARRAY(SELECT term FROM p)",
                 [user_id, kind, replaced, user_id, kind, replaced]).fetchone()
-            df.subtract(Counter(terms))
+            df.subtract(Counter(old_terms))
             docs_delta, length_delta = -int(count), -int(length)
         if docs:
             ids = list(docs)
