@@ -25,15 +25,13 @@ The file readers (JSONL / JSON / snapshots / strategy files) are fuzzed in
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import inspect
 import io
 import json
 import os
 import re
-import sqlite3
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -45,7 +43,7 @@ from hypothesis import strategies as st
 
 import unified_memory as um
 from tests.reliability.conftest import scaled
-from tiers.storage.backend import Storage
+from tests.reliability.table_digest import reader, table_digests
 from unified_memory import (
     CompactionConfig,
     ContextConfig,
@@ -205,34 +203,26 @@ def invoke(spec: Spec, target: Any, kwargs: dict[str, Any]) -> Any:
 
 # -- state snapshots ("nothing half-written") -----------------------------------------------------
 
-def db_digest(mem: UnifiedMemory) -> str:
-    """A digest of every table of the memory's database, read through a separate connection
-    (the SQLite file read-only, or a second connection to its PostgreSQL database)."""
+#: The reading connection of each database a test snapshots (tests/reliability/table_digest.py),
+#: kept for the test (a connection per digest cost more than the digest) and closed after it.
+_READERS: dict[str, Any] = {}
+
+
+@pytest.fixture(autouse=True)
+def _close_readers() -> Iterator[None]:
+    yield
+    while _READERS:
+        _READERS.popitem()[1].close()
+
+
+def db_digest(mem: UnifiedMemory) -> dict[str, str]:
+    """A digest of each table of the memory's database, read through a connection of the test's
+    own (the SQLite file read-only, or a second connection to its PostgreSQL database)."""
     storage = internals(mem).storage
-    if storage.dialect.postgres:
-        other = Storage(storage.backend.url)
-        try:
-            tables = [r["tablename"] for r in other.query(
-                "SELECT tablename FROM pg_tables WHERE schemaname = current_schema() ORDER BY tablename")]
-            return _digest(tables, lambda name: other.execute(f'SELECT * FROM "{name}"').fetchall())
-        finally:
-            other.close()
-    con = sqlite3.connect(f"file:{os.fspath(mem.path)}?mode=ro", uri=True)
-    try:
-        tables = [r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")]
-        return _digest(tables, lambda name: con.execute(f'SELECT * FROM "{name}"').fetchall())
-    finally:
-        con.close()
-
-
-def _digest(tables: list[str], rows_of: Callable[[str], list[Any]]) -> str:
-    digest = hashlib.sha256()
-    for name in tables:
-        rows = sorted(repr(row) for row in rows_of(name))
-        digest.update(f"{name}:{len(rows)}:".encode())
-        for row in rows:
-            digest.update(row.encode("utf-8", "surrogatepass"))
-    return digest.hexdigest()
+    target = storage.backend.url if storage.dialect.postgres else os.fspath(mem.path)
+    if target not in _READERS:
+        _READERS[target] = reader(target)
+    return table_digests(_READERS[target])
 
 
 def listings(mem: UnifiedMemory) -> dict[str, Any]:
@@ -396,20 +386,22 @@ def _fuzz_memory_method(name: str, tmp: Path, examples: int) -> None:
     with UnifiedMemory(tmp / "memory.db", user_id="ada", retrieval="lexical") as mem:
         hint = populate(mem)
         spec = _memory_specs(hint)[name]
+        unchanged: list[tuple[dict[str, str], dict[str, Any]]] = []  # the state a raising example left, checked
 
         @settings(max_examples=examples, **SETTINGS)
         @given(data=st.data())
         def run(data: st.DataObject) -> None:
             kwargs, _bad = draw_kwargs(data, spec)
-            before = snapshot(mem)
+            before = unchanged.pop() if unchanged else snapshot(mem)
             COUNTS.examples += 1
             try:
                 invoke(spec, mem, dict(kwargs))
             except Exception as exc:  # noqa: BLE001 - the contract is checked below
                 check_error(exc, spec, arg_names(spec, kwargs), f"UnifiedMemory.{name}")
                 after = snapshot(mem)
-                assert after[0] == before[0], f"UnifiedMemory.{name} raised but changed the SQLite file"
+                assert after[0] == before[0], f"UnifiedMemory.{name} raised but changed the database"
                 assert after[1] == before[1], f"UnifiedMemory.{name} raised but changed the listings"
+                unchanged.append(after)  # the call wrote nothing: the next example starts from this state
 
         run()
 
@@ -821,14 +813,17 @@ def _check_bad_paths(call: str, in_tmp_cwd: Path, figures) -> None:
     with UnifiedMemory(in_tmp_cwd / "memory.db", user_id="ada", retrieval="lexical") as mem:
         populate(mem)
         before = _files_under(in_tmp_cwd)
+        unchanged: tuple[dict[str, str], dict[str, Any]] | None = None
         for raw in BAD_PATHS:
             for value in (raw, Path(raw)) if "\x00" not in raw and raw.strip() else (raw,):
-                state = snapshot(mem)
+                state = unchanged or snapshot(mem)
+                unchanged = None
                 try:
                     PATH_CALLS[call](value, mem)
                 except Exception as exc:  # noqa: BLE001
                     check_error(exc, Spec({}, None, storage_ok=True), PATH_FIELDS, f"{call} with {raw!r:.40}")
-                    assert snapshot(mem) == state, f"{call} raised but changed the memory"
+                    unchanged = snapshot(mem)  # checked equal: the next value starts from this state
+                    assert unchanged == state, f"{call} raised but changed the memory"
                     errors += 1
     # every bad path is relative and climbs nowhere: whatever was created is below the working directory
     outside = [p for p in _files_under(in_tmp_cwd) - before if not p.is_relative_to(Path.cwd())]
@@ -1182,3 +1177,20 @@ def test_a_ttl_beyond_the_calendar_is_refused_and_reads_keep_working(ttl_days: f
             mem.remember_many(["I like tea", {"text": "I keep bees", "ttl_days": ttl_days}])
         assert mem.facts() == []
         assert mem.remember("I keep wasps", ttl_days=365) and [f.text for f in mem.facts()] == ["I keep wasps"]
+
+
+def test_the_snapshot_sees_every_kind_of_write(in_tmp_cwd: Path) -> None:
+    """The state the fuzz tests compare changes with a write to any table (so an equal snapshot
+    after a raising call means nothing was written), and stays equal when nothing was."""
+    with UnifiedMemory(in_tmp_cwd / "memory.db", user_id="ada", retrieval="lexical") as mem:
+        populate(mem)
+        first = snapshot(mem)
+        assert snapshot(mem) == first
+        digests = first[0]
+        assert {"facts", "messages", "triples", "keyed_items"} <= set(digests), sorted(digests)
+        mem.put_item(("notes",), "k9", {"text": "new"})
+        after_item = snapshot(mem)[0]
+        assert after_item["keyed_items"] != digests["keyed_items"]
+        assert after_item["facts"] == digests["facts"]
+        mem.remember("I keep goats")
+        assert snapshot(mem)[0]["facts"] != after_item["facts"]

@@ -30,10 +30,8 @@ refused (wrong types, unknown fields, malformed bodies, bad keys, ...) are never
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import re
-import sqlite3
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -45,6 +43,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.reliability.conftest import one_per_backend, scaled
+from tests.reliability.table_digest import reader, table_digests
 
 pytest.importorskip("fastapi", reason="the service needs the server extra")
 httpx = pytest.importorskip("httpx")
@@ -175,51 +174,9 @@ class Fuzzed:
     counts: dict[str, int] = field(default_factory=lambda: {"requests": 0, "refused": 0, "accepted": 0})
 
 
-def _digest(rows: list[Any]) -> str:
-    digest = hashlib.sha256()
-    texts = sorted(repr(row) for row in rows)
-    digest.update(f"{len(texts)}:".encode())
-    for text in texts:
-        digest.update(text.encode("utf-8", "surrogatepass"))
-    return digest.hexdigest()
-
-
-def pg_digest(db: Any) -> dict[str, str]:
-    """:func:`db_digest` of a PostgreSQL database: each table of its schema, in one read-only snapshot."""
-    from psycopg import sql
-
-    with db.transaction():
-        tables = [r[0] for r in db.execute("SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = "
-                                           "c.relnamespace WHERE n.nspname = current_schema() AND c.relkind = 'r' "
-                                           "ORDER BY c.relname")]
-        return {name: _digest(db.execute(sql.SQL("SELECT * FROM {}").format(sql.Identifier(name))).fetchall())
-                for name in tables}
-
-
 def db_digest(db: Any) -> dict[str, str]:
-    """A digest of each table of the server's file, read in one transaction of this process's own connection."""
-    if not isinstance(db, sqlite3.Connection):
-        return pg_digest(db)
-    digests: dict[str, str] = {}
-    db.execute("BEGIN")
-    try:
-        tables = [r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")]
-        for name in tables:
-            digests[name] = _digest(db.execute(f'SELECT * FROM "{name}"').fetchall())
-    finally:
-        db.execute("COMMIT")
-    return digests
-
-
-def _reader(db: Path | str) -> Any:
-    """A connection of this process's own that reads the server's file (or database) and never writes."""
-    if isinstance(db, Path):
-        return sqlite3.connect(f"file:{db}?mode=ro", uri=True, isolation_level=None)
-    import psycopg
-
-    conn = psycopg.connect(db, autocommit=True)
-    conn.isolation_level, conn.read_only = psycopg.IsolationLevel.REPEATABLE_READ, True
-    return conn
+    """A digest of each table of the server's file or database, read through this process's own connection."""
+    return table_digests(db)
 
 
 @pytest.fixture(scope="module")
@@ -251,7 +208,7 @@ def fuzzed_server(path: Path | str) -> Iterator[Fuzzed]:
         http.post("/v1/users/ada/triples", json={"subject": "Ada", "predicate": "knows", "object": "Bob"},
                   headers=auth)
         export = http.get("/v1/users/ada/export", headers=auth).text
-        db = _reader(path)
+        db = reader(path)
         assert {"facts", "messages", "api_keys"} <= set(db_digest(db)), "the digest does not see the memory's tables"
         try:
             yield Fuzzed(service, http, keys, ids, export, db)
