@@ -36,7 +36,10 @@ queries = st.lists(st.sampled_from(WORDS), min_size=1, max_size=4).map(" ".join)
 
 @pytest.fixture
 def storage(pgvector_url):
+    """A storage for the indexes alone: their loaders stand for the tiers' tables, so every user
+    they are asked about holds something (the tables themselves stay empty)."""
     store = Storage(pgvector_url, search="database")
+    store.has_user = lambda user_id: True  # type: ignore[method-assign]
     try:
         yield store
     finally:
@@ -104,6 +107,26 @@ def test_a_user_is_filled_from_the_rows_once_and_other_users_stay_apart(storage)
     other_host = DatabaseLexical(storage, loader, kind="facts")
     assert [m.key for m in other_host.search("ada", "bees")] == ["a1", "a2"]
     assert calls == ["ada", "bob"]  # filled once each, for every host
+
+
+def test_a_user_who_has_nothing_is_searched_without_the_write_lock(pgvector_url, monkeypatch):
+    """A recall of a user with nothing stored (new, or forgotten) only reads: it takes no write
+    lock (which would queue it behind every writer) and leaves no row naming the user."""
+    with UnifiedMemory(pgvector_url, user_id="ada", retrieval="hybrid", embedder=HashingEmbedder(64)) as mem:
+        mem.remember("I keep bees")
+        storage = internals(mem).storage
+        locked = []
+        atomic = storage.backend.atomic
+        monkeypatch.setattr(storage.backend, "atomic", lambda: locked.append(1) or atomic())
+        newcomer = mem.scoped(user_id="nobody-yet")
+        for _ in range(2):
+            assert newcomer.recall("bees") == []
+            assert newcomer.context("bees").text.count("bees") == 0
+        assert locked == []
+        for table in ("search_stats", "search_filled", "search_docs"):
+            assert storage.execute(f"SELECT count(*) FROM {table} WHERE user_id = 'nobody-yet'").fetchone()[0] == 0
+        assert [h.text for h in mem.recall("bees")] == ["I keep bees"]  # ada's first search fills her tiers
+        assert locked
 
 
 def test_vectors_in_the_database_find_the_exact_neighbours(storage, monkeypatch):

@@ -94,6 +94,8 @@ class DatabaseVectors:
         state = self._state(user_id)
         if state is not None:
             return state
+        if not self.storage.has_user(user_id):  # nothing to index: a read, without the write lock
+            return False
         with self.storage.atomic():
             state = self._state(user_id)
             if state is not None:

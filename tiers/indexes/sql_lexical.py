@@ -12,7 +12,8 @@ here at write and query time), the same BM25 (``k1``, ``b``, idf, the query's up
 - a user's tier is filled from its rows the first time it is searched (:meth:`fill`): once,
   in a transaction, for every host (``search_stats`` holds a row for a filled user's tier);
   until then its writes leave the tables alone. The tier of a user who has nothing at all is not
-  marked: no search leaves a row naming a user who has nothing (a forgotten user, say);
+  marked: no search leaves a row naming a user who has nothing (a forgotten user, say), and the
+  search of such a user only reads (it takes no write lock);
 - a host holds nothing per user: :meth:`invalidate` has nothing to forget.
 
 The tables are in :mod:`tiers.storage.pg_search_schema`.
@@ -80,6 +81,8 @@ class DatabaseLexical:
         found = self._filled(user_id)
         if found is not None:
             return found
+        if not self._storage.has_user(user_id):  # nothing to index: a read, without the write lock
+            return 0, 0
         with self._storage.atomic():
             found = self._filled(user_id)  # another host may have filled it while we waited
             if found is not None:
