@@ -306,11 +306,11 @@ class ServiceIsolationMachine(RuleBasedStateMachine):
 
     # -- cross-tenant attempts --------------------------------------------------------------------
 
-    @rule(attacker=slots, victim=slots, agent=agents, session=sessions, data=st.data())
-    def cross_tenant(self, attacker, victim, agent, session, data):
-        """X's key on Y's path: every endpoint answers 403, with nothing of Y, and writes nothing."""
-        if attacker == victim:
-            return
+    @rule(attacker=slots, shift=st.integers(1, 3), agent=agents, session=sessions, data=st.data())
+    def cross_tenant(self, attacker, shift, agent, session, data):
+        """X's key on Y's path: every endpoint answers 403, with nothing of Y, and writes nothing.
+        (Y is another user by construction, so every time the rule is drawn it attacks.)"""
+        victim = (attacker + shift) % len(self.users)
         self.step()
         x, y = self.users[attacker], self.users[victim]
         _, m = self.marker(x, agent, session, owned=False)  # must never be stored anywhere

@@ -11,7 +11,6 @@ keys in its file, and stops it (SIGTERM: in-flight requests finish) or kills it 
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import socket
@@ -91,13 +90,21 @@ class ServiceProcess:
             return False
 
     def create_key(self, user: str | None = None, *, admin: bool = False, label: str = "") -> str:
-        """A new key in the service's file (usable at once: keys are read per request)."""
-        command = [sys.executable, "-m", "unified_memory", "keys", "create", "--db", str(self.db), "--json"]
-        command += ["--admin"] if admin else ["--user", str(user)]
-        if label:
-            command += ["--label", label]
-        done = subprocess.run(command, capture_output=True, check=True, env={**os.environ, **self.env})
-        return str(json.loads(done.stdout)["key"])
+        """A new key in the service's file (usable at once: keys are read per request), written
+        by this process as ``unified-memory keys create`` writes it (no interpreter started)."""
+        from tiers.maintenance.keys import KeyRing
+        from tiers.storage.backend import Storage
+        from unified_memory.validation import check_scope_id
+
+        if admin == (user is not None):
+            raise ValueError("create_key: give a user, or admin=True, not both")
+        if user is not None:
+            check_scope_id("user", user)
+        storage = Storage(self.db)
+        try:
+            return KeyRing(storage).create(None if admin else user, admin=admin, label=label)[1]
+        finally:
+            storage.close()
 
     def log(self) -> str:
         """What the child wrote to stderr / stdout so far."""
