@@ -42,12 +42,17 @@ def code(host: int, n: int) -> str:
     return f"zq{host:02d}n{n:06d}"
 
 
-def worker(host: int, url: str, seconds: float, folder: Path, retrieval: str, chroma: str | None) -> None:
+def worker(host: int, url: str, seconds: float, folder: Path, retrieval: str, chroma: str | None,
+           embedder: str = "model") -> None:
     """One host's loop (runs in its own process)."""
     sys.path.insert(0, str(ROOT))
     from unified_memory import UnifiedMemory
 
     options: dict[str, Any] = {"retrieval": retrieval}
+    if embedder == "hashing":  # vectors without a model to load: what the hosts share is the point here
+        from scoring.embeddings import HashingEmbedder
+
+        options["embedder"] = HashingEmbedder(256)
     if chroma:
         host_name, port = chroma.rsplit(":", 1)
         options["vectors"] = {"backend": "chroma", "chroma_host": host_name, "chroma_port": int(port)}
@@ -105,7 +110,7 @@ def _newest_team_code(folder: Path, me: int) -> tuple[str, float] | None:
 
 
 def run(url: str, *, hosts: int, seconds: float, kill: bool, retrieval: str = "lexical",
-        chroma: str | None = None) -> dict[str, Any]:
+        chroma: str | None = None, embedder: str = "model") -> dict[str, Any]:
     """Start the hosts, wait, check the database; returns the figures."""
     folder = Path(tempfile.mkdtemp(prefix="um-hosts-"))
     processes = []
@@ -117,7 +122,8 @@ def run(url: str, *, hosts: int, seconds: float, kill: bool, retrieval: str = "l
                # several hosts share this machine's cores: one thread each for the model (as one per core on real hosts)
                "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
         command = [sys.executable, str(Path(__file__).resolve()), "--worker", str(host), "--url", url,
-                   "--seconds", str(seconds), "--folder", str(folder), "--retrieval", retrieval]
+                   "--seconds", str(seconds), "--folder", str(folder), "--retrieval", retrieval,
+                   "--embedder", embedder]
         if chroma:
             command += ["--chroma", chroma]
         processes.append(subprocess.Popen(command, cwd=home, env=env, stderr=subprocess.PIPE))
@@ -192,12 +198,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--kill", action="store_true", help="SIGKILL one host half-way")
     parser.add_argument("--retrieval", default="lexical")
     parser.add_argument("--chroma", metavar="HOST:PORT", help="vectors on this Chroma server")
+    parser.add_argument("--embedder", choices=["model", "hashing"], default="model",
+                        help="the vectors' embedder: the bundled model (default), or feature hashing (no model to load)")
     parser.add_argument("--out", help="append the figures to this Markdown file")
     parser.add_argument("--worker", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--folder", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.worker is not None:
-        worker(args.worker, args.url, args.seconds, Path(args.folder), args.retrieval, args.chroma)
+        worker(args.worker, args.url, args.seconds, Path(args.folder), args.retrieval, args.chroma, args.embedder)
         return 0
     server = None
     url = args.url
@@ -209,7 +217,7 @@ def main(argv: list[str] | None = None) -> int:
         url = create_database(server)
     try:
         figures = run(url, hosts=args.hosts, seconds=args.seconds, kill=args.kill, retrieval=args.retrieval,
-                      chroma=args.chroma)
+                      chroma=args.chroma, embedder=args.embedder)
     finally:
         if server is not None:
             server.stop()

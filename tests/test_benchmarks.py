@@ -65,7 +65,7 @@ def test_scale_benchmark_tiny_run(tmp_path):
 def test_reliability_benchmark_collects_the_figures_of_the_suite(tmp_path):
     out = tmp_path / "reliability.md"
     done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "reliability.py"), "-k", "sql_parameters",
-                           "--out", str(out)], capture_output=True, text=True, timeout=300, cwd=ROOT)
+                           "--workers", "0", "--out", str(out)], capture_output=True, text=True, timeout=300, cwd=ROOT)
     assert done.returncode == 0, done.stderr[-2000:] + done.stdout[-2000:]
     text = out.read_text(encoding="utf-8")
     assert "Result: every reliability test passed." in text

@@ -31,8 +31,9 @@ def test_four_hosts_lose_and_duplicate_nothing_and_see_each_other_soon(pg_url):
     check(multihost.run(pg_url, hosts=4, seconds=8, kill=True))
 
 
-@pytest.mark.embeddings
 def test_four_hosts_with_vectors_on_a_shared_chroma_server(pg_url, chroma_server):
+    """Vectors from the feature-hashing embedder: what is tested is the hosts sharing a Chroma server
+    (four hosts each loading the bundled model took a minute of this machine's two cores)."""
     figures = multihost.run(pg_url, hosts=4, seconds=8, kill=True, retrieval="hybrid",
-                            chroma=f"127.0.0.1:{chroma_server}")
+                            chroma=f"127.0.0.1:{chroma_server}", embedder="hashing")
     check(figures)
