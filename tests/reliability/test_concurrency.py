@@ -360,6 +360,8 @@ def shared_store(tmp_path, storage_backend, request):
 
 
 @pytest.mark.slow
+# the long random loop runs paths other tests run too: not traced by coverage (docs/testing.md, "Coverage")
+@pytest.mark.no_cover
 @pytest.mark.parametrize("retrieval", ["lexical", "hybrid"])
 def test_threads_and_processes_on_one_file(retrieval, shared_store, storage_backend, tmp_path, figures):
     """8 threads and 4 processes writing and recalling on one file (or PostgreSQL database): no

@@ -418,6 +418,8 @@ def make_machine(backend: str):
 
 
 @pytest.mark.slow
+# the long random loop runs paths other tests run too: not traced by coverage (docs/testing.md, "Coverage")
+@pytest.mark.no_cover
 @pytest.mark.parametrize("backend", ["file", "memory-hybrid"])
 def test_no_read_returns_another_users_item(backend, figures):
     """Isolation: random operations for several users, agents and sessions; recall, context,
