@@ -36,7 +36,6 @@ def _temp_root_in_memory() -> None:
 
 _temp_root_in_memory()
 
-from tests import child_coverage  # noqa: E402
 from tests.hypothesis_profiles import scale_written_budgets  # noqa: E402  (loads the profile: dev, ci or thorough)
 
 DAY = 86400.0
@@ -221,13 +220,6 @@ _ROOT = Path(__file__).resolve().parents[1]
 #: Where the PostgreSQL half runs a third time on the database search path (``[pgvector]``: the
 #: suite's PostgreSQL with pgvector, tests/pgvector_server.py), the reliability suites (issue 39).
 PGVECTOR_TOO: tuple[str, ...] = ("tests/reliability/",)
-
-
-@pytest.hookimpl(trylast=True)
-def pytest_sessionstart(session):
-    """After coverage started (pytest-cov starts it in this hook, in each worker): the processes the
-    tests start are not measured, but the services of tests/service (tests/child_coverage.py)."""
-    child_coverage.withhold()
 
 
 def pytest_generate_tests(metafunc):

@@ -8,7 +8,6 @@ import pytest
 pytest.importorskip("fastapi", reason="the service needs the server extra")
 httpx = pytest.importorskip("httpx")
 
-from tests.child_coverage import measured  # noqa: E402
 from unified_memory.service.background import ServiceProcess  # noqa: E402
 
 
@@ -16,7 +15,7 @@ from unified_memory.service.background import ServiceProcess  # noqa: E402
 def service(tmp_path_factory):
     """One running service per test module (its file in a temporary directory)."""
     db = tmp_path_factory.mktemp("service") / "memory.db"
-    with ServiceProcess(db, env=measured()) as running:
+    with ServiceProcess(db) as running:
         yield running
 
 

@@ -15,7 +15,6 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.child_coverage import measured
 from tests.service.conftest import bearer
 from tests.service.test_http_api import JSON, _rows, client_for, ok
 from unified_memory import UnifiedMemory
@@ -90,8 +89,7 @@ def test_missing_unknown_malformed_and_revoked_keys_are_401(service):
 # -- limits ----------------------------------------------------------------------------------
 
 def test_failed_authentications_are_rate_limited(tmp_path):
-    with ServiceProcess(tmp_path / "m.db", args=["--retrieval", "lexical", "--max-failed-auth", "3", "--no-mcp"],
-                        env=measured()) as svc:
+    with ServiceProcess(tmp_path / "m.db", args=["--retrieval", "lexical", "--max-failed-auth", "3", "--no-mcp"]) as svc:
         good = svc.create_key("ada")
         with httpx.Client(base_url=svc.url) as http:
             assert ok(http.get("/v1/users/ada/stats", headers=bearer(good)))["facts"] == 0  # successes do not count
@@ -110,7 +108,7 @@ def test_failed_authentications_are_rate_limited(tmp_path):
 @pytest.mark.slow
 def test_bodies_over_the_limit_are_413_and_write_nothing(tmp_path):
     with ServiceProcess(tmp_path / "m.db", args=["--retrieval", "lexical", "--max-body-bytes", "4096",
-                                                 "--no-mcp"], env=measured()) as svc:
+                                                 "--no-mcp"]) as svc:
         key = svc.create_key("ada")
         with client_for(svc, key) as http:
             ok(http.post("/v1/users/ada/facts", json={"text": "x" * 3000}), 201)
@@ -138,7 +136,7 @@ def test_bodies_over_the_limit_are_413_and_write_nothing(tmp_path):
 def test_sigterm_answers_in_flight_writes_and_keeps_them(tmp_path):
     """Requests whose headers have arrived when SIGTERM comes are answered, and their writes are kept."""
     db = tmp_path / "m.db"
-    svc = ServiceProcess(db, args=["--retrieval", "lexical", "--no-mcp"], env=measured()).start()
+    svc = ServiceProcess(db, args=["--retrieval", "lexical", "--no-mcp"]).start()
     key = svc.create_key("ada")
     count = 6
     sent_head = [threading.Event() for _ in range(count)]
@@ -184,7 +182,7 @@ def test_sigterm_answers_in_flight_writes_and_keeps_them(tmp_path):
         ids += answer.json()["ids"]
     assert len(ids) == count * 50
     assert "Application shutdown complete" in svc.log()
-    with ServiceProcess(db, args=["--retrieval", "lexical", "--no-mcp"], env=measured()) as again:
+    with ServiceProcess(db, args=["--retrieval", "lexical", "--no-mcp"]) as again:
         with client_for(again, again.create_key("ada")) as http:
             stored = ok(http.get("/v1/users/ada/facts", params={"limit": 1000}))
     assert stored["total"] == count * 50 and {f["id"] for f in stored["facts"]} == set(ids)

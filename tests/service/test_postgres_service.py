@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import pytest
 
-from tests.child_coverage import measured
 from unified_memory import RemoteMemory, UnifiedMemory
 from unified_memory.errors import PermissionDeniedError
 from unified_memory.service.background import ServiceProcess
@@ -16,7 +15,7 @@ pytest.importorskip("fastapi")
 
 def test_two_services_on_one_postgresql_database_share_memories_and_keep_users_apart(pg_url):
     url = pg_url.replace("postgres@", "postgres:hidden@")  # trust auth: the password must never be shown
-    with ServiceProcess(url, env=measured()) as first, ServiceProcess(url, env=measured()) as second:
+    with ServiceProcess(url) as first, ServiceProcess(url) as second:
         ada_key, bob_key = first.create_key("ada"), first.create_key("bob")
         ada = RemoteMemory(first.url, api_key=ada_key, user_id="ada")
         ada.add_turn("I'm allergic to peanuts and I live in Lisbon.")
@@ -47,8 +46,7 @@ def test_serve_with_two_workers_and_a_pool_on_postgresql(pg_url):
     import httpx
     import psycopg
 
-    service = ServiceProcess(pg_url, args=("--retrieval", "lexical", "--workers", "2", "--pool-size", "2"),
-                             env=measured()).start()
+    service = ServiceProcess(pg_url, args=("--retrieval", "lexical", "--workers", "2", "--pool-size", "2")).start()
     try:
         key = service.create_key("ada")
         headers = {"Authorization": f"Bearer {key}"}

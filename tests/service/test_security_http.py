@@ -22,7 +22,6 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.child_coverage import measured
 from tests.service.conftest import bearer
 from unified_memory import MemoryValueError, UnifiedMemory
 from unified_memory.service.background import ServiceProcess
@@ -91,7 +90,7 @@ def _read_all(sock: socket.socket, seconds: float) -> bytes:
 
 @pytest.mark.slow
 def test_forwarded_for_is_ignored_unless_the_proxy_is_trusted(tmp_path):
-    with ServiceProcess(tmp_path / "m.db", args=[*LEXICAL, "--max-failed-auth", "3"], env=measured()) as svc:
+    with ServiceProcess(tmp_path / "m.db", args=[*LEXICAL, "--max-failed-auth", "3"]) as svc:
         good = svc.create_key("ada")
         with httpx.Client(base_url=svc.url) as http:
             for i in range(3):  # a new forged address each time does not escape the limiter
@@ -105,8 +104,7 @@ def test_forwarded_for_is_ignored_unless_the_proxy_is_trusted(tmp_path):
                 assert http.get("/v1/users/ada/stats", headers=headers).status_code == 200
         assert '"client": "203.0.113.' not in svc.log()  # the access log names the real peer
 
-    with ServiceProcess(tmp_path / "p.db", args=[*LEXICAL, "--max-failed-auth", "3", "--trusted-proxy", "127.0.0.1"],
-                        env=measured()) as svc:
+    with ServiceProcess(tmp_path / "p.db", args=[*LEXICAL, "--max-failed-auth", "3", "--trusted-proxy", "127.0.0.1"]) as svc:
         good = svc.create_key("ada")
         with httpx.Client(base_url=svc.url) as http:
             def guess(address: str) -> int:
@@ -139,7 +137,7 @@ def test_a_throttled_address_still_admits_valid_keys(app_client):
 
 @pytest.mark.slow
 def test_slow_heads_and_stalled_bodies_are_cut_off(tmp_path):
-    with ServiceProcess(tmp_path / "m.db", args=[*LEXICAL, "--header-timeout", "1", "--body-timeout", "1"], env=measured()) as svc:
+    with ServiceProcess(tmp_path / "m.db", args=[*LEXICAL, "--header-timeout", "1", "--body-timeout", "1"]) as svc:
         key = svc.create_key("ada")
         address = ("127.0.0.1", svc.port)
         with socket.create_connection(address) as half:  # half a head, then silence
@@ -172,7 +170,7 @@ def test_slow_heads_and_stalled_bodies_are_cut_off(tmp_path):
 def test_worker_processes_keep_the_limits(tmp_path):
     """``serve --workers``: each worker process applies the head deadline and the settings."""
     args = [*LEXICAL, "--workers", "2", "--header-timeout", "1", "--max-failed-auth", "2"]
-    with ServiceProcess(tmp_path / "m.db", args=args, env=measured()) as svc:
+    with ServiceProcess(tmp_path / "m.db", args=args) as svc:
         halves = [socket.create_connection(("127.0.0.1", svc.port)) for _ in range(4)]  # likely both workers
         try:
             for sock in halves:
@@ -188,7 +186,7 @@ def test_worker_processes_keep_the_limits(tmp_path):
 
 
 def test_connections_over_the_limit_are_refused(tmp_path):
-    with ServiceProcess(tmp_path / "m.db", args=[*LEXICAL, "--max-connections", "3", "--header-timeout", "60"], env=measured()) as svc:
+    with ServiceProcess(tmp_path / "m.db", args=[*LEXICAL, "--max-connections", "3", "--header-timeout", "60"]) as svc:
         idle = [socket.create_connection(("127.0.0.1", svc.port)) for _ in range(3)]
         try:
             for sock in idle:

@@ -22,7 +22,6 @@ import httpx2  # noqa: E402  (the mcp SDK's own HTTP client)
 from mcp import Client  # noqa: E402
 from mcp.client.streamable_http import streamable_http_client  # noqa: E402
 
-from tests.child_coverage import measured  # noqa: E402
 from tests.service.conftest import bearer  # noqa: E402
 from unified_memory import RemoteMemory  # noqa: E402
 from unified_memory.errors import MemoryValueError  # noqa: E402
@@ -39,7 +38,7 @@ def served(request, tmp_path):
         db: Any = request.getfixturevalue("pg_url")
     else:
         db = tmp_path / "memory.db"
-    with ServiceProcess(db, env=measured()) as service:
+    with ServiceProcess(db) as service:
         yield service, service.create_key("bob"), service.create_key("eve")
 
 
@@ -104,7 +103,7 @@ def test_a_forged_import_reaches_no_other_tenant_over_http_mcp_and_remote(served
 
 @pytest.mark.slow
 def test_an_import_line_over_one_writes_limit_is_refused_as_it_streams(tmp_path):
-    with ServiceProcess(tmp_path / "m.db", env=measured()) as service:
+    with ServiceProcess(tmp_path / "m.db") as service:
         key = service.create_key("ada")
         with httpx.Client(base_url=service.url, timeout=60) as client:
             client.post("/v1/users/ada/facts", headers=bearer(key), json={"text": "I keep bees"})
@@ -149,7 +148,7 @@ def test_deep_metadata_is_refused_at_write_and_reads_keep_working(served, route)
 
 @pytest.mark.slow
 def test_mcp_recall_escapes_a_stored_fence_and_marks_a_speaker_imitating_a_role(tmp_path):
-    with ServiceProcess(tmp_path / "m.db", env=measured()) as service:
+    with ServiceProcess(tmp_path / "m.db") as service:
         key = service.create_key("ada")
         with httpx.Client(base_url=service.url, timeout=30) as client:
             client.post("/v1/users/ada/facts", headers=bearer(key),

@@ -9,7 +9,6 @@ import time
 import httpx
 import pytest
 
-from tests.child_coverage import measured
 from tests.service.conftest import bearer
 from unified_memory.service.background import ServiceProcess
 
@@ -33,7 +32,7 @@ def _eventually(check, *, within: float = 10.0) -> bool:
 
 def test_two_service_processes_share_one_file(tmp_path):
     db = tmp_path / "memory.db"
-    with ServiceProcess(db, env=measured()) as first, ServiceProcess(db, env=measured()) as second:
+    with ServiceProcess(db) as first, ServiceProcess(db) as second:
         key = first.create_key("ada")
         with httpx.Client(base_url=first.url) as one, httpx.Client(base_url=second.url) as two:
             assert _recall(two, key, "bees") == []  # the second process has built its index of ada
@@ -51,7 +50,7 @@ def test_serve_with_two_workers_shares_the_port_and_the_file(tmp_path):
     """``serve --workers 2``: requests on the one port reach either process; every write answered is
     recalled (whichever process answers), and SIGTERM stops both with the writes kept."""
     db = tmp_path / "memory.db"
-    service = ServiceProcess(db, args=("--retrieval", "lexical", "--workers", "2"), env=measured()).start()
+    service = ServiceProcess(db, args=("--retrieval", "lexical", "--workers", "2")).start()
     try:
         key = service.create_key("ada")
         texts = [f"I keep bee hive number {n} in the orchard" for n in range(12)]
@@ -65,7 +64,7 @@ def test_serve_with_two_workers_shares_the_port_and_the_file(tmp_path):
     finally:
         code = service.stop()
     assert code == 0, service.log()[-2000:]
-    with ServiceProcess(db, env=measured()) as again, httpx.Client(base_url=again.url) as client:
+    with ServiceProcess(db) as again, httpx.Client(base_url=again.url) as client:
         listed = client.get("/v1/users/ada/facts", headers=bearer(key)).json()["facts"]
         assert {f["id"] for f in listed} == set(ids)
 
