@@ -393,3 +393,25 @@ def test_server_requests_have_a_timeout(chroma_server):
     with ChromaVectorIndex.server(port=chroma_server, timeout=3.0, request_timeout=30.0) as index:
         timeout = index._client._server._session.timeout
         assert (timeout.connect, timeout.read) == (3.0, 30.0)
+
+
+def test_a_query_the_server_fails_internally_is_tried_again(index, monkeypatch):
+    """A Chroma server can fail a query that races another client's delete ("Error finding id"); the
+    same query a moment later succeeds. A search tries it again; a lasting failure still raises."""
+    import chromadb.errors
+
+    index.upsert("facts/ada", ["a", "b"], np.eye(2, 4, dtype=np.float32))
+    collection = index._collection("facts/ada", False)
+    failures = [chromadb.errors.InternalError("Error executing plan: Internal error: Error finding id")]
+    query = collection.query
+
+    def flaky(*args, **kwargs):
+        if failures:
+            raise failures.pop()
+        return query(*args, **kwargs)
+
+    monkeypatch.setattr(collection, "query", flaky)
+    assert [key for key, _ in index.search("facts/ada", np.eye(1, 4, dtype=np.float32)[0], 2)] == ["a", "b"]
+    failures.extend([chromadb.errors.InternalError("still broken")] * 5)
+    with pytest.raises(StorageError, match="still broken"):
+        index.search("facts/ada", np.eye(1, 4, dtype=np.float32)[0], 2)

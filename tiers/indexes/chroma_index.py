@@ -25,6 +25,7 @@ import contextlib
 import hashlib
 import re
 import threading
+import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from operator import methodcaller
 from pathlib import Path
@@ -47,6 +48,8 @@ _INSTALL_HINT = 'chromadb is not installed: pip install "unified-memory[chroma]"
 _PREFIX = re.compile(r"[A-Za-z0-9][A-Za-z0-9_]{0,15}")
 _HNSW_KEYS = {"ef_construction", "ef_search", "max_neighbors", "num_threads", "resize_factor", "sync_threshold", "batch_size"}
 _PAGE = 5000  # ids fetched per request by ids()
+#: How many times a query the server failed with an internal error is tried (ChromaVectorIndex._read).
+READ_ATTEMPTS = 3
 
 
 def _import_chromadb() -> Any:
@@ -210,9 +213,8 @@ class ChromaVectorIndex:
             return []
         if query.ndim != 1 or query.size == 0 or not np.isfinite(query).all():
             raise invalid("vector", f"expected one finite vector of shape (dim,), got shape {query.shape}")
-        result = self._call(
-            partition, False, lambda col: col.query(query_embeddings=query[None], n_results=limit, include=["distances"])
-        )
+        result = self._read(partition, lambda col: col.query(query_embeddings=query[None], n_results=limit,
+                                                              include=["distances"]))
         if result is None or not result["ids"]:
             return []
         pairs = [(key, min(1.0, max(-1.0, 1.0 - float(d)))) for key, d in zip(result["ids"][0], result["distances"][0], strict=True)]
@@ -331,6 +333,21 @@ class ChromaVectorIndex:
             raise StorageError(f"collection {name!r} belongs to partition {owner!r}, not {partition!r}")
         with self._lock:
             return self._collections.setdefault(partition, col)
+
+    def _read(self, partition: str, operation: Callable[[Any], Any]) -> Any:
+        """:meth:`_call` for a query, tried again (up to :data:`READ_ATTEMPTS` times, 50 ms apart)
+        when the server fails it with an internal error: a Chroma server answering a query while
+        another client's delete commits can fail it ("Error finding id": the graph still held an
+        id whose record was gone), and the same query a moment later succeeds. Seen with four
+        processes writing and recalling one user (tests/test_multiprocess.py)."""
+        for attempt in range(READ_ATTEMPTS):
+            try:
+                return self._call(partition, False, operation)
+            except StorageError as exc:
+                if attempt + 1 == READ_ATTEMPTS or not isinstance(exc.__cause__, self._chroma.errors.InternalError):
+                    raise
+                time.sleep(0.05)
+        return None
 
     def _call(self, partition: str, create: bool, operation: Callable[[Any], Any]) -> Any:
         """Run ``operation(collection)``; retry once if another client dropped the collection."""
