@@ -174,11 +174,6 @@ class Fuzzed:
     counts: dict[str, int] = field(default_factory=lambda: {"requests": 0, "refused": 0, "accepted": 0})
 
 
-def db_digest(db: Any) -> dict[str, str]:
-    """A digest of each table of the server's file or database, read through this process's own connection."""
-    return table_digests(db)
-
-
 @pytest.fixture(scope="module")
 def servers(tmp_path_factory) -> Iterator[Any]:
     """One fuzzed server per backend for the module, started when a test first asks for it."""
@@ -209,7 +204,7 @@ def fuzzed_server(path: Path | str) -> Iterator[Fuzzed]:
                   headers=auth)
         export = http.get("/v1/users/ada/export", headers=auth).text
         db = reader(path)
-        assert {"facts", "messages", "api_keys"} <= set(db_digest(db)), "the digest does not see the memory's tables"
+        assert {"facts", "messages", "api_keys"} <= set(table_digests(db)), "the digest does not see the memory's tables"
         try:
             yield Fuzzed(service, http, keys, ids, export, db)
         finally:
@@ -428,7 +423,7 @@ def check(fuzz: Fuzzed, case: Case, state: dict[str, dict[str, str]]) -> None:
     answer = send(fuzz, case)
     fuzz.counts["requests"] += 1
     before = state["digest"]
-    state["digest"] = after = db_digest(fuzz.db)  # the next case compares with this, whatever happens here
+    state["digest"] = after = table_digests(fuzz.db)  # the next case compares with this, whatever happens here
     where = f"{case.why}: {case.method} {case.path[:120]}{case.query[:120]} -> {answer.status_code} {answer.text[:300]}"
     assert answer.status_code < 500, f"{where}\nserver log:\n{fuzz.service.log()[-3000:]}"
     if answer.status_code < 400:
@@ -451,7 +446,7 @@ def check(fuzz: Fuzzed, case: Case, state: dict[str, dict[str, str]]) -> None:
 
 
 def fuzz_operation(fuzz: Fuzzed, key: tuple[str, str], examples: int) -> None:
-    state = {"digest": db_digest(fuzz.db)}
+    state = {"digest": table_digests(fuzz.db)}
 
     @settings(max_examples=examples, **SETTINGS)  # type: ignore[arg-type]
     @given(st.data())
@@ -482,9 +477,9 @@ def test_the_seeded_rows_survive_the_fuzzing(fuzzed):
 
 def test_the_digest_sees_an_accepted_write(fuzzed):
     """The "writes nothing" check can fail: a write the server accepts changes the digest."""
-    before = db_digest(fuzzed.db)
+    before = table_digests(fuzzed.db)
     answer = fuzzed.http.post("/v1/users/ada/facts", json={"text": "I also keep wasps"},
                               headers={"Authorization": f"Bearer {fuzzed.keys['ada']}"})
     assert answer.status_code in (200, 201), answer.text
-    after = db_digest(fuzzed.db)
+    after = table_digests(fuzzed.db)
     assert before["facts"] != after["facts"]

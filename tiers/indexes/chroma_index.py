@@ -227,7 +227,7 @@ class ChromaVectorIndex:
         query = np.asarray(vector, dtype=np.float32).reshape(-1)
         if not keys:
             return {}
-        found = self._call(partition, False, lambda col: col.get(ids=keys, include=["embeddings"]))
+        found = self._read(partition, lambda col: col.get(ids=keys, include=["embeddings"]))
         if found is None or not len(found["ids"]):
             return {}
         matrix = np.asarray(found["embeddings"], dtype=np.float32)
@@ -239,7 +239,7 @@ class ChromaVectorIndex:
         """Every id in the partition (empty for a missing partition)."""
         found: set[str] = set()
         for offset in range(0, 1 << 62, _PAGE):
-            page = self._call(partition, False, methodcaller("get", include=[], limit=_PAGE, offset=offset))
+            page = self._read(partition, methodcaller("get", include=[], limit=_PAGE, offset=offset))
             keys = page["ids"] if page is not None else []
             found.update(keys)
             if len(keys) < _PAGE:
@@ -335,7 +335,7 @@ class ChromaVectorIndex:
             return self._collections.setdefault(partition, col)
 
     def _read(self, partition: str, operation: Callable[[Any], Any]) -> Any:
-        """:meth:`_call` for a query, tried again (up to :data:`READ_ATTEMPTS` times, 50 ms apart)
+        """:meth:`_call` for a read (a query, a get), tried again (up to :data:`READ_ATTEMPTS` times, 50 ms apart)
         when the server fails it with an internal error: a Chroma server answering a query while
         another client's delete commits can fail it ("Error finding id": the graph still held an
         id whose record was gone), and the same query a moment later succeeds. Seen with four

@@ -198,7 +198,7 @@ class DatabaseLexical:
             docs, total = self.fill(user_id)
             df = dict(self._storage.execute(
                 "SELECT term, df FROM search_terms WHERE user_id = ? AND kind = ? AND term = ANY(?)",
-                [user_id, self._kind, terms]).fetchall())
+                [user_id, self._kind, terms]).fetchall()) if docs else {}
         if not docs:
             return []
         k1, b = self._k1, self._b

@@ -94,10 +94,11 @@ class ServiceProcess:
         by this process as ``unified-memory keys create`` writes it (no interpreter started)."""
         from tiers.maintenance.keys import KeyRing
         from tiers.storage.backend import Storage
+        from unified_memory.errors import MemoryValueError
         from unified_memory.validation import check_scope_id
 
         if admin == (user is not None):
-            raise ValueError("create_key: give a user, or admin=True, not both")
+            raise MemoryValueError("user: create_key needs a user, or admin=True, not both", field="user")
         if user is not None:
             check_scope_id("user", user)
         storage = Storage(self.db)
