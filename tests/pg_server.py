@@ -25,6 +25,7 @@ import socket
 import subprocess
 import tempfile
 import threading
+import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
@@ -170,10 +171,10 @@ _ADMIN: dict[tuple[str, int], Any] = {}
 _ADMIN_LOCK = threading.Lock()
 
 
-def _admin(server: PgServer, statement: Any) -> None:
+def _admin(server: PgServer, statement: Any, params: Any = None) -> list[tuple[Any, ...]]:
     """Run ``statement`` on this process's connection to the server's ``postgres`` database
     (opened once and kept: a connection costs the server a new backend process; opened again
-    when the server was restarted under it)."""
+    when the server was restarted under it) and return the rows it gave (none for a command)."""
     import psycopg
 
     key = (server.host, server.port)
@@ -183,22 +184,25 @@ def _admin(server: PgServer, statement: Any) -> None:
             if conn is None or conn.closed or conn.broken:
                 conn = _ADMIN[key] = psycopg.connect(server.url, autocommit=True)
             try:
-                conn.execute(statement)
-                return
+                cursor = conn.execute(statement, params)
+                return cursor.fetchall() if cursor.description is not None else []
             except psycopg.OperationalError:
                 if attempt == 2 or not (conn.closed or conn.broken):
                     raise
                 _ADMIN.pop(key, None)
+    raise AssertionError("unreachable")
 
 
 def create_database(server: PgServer, name: str | None = None, *, template: str = "template0") -> str:
     """Create an empty database (``name``, else ``t_<12 hex digits>``) copied from ``template``
     and return its URL. ``template0`` is the pristine one: nothing a test adds to ``template1``
-    leaks into it, and its copy takes a few milliseconds with ``fsync=off``."""
+    leaks into it. ``STRATEGY FILE_COPY`` copies the template's files (~14 ms of the server's time
+    here) instead of writing each of its blocks to the WAL (``WAL_LOG``, the default: ~28 ms)."""
     from psycopg import sql
 
     name = name or f"t_{uuid.uuid4().hex[:12]}"
-    _admin(server, sql.SQL("CREATE DATABASE {} TEMPLATE {}").format(sql.Identifier(name), sql.Identifier(template)))
+    _admin(server, sql.SQL("CREATE DATABASE {} TEMPLATE {} STRATEGY FILE_COPY").format(
+        sql.Identifier(name), sql.Identifier(template)))
     return server.url_of(name)
 
 
@@ -228,8 +232,22 @@ def schema_template(server: PgServer) -> str:
     return name
 
 
+SESSIONS_GONE_TIMEOUT = 10.0  # seconds drop_database waits for a database's ended sessions to leave
+
+
 def drop_database(server: PgServer, name: str) -> None:
-    """Drop ``name``, ending its sessions (``WITH (FORCE)``)."""
+    """Drop ``name``, ending its sessions first.
+
+    ``DROP DATABASE ... WITH (FORCE)`` ends them itself, but then waits for them to leave in steps
+    of 100 ms, and a closed client's backend is usually still exiting when the drop comes: most
+    drops after a test took ~100 ms instead of ~7. Here the sessions are ended and their leaving
+    is watched every millisecond; the drop then finds the database free (``FORCE`` stays, for a
+    session that connects in between)."""
     from psycopg import sql
 
+    others = "FROM pg_stat_activity WHERE datname = %s AND pid <> pg_backend_pid()"
+    _admin(server, f"SELECT pg_terminate_backend(pid) {others}", (name,))
+    deadline = time.monotonic() + SESSIONS_GONE_TIMEOUT
+    while _admin(server, f"SELECT 1 {others} LIMIT 1", (name,)) and time.monotonic() < deadline:
+        time.sleep(0.001)
     _admin(server, sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
