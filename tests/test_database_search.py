@@ -109,6 +109,27 @@ def test_a_user_is_filled_from_the_rows_once_and_other_users_stay_apart(storage)
     assert calls == ["ada", "bob"]  # filled once each, for every host
 
 
+def test_a_search_of_a_filled_tier_is_one_statement(storage, monkeypatch):
+    """Totals, document frequencies, idf and scores come back in one round trip; the matched
+    terms and the query's upper bound (``relevance``) are those the in-process index gives."""
+    rows = {"a1": "I keep bees in the garden", "a2": "bees and honey", "a3": "jazz in june"}
+    sql = DatabaseLexical(storage, lambda _user: list(rows.items()), kind="facts")
+    sql.fill("ada")
+    mine = LexicalIndex()
+    for key, text in rows.items():
+        mine.add(key, text)
+    sent = []
+    execute = storage.execute
+    monkeypatch.setattr(storage, "execute", lambda sql_text, params=(): sent.append(sql_text) or execute(sql_text, params))
+    for query in ("bees garden", "honey marathon", "lisbon", "jazz june bees"):
+        sent.clear()
+        same_ranking(sql.search("ada", query), mine.search(query))
+        assert len(sent) == 1, query
+    sent.clear()
+    assert sql.search("ada", "the of") == []  # nothing but stopwords: no statement at all
+    assert sent == []
+
+
 def test_a_user_who_has_nothing_is_searched_without_the_write_lock(pgvector_url, monkeypatch):
     """A recall of a user with nothing stored (new, or forgotten) only reads: it takes no write
     lock (which would queue it behind every writer) and leaves no row naming the user."""

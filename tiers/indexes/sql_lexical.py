@@ -34,24 +34,51 @@ __all__ = ["DatabaseLexical", "Loader"]
 
 Loader = Callable[[str], Iterable[tuple[str, str]]]
 
+# A search is one statement: the tier's totals, the query terms' document frequencies, their idf
+# (``ln`` is the C library's ``log``, as Python's ``math.log``: the same doubles the in-process index
+# computes) and the scores. No row: the user's tier is not filled yet; a row without an id: filled, no
+# match. Every row carries the document count and the held terms (in the index) with their frequencies,
+# in query order, from which the caller computes the query's upper bound and reads the matched terms.
 # One index range per query term (the primary key's prefix), whatever the planner's statistics say:
 # OFFSET 0 keeps the lateral subquery from being flattened into a join that a table not analysed
 # yet (rows just written) plans as a scan of every posting of the user. The matched terms come back
-# as a bit mask of their positions in the query (a hash aggregate; array_agg(... ORDER BY) sorts).
+# as a bit mask of their positions among the first 62 held terms (a hash aggregate; array_agg(...
+# ORDER BY) sorts).
 _SEARCH = """
-SELECT p.id AS id,
-       SUM(p.tf * (w.idf * ?) / (p.tf + ? * (p.length * ? / ? + ?))) AS score,
-       bit_or(w.bit) AS matched,
-       MIN(p.seq) AS seq
-FROM unnest(?::text[], ?::float8[], ?::bigint[]) AS w(term, idf, bit)
-CROSS JOIN LATERAL (
-    SELECT id, tf, length, seq FROM search_postings
-    WHERE user_id = ? AND kind = ? AND term = w.term {only}
-    OFFSET 0
-) AS p
-GROUP BY p.id
-ORDER BY score DESC, seq ASC
-{limit}
+WITH s AS (SELECT docs, total_length FROM search_stats WHERE user_id = ? AND kind = ?),
+held AS (
+    SELECT t.term, t.df, array_position(?::text[], t.term) AS n FROM search_terms t
+    WHERE t.user_id = ? AND t.kind = ? AND t.term = ANY(?) AND t.df > 0
+),
+w AS (
+    SELECT array_agg(h.term ORDER BY h.n) AS terms, array_agg(h.idf ORDER BY h.n) AS idfs,
+           array_agg(h.bit ORDER BY h.n) AS bits, max(h.average) AS average
+    FROM (
+        SELECT held.term, held.n, (1::bigint << (row_number() OVER (ORDER BY held.n) - 1)::int) AS bit,
+               ln(1.0::float8 + ((s.docs - held.df)::float8 + 0.5::float8) / (held.df::float8 + 0.5::float8)) AS idf,
+               s.total_length::float8 / s.docs::float8 AS average
+        FROM held, s ORDER BY held.n LIMIT {mask_bits}
+    ) AS h
+),
+m AS (
+    SELECT p.id AS id,
+           SUM(p.tf * (u.idf * ?) / (p.tf + ? * (p.length * ? / w.average + ?))) AS score,
+           bit_or(u.bit) AS matched,
+           MIN(p.seq) AS seq
+    FROM w CROSS JOIN unnest(w.terms, w.idfs, w.bits) AS u(term, idf, bit)
+    CROSS JOIN LATERAL (
+        SELECT id, tf, length, seq FROM search_postings
+        WHERE user_id = ? AND kind = ? AND term = u.term {only}
+        OFFSET 0
+    ) AS p
+    GROUP BY p.id
+    ORDER BY score DESC, seq ASC
+    {limit}
+)
+SELECT s.docs, ARRAY(SELECT term FROM held ORDER BY n), ARRAY(SELECT df FROM held ORDER BY n),
+       m.id, m.score, m.matched
+FROM s LEFT JOIN m ON true
+ORDER BY m.score DESC, m.seq ASC
 """
 _MASK_BITS = 62  # query terms a bigint mask holds; a longer query is searched in parts of the mask
 
@@ -185,51 +212,28 @@ class DatabaseLexical:
         terms = list(dict.fromkeys(analyze(query)))
         if not terms or (keys is not None and not keys):
             return []
-        # The tier's totals and the query terms' document frequencies in one round trip (no row:
-        # the user's tier is not filled yet).
-        rows = self._storage.execute(
-            "SELECT s.docs, s.total_length, t.term, t.df FROM search_stats s LEFT JOIN search_terms t "
-            "ON t.user_id = s.user_id AND t.kind = s.kind AND t.term = ANY(?) WHERE s.user_id = ? AND s.kind = ?",
-            [terms, user_id, self._kind]).fetchall()
-        if rows:
-            docs, total = int(rows[0][0]), int(rows[0][1])
-            df = {row[2]: row[3] for row in rows if row[2] is not None}
-        else:
-            docs, total = self.fill(user_id)
-            df = dict(self._storage.execute(
-                "SELECT term, df FROM search_terms WHERE user_id = ? AND kind = ? AND term = ANY(?)",
-                [user_id, self._kind, terms]).fetchall()) if docs else {}
-        if not docs:
+        rows = self._search(user_id, terms, limit if keys_allowed is None else None, keys)
+        if not rows:  # the user's tier is not filled yet
+            docs, _total = self.fill(user_id)
+            rows = self._search(user_id, terms, limit if keys_allowed is None else None, keys) if docs else []
+        if not rows or not rows[0][0]:
             return []
-        k1, b = self._k1, self._b
+        docs, held_terms, held_dfs = int(rows[0][0]), rows[0][1], rows[0][2]
+        k1 = self._k1
+        df = dict(zip(held_terms, held_dfs, strict=True))
         absent = math.log(1.0 + (docs + 0.5) / 0.5) * (k1 + 1.0)
         bound = 0.0
-        held, idfs = [], []
         for term in terms:
             count = int(df.get(term, 0))
             if count <= 0:
                 bound += absent
-                continue
-            idf = math.log(1.0 + (docs - count + 0.5) / (count + 0.5))
-            bound += idf * (k1 + 1.0)
-            held.append(term)
-            idfs.append(idf)
-        if not held:
-            return []
-        held, idfs = held[:_MASK_BITS], idfs[:_MASK_BITS]  # (a query of more distinct terms: its first 62 held)
-        params: list[Any] = [k1 + 1.0, k1, b, total / docs, 1.0 - b, held, idfs, [1 << i for i in range(len(held))],
-                             user_id, self._kind]
-        only = ""
-        if keys is not None:
-            only = "AND id = ANY(?)"
-            params.append([k for k in keys if isinstance(k, str)])
-        sql_limit = ""
-        if limit is not None and keys_allowed is None:
-            sql_limit = "LIMIT ?"
-            params.append(int(limit))
-        rows = self._storage.execute(_SEARCH.format(only=only, limit=sql_limit), params).fetchall()
+            else:
+                bound += math.log(1.0 + (docs - count + 0.5) / (count + 0.5)) * (k1 + 1.0)
+        held = list(held_terms[:_MASK_BITS])  # (a query of more distinct terms: its first 62 held)
         found = []
-        for item_id, score, mask, _seq in rows:
+        for *_head, item_id, score, mask in rows:
+            if item_id is None:  # filled, nothing matched
+                break
             if keys_allowed is not None and not keys_allowed(item_id):
                 continue
             matched = tuple(term for i, term in enumerate(held) if mask >> i & 1)  # in query order
@@ -237,6 +241,23 @@ class DatabaseLexical:
             if limit is not None and len(found) >= limit:
                 break
         return found
+
+    def _search(self, user_id: str, terms: list[str], limit: int | None,
+                keys: Collection[str] | None) -> list[tuple[Any, ...]]:
+        """The rows of :data:`_SEARCH` (none: the user's tier is not filled)."""
+        k1, b = self._k1, self._b
+        params: list[Any] = [user_id, self._kind, terms, user_id, self._kind, terms, k1 + 1.0, k1, b, 1.0 - b,
+                             user_id, self._kind]
+        only = ""
+        if keys is not None:
+            only = "AND id = ANY(?)"
+            params.append([k for k in keys if isinstance(k, str)])
+        sql_limit = ""
+        if limit is not None:
+            sql_limit = "LIMIT ?"
+            params.append(int(limit))
+        statement = _SEARCH.format(only=only, limit=sql_limit, mask_bits=_MASK_BITS)
+        return list(self._storage.execute(statement, params).fetchall())
 
     # -- what a host keeps: nothing ---------------------------------------------------------------
 
