@@ -130,6 +130,21 @@ def test_a_search_of_a_filled_tier_is_one_statement(storage, monkeypatch):
     assert sent == []
 
 
+def test_the_vectors_of_a_user_who_has_nothing_are_searched_in_two_reads(storage, monkeypatch):
+    """Is the tier filled (no), does the user hold anything (no): nothing more is asked, nothing
+    written."""
+    cache = EmbeddingCache(storage, HashingEmbedder(64))
+    dense = DatabaseVectors(storage, lambda _user: [], cache, "facts")
+    dense.ensure("someone-else")  # the model's table exists: what follows is the search alone
+    monkeypatch.setattr(storage, "has_user", lambda user_id: False)
+    sent = []
+    execute = storage.execute
+    monkeypatch.setattr(storage, "execute", lambda sql_text, params=(): sent.append(sql_text) or execute(sql_text, params))
+    assert dense.search("nobody", cache.query_vector("bees"), 5) == []
+    assert len(sent) == 1  # the filled-and-nearest query; has_user is the second read
+    assert storage.execute("SELECT count(*) FROM search_filled WHERE user_id = 'nobody'").fetchone()[0] == 0
+
+
 def test_a_user_who_has_nothing_is_searched_without_the_write_lock(pgvector_url, monkeypatch):
     """A recall of a user with nothing stored (new, or forgotten) only reads: it takes no write
     lock (which would queue it behind every writer) and leaves no row naming the user."""

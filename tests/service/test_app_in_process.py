@@ -174,8 +174,8 @@ def test_turns_messages_facts_and_triples_are_stored_as_sent(svc):
         "metadata": {"channel": "sms"}}, headers=ada), 201)["ids"]
     call = {"id": "c1", "type": "function", "function": {"name": "weather", "arguments": "{}"}}
     messages = svc.ok(http.post("/v1/users/ada/messages", json={"messages": [
-        {"role": "assistant", "content": None, "tool_calls": [call]},
-        {"role": "tool", "content": "sunny", "tool_call_id": "c1", "name": "weather", "when": 1709294400.0},
+        {"role": "assistant", "content": None, "tool_calls": [call], "when": "2024-03-02T00:00:00Z"},
+        {"role": "tool", "content": "sunny", "tool_call_id": "c1", "name": "weather", "when": 1709424000.0},
     ], "extract": False}, headers=ada), 201)["ids"]
     fact = svc.ok(http.post("/v1/users/ada/facts", json={
         "text": "I keep bees", "importance": 0.9, "category": "hobby", "metadata": {"hives": 2}, "ttl_days": 30},
@@ -186,11 +186,12 @@ def test_turns_messages_facts_and_triples_are_stored_as_sent(svc):
         "subject": "Ada", "predicate": "works_with", "object": "Grace", "confidence": 0.7}, headers=ada), 201)["id"]
 
     episodes = svc.ok(http.get("/v1/users/ada/episodes", headers=ada))["episodes"]
-    assert [e["id"] for e in episodes] == turn + messages
+    assert [e["id"] for e in episodes] == turn + messages  # oldest first
     assert (episodes[0]["content"], episodes[0]["metadata"]) == ("My sister Maria lives in Lisbon", {"channel": "sms"})
     assert episodes[0]["created_at"].startswith("2024-03-01T12:00:00")
     assert episodes[2]["content"] is None and episodes[2]["tool_calls"] == [call]
     assert (episodes[3]["tool_call_id"], episodes[3]["name"]) == ("c1", "weather")
+    assert episodes[3]["created_at"].startswith("2024-03-03T00:00:00")  # a number is a Unix time
     assert len(svc.ok(http.get("/v1/users/ada/episodes", params={"limit": 1}, headers=ada))["episodes"]) == 1
 
     facts = {f["id"]: f for f in svc.ok(http.get("/v1/users/ada/facts", params={"limit": 1000}, headers=ada))["facts"]}

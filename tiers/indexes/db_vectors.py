@@ -94,8 +94,13 @@ class DatabaseVectors:
         state = self._state(user_id)
         if state is not None:
             return state
+        return bool(self._fill(user_id))
+
+    def _fill(self, user_id: str) -> bool | None:
+        """Fill the user's tier (unless another host just did): whether it is approximate, or
+        ``None`` when the user has nothing (then nothing is written, and no lock is taken)."""
         if not self.storage.has_user(user_id):  # nothing to index: a read, without the write lock
-            return False
+            return None
         with self.storage.atomic():
             state = self._state(user_id)
             if state is not None:
@@ -103,7 +108,7 @@ class DatabaseVectors:
             self.storage.execute(f"DELETE FROM {self.table} WHERE user_id = ? AND kind = ?", [user_id, self.kind])
             docs = dict(self._loader(user_id))
             if not docs and not self.storage.has_user(user_id):  # no trace of a user who has nothing
-                return False
+                return None
             approximate = len(docs) > EXACT_UP_TO
             self._put(user_id, docs, approximate)
             self.storage.execute("INSERT INTO search_filled (user_id, kind, part, approximate) VALUES (?, ?, ?, ?)",
@@ -193,10 +198,11 @@ class DatabaseVectors:
             self.ensure(user_id)
             self._flush(user_id)
         rows = self._state_and_exact(user_id, query, limit)
-        if not rows:  # the tier is not filled yet: fill it, then search
-            self.ensure(user_id)
+        if not rows:  # the tier is not filled yet: fill it, then search (a user who has nothing: 2 reads)
+            if self._fill(user_id) is None:
+                return []
             rows = self._state_and_exact(user_id, query, limit)
-        if not rows:  # a user who has nothing
+        if not rows:
             return []
         if not rows[0][0]:
             found = [(row[1], row[2], row[3]) for row in rows if row[1] is not None]
