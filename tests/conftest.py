@@ -432,13 +432,13 @@ def count_fact_loads():
 
     def count(mem):
         lexical = internals(mem).facts.index.lexical
-        calls, original = [], lexical._loader
+        calls, original = [], lexical.loader
 
         def loader(user_id):
             calls.append(user_id)
             return original(user_id)
 
-        lexical._loader = loader
+        lexical.loader = loader
         return calls
 
     return count

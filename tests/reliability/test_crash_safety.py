@@ -329,7 +329,7 @@ def _check(args: dict) -> dict:
                             f"{ {k: [sorted(after[k] - stored[k])[:3], sorted(stored[k] - after[k])[:3]] for k in after} }")
         for tier in (inner.facts, inner.log, inner.graph):  # restored or built
             lexical = tier.index.lexical
-            docs = dict(lexical._loader(USER))
+            docs = dict(lexical.loader(USER))
             if tier.index.in_database:  # the search tables: filled once, then kept by every write
                 lexical.fill(USER)
                 held = {r[0] for r in storage.execute("SELECT id FROM search_docs WHERE user_id = ? AND kind = ?",
@@ -339,7 +339,7 @@ def _check(args: dict) -> dict:
                 continue
             index = lexical.get(USER)
             if len(index) != len(docs) or not all(key in index for key in docs):
-                problems.append(f"{lexical._kind} lexical index: {len(index)} documents, the store {len(docs)}")
+                problems.append(f"{lexical.kind} lexical index: {len(index)} documents, the store {len(docs)}")
         facts = {f.id: f for f in mem.facts(include_inactive=True)}
         log = mem.episodes()  # every session's messages
         episodes, contents = collections.Counter(e.id for e in log), {e.id: e.content for e in log}

@@ -157,7 +157,7 @@ def test_reopening_uses_the_saved_vectors_and_replays_the_journal(tmp_path, monk
         assert loads and loads[0] is not None and dense.index.approximate("facts/default")  # loaded, not rebuilt
         assert True not in encodes  # its codes were loaded too, not computed again
         facts_vectors = dense.partitions["facts"]
-        in_store = {item_id: facts_vectors._key(item_id, text) for item_id, text in facts_vectors._loader("default")}
+        in_store = {item_id: facts_vectors._key(item_id, text) for item_id, text in facts_vectors.loader("default")}
         assert dense.index.ids("facts/default") == set(in_store.values())  # the journal replayed: in step
         assert facts_vectors._keys["default"] == in_store
         assert ids[9] in [hit.id for hit in mem.recall(facts[9], limit=5)]

@@ -46,14 +46,15 @@ def literal(vector: np.ndarray) -> str:
 
 
 class DatabaseVectors:
-    """One tier's (``kind``'s) vectors of every user, in the model's vector table."""
+    """One tier's (``kind``'s) vectors of every user, in the model's vector table. ``loader``
+    (public, like the lexical indexes') reads a user's ``(id, text)`` documents from the rows."""
 
     def __init__(self, storage: Storage, loader: Loader, cache: EmbeddingCache, kind: str, *,
                  parts: Callable[[str], list[str]] | None = None) -> None:
         self.storage = storage
         self.cache = cache
         self.kind = kind
-        self._loader = loader
+        self.loader = loader
         self._parts = parts
         self.table = vector_table(cache.model)
         self._ready = False
@@ -106,7 +107,7 @@ class DatabaseVectors:
             if state is not None:
                 return state
             self.storage.execute(f"DELETE FROM {self.table} WHERE user_id = ? AND kind = ?", [user_id, self.kind])
-            docs = dict(self._loader(user_id))
+            docs = dict(self.loader(user_id))
             if not docs and not self.storage.has_user(user_id):  # no trace of a user who has nothing
                 return None
             approximate = len(docs) > EXACT_UP_TO

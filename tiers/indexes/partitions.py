@@ -28,16 +28,19 @@ Loader = Callable[[str], Iterable[tuple[str, str]]]
 
 
 class PartitionedIndex:
-    """One lexical index per user, derived from the store by ``loader(user_id)``."""
+    """One lexical index per user, derived from the store by ``loader(user_id)``.
+
+    ``loader`` (the callable that reads a user's ``(id, text)`` documents from the tier's rows) and
+    ``kind`` (the tier) are public: a test may count the loads by wrapping ``loader``."""
 
     def __init__(self, storage: Storage, loader: Loader, *, kind: str = "documents", k1: float = 1.2,
                  b: float = 0.75) -> None:
         self._storage = storage
-        self._loader = loader
+        self.loader = loader
         self._k1 = k1
         self._b = b
         self._parts: dict[str, LexicalIndex] = {}
-        self._kind = kind
+        self.kind = kind
         self._journal = IndexJournal(storage, kind)
         self._unsaved: set[str] = set()  # users whose loaded index differs from their saved snapshot
 
@@ -51,7 +54,7 @@ class PartitionedIndex:
 
     def _restore(self, user_id: str) -> LexicalIndex | None:
         """The user's saved index brought up to date from the journal, when usable."""
-        found = snapshots.load(self._storage, user_id, self._kind) if self._journal.enabled else None
+        found = snapshots.load(self._storage, user_id, self.kind) if self._journal.enabled else None
         if found is None:
             return None
         state, position = found
@@ -77,7 +80,7 @@ class PartitionedIndex:
                 index = self._restore(user_id)
                 if index is None:
                     index = LexicalIndex(k1=self._k1, b=self._b)
-                    index.add_many(self._loader(user_id))
+                    index.add_many(self.loader(user_id))
                     self._unsaved.add(user_id)
                 self._parts[user_id] = index
             return index
@@ -103,7 +106,7 @@ class PartitionedIndex:
                 for user in users:
                     index = self._parts.get(user)
                     if index is not None:
-                        snapshots.save(self._storage, user, self._kind, index.state(), head=position)
+                        snapshots.save(self._storage, user, self.kind, index.state(), head=position)
                         self._unsaved.discard(user)
                         saved += 1
             return saved

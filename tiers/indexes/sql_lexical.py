@@ -84,12 +84,16 @@ _MASK_BITS = 62  # query terms a bigint mask holds; a longer query is searched i
 
 
 class DatabaseLexical:
-    """One tier's (``kind``'s) BM25 index, per user, in the database's search tables."""
+    """One tier's (``kind``'s) BM25 index, per user, in the database's search tables.
+
+    ``loader`` (the callable that reads a user's ``(id, text)`` documents from the tier's rows,
+    which :meth:`fill` indexes) and ``kind`` are public: a test may count the fills by wrapping
+    ``loader``."""
 
     def __init__(self, storage: Storage, loader: Loader, *, kind: str, k1: float = 1.2, b: float = 0.75) -> None:
         self._storage = storage
-        self._loader = loader
-        self._kind = kind
+        self.loader = loader
+        self.kind = kind
         self._k1 = float(k1)
         self._b = float(b)
 
@@ -98,7 +102,7 @@ class DatabaseLexical:
     def _filled(self, user_id: str) -> tuple[int, int] | None:
         """``(documents, total length)`` of a filled user's tier, else ``None``."""
         row = self._storage.execute("SELECT docs, total_length FROM search_stats WHERE user_id = ? AND kind = ?",
-                                    [user_id, self._kind]).fetchone()
+                                    [user_id, self.kind]).fetchone()
         return None if row is None else (int(row[0]), int(row[1]))
 
     def fill(self, user_id: str) -> tuple[int, int]:
@@ -115,19 +119,19 @@ class DatabaseLexical:
             if found is not None:
                 return found
             self._clear(user_id)
-            docs = dict(self._loader(user_id))
+            docs = dict(self.loader(user_id))
             if not docs and not self._storage.has_user(user_id):  # no trace of a user who has nothing
                 return 0, 0
             self._storage.execute("INSERT INTO search_stats (user_id, kind, docs, total_length) VALUES (?, ?, 0, 0)",
-                                  [user_id, self._kind])
+                                  [user_id, self.kind])
             self._write(user_id, docs, [])
             found = self._filled(user_id)
         assert found is not None
         return found
 
     def _clear(self, user_id: str | None) -> None:
-        where, params = ("kind = ?", [self._kind]) if user_id is None else ("user_id = ? AND kind = ?",
-                                                                            [user_id, self._kind])
+        where, params = ("kind = ?", [self.kind]) if user_id is None else ("user_id = ? AND kind = ?",
+                                                                            [user_id, self.kind])
         for table in ("search_postings", "search_terms", "search_docs", "search_stats"):
             self._storage.execute(f"DELETE FROM {table} WHERE {where}", params)
 
@@ -149,7 +153,7 @@ class DatabaseLexical:
     def _write(self, user_id: str, docs: dict[str, str], gone: list[str]) -> None:
         """Replace ``docs`` (id -> text) and delete ``gone``: postings, document frequencies
         and the tier's totals change together, in at most four statements (writable CTEs)."""
-        storage, kind = self._storage, self._kind
+        storage, kind = self._storage, self.kind
         replaced = [*docs, *gone]
         df: Counter[str] = Counter()
         docs_delta = length_delta = 0
@@ -246,8 +250,8 @@ class DatabaseLexical:
                 keys: Collection[str] | None) -> list[tuple[Any, ...]]:
         """The rows of :data:`_SEARCH` (none: the user's tier is not filled)."""
         k1, b = self._k1, self._b
-        params: list[Any] = [user_id, self._kind, terms, user_id, self._kind, terms, k1 + 1.0, k1, b, 1.0 - b,
-                             user_id, self._kind]
+        params: list[Any] = [user_id, self.kind, terms, user_id, self.kind, terms, k1 + 1.0, k1, b, 1.0 - b,
+                             user_id, self.kind]
         only = ""
         if keys is not None:
             only = "AND id = ANY(?)"

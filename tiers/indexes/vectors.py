@@ -89,7 +89,8 @@ def document_vectors(cache: EmbeddingCache, user_id: str, documents: list[str],
 
 class PartitionedVectors:
     """Dense partitions of one tier (``kind``: "facts", "messages", "entities"), one per
-    user (``"<kind>/<user_id>"``), derived from the store by ``loader(user_id)``.
+    user (``"<kind>/<user_id>"``), derived from the store by ``loader(user_id)`` (a public
+    attribute: the callable that reads a user's ``(id, text)`` documents from the rows).
 
     Each document is held in the index under ``"<id>|<fingerprint of model and
     text>"``, so the index's own ids tell what it holds: :meth:`ensure` compares them
@@ -117,7 +118,7 @@ class PartitionedVectors:
         self.cache = cache
         self.index = index
         self.kind = kind
-        self._loader = loader
+        self.loader = loader
         self._parts = parts
         self._deferral = Deferral(storage.lock, self._flush, self._drop_pending)
         self._pending: dict[str, dict[str, str]] = {}  # user -> id -> document, while deferring
@@ -199,7 +200,7 @@ class PartitionedVectors:
             with self.storage.atomic() if self.index.persistent else contextlib.nullcontext():
                 if self._load_saved(user_id):
                     return
-                docs = dict(self._loader(user_id))
+                docs = dict(self.loader(user_id))
                 want = self._keys_of(docs)
                 name = self.partition(user_id)
                 have = self.index.ids(name)

@@ -155,8 +155,9 @@ def _install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(Exception)
     async def internal(request: Request, exc: Exception) -> JSONResponse:
         log.exception("request %s failed", _request_id(request))
-        return JSONResponse(error_body("internal", "internal error; see the server log", None,
-                                       _request_id(request)), status_code=500)
+        request_id = _request_id(request)  # Starlette answers this one outside AccessLog: echo the id here
+        return JSONResponse(error_body("internal", "internal error; see the server log", None, request_id),
+                            status_code=500, headers={"X-Request-ID": request_id} if request_id else None)
 
 
 def _settings(settings: ServiceSettings | dict[str, Any] | None) -> ServiceSettings:
