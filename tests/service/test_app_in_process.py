@@ -449,6 +449,8 @@ def test_an_import_line_over_the_body_limit_is_refused_naming_it(svc, lengths, c
     ("turns", {"user": "hi", "when": "yesterday-ish"}, "when"),
     ("messages", {"messages": [{"role": "user", "content": "x", "when": "nope"}]}, "messages[0].when"),
     ("messages", {"messages": [{"role": "user", "content": 1}]}, "messages[0].content"),
+    ("messages", {"messages": [{"role": "user", "content": "x"}, {"role": "robot", "content": "x"}]},
+     "messages[1].role"),
     ("triples", {"subject": "Ada", "predicate": "knows", "object": ""}, "object"),
     ("triples", {"subject": "Ada", "predicate": "knows", "object": "Bo", "confidence": "high"}, "confidence"),
     ("recall", {"query": "x", "limit": 0}, "limit"),
@@ -515,6 +517,7 @@ def test_library_failures_map_to_500_and_503_and_are_logged(make_service, caplog
     svc.memory.close()  # the file can no longer be used: 503, and readiness says why
     closed = svc.error(svc.http.get("/v1/users/ada/stats", headers=svc.ada), 503)
     assert closed["type"] == "unavailable"
+    assert svc.error(svc.http.get("/v1/users/ada/export", headers=svc.ada), 503)["type"] == "unavailable"
     ready = svc.http.get("/readyz")
     assert (ready.status_code, ready.json()) == (503, {"status": "unavailable", "reason": "ClosedError"})
     assert svc.ok(svc.http.get("/healthz")) == {"status": "ok"}  # the process still answers
@@ -697,7 +700,7 @@ def test_mcp_acts_for_the_key_user_or_the_user_an_admin_names(make_service):
 def test_a_body_over_the_limit_is_413_however_it_arrives(svc, size, cuts, declared):
     """A body of ``size`` bytes (``Content-Length`` declared or not, in any parts) is refused with 413
     exactly when it is over ``max_body_bytes``, and the route does not run."""
-    body = b'{"query": "' + b"q" * (size - 13) + b'"}' if size >= 13 else b"{" * size  # JSON from 13 bytes on
+    body = b'{"query": "' + b"q" * (size - 13) + b'"}' if size >= 14 else b"{" * size  # JSON from 14 bytes on
     assert len(body) == size
     points = sorted({min(c, size) for c in cuts} | {0, size})
     headers = [key_header(svc.ada), (b"content-type", b"application/json")]
@@ -711,7 +714,7 @@ def test_a_body_over_the_limit_is_413_however_it_arrives(svc, size, cuts, declar
                                           "message": f"request body over {BODY_LIMIT} bytes",
                                           "request_id": answer.headers["x-request-id"]}
     else:
-        assert answer.status == (200 if size >= 13 else 400 if size else 422), answer.body  # the route's answer
+        assert answer.status == (200 if size >= 14 else 400 if size else 422), answer.body  # the route's answer
 
 
 def test_a_content_length_that_is_not_a_number_is_refused(svc):

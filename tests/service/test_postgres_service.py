@@ -78,3 +78,32 @@ def test_serve_with_two_workers_and_a_pool_on_postgresql(pg_url):
     assert code == 0, service.log()[-2000:]
     with UnifiedMemory(pg_url, user_id="ada", retrieval="lexical") as local:
         assert {f.id for f in local.facts(limit=100)} == set(ids)
+
+
+@pytest.mark.slow
+@pytest.mark.embeddings
+def test_a_service_on_postgresql_with_pgvector_needs_no_local_disk(pgvector_url, tmp_path):
+    """``serve`` on a PostgreSQL URL with pgvector needs nothing on the host's disk: with HOME and
+    every cache (ours, Hugging Face's, XDG's) where nothing can be written (under a regular file:
+    not even root can), the real bundled model and hybrid retrieval answer writes, recalls and a
+    context, a second host answers the same user at once, and neither logs an error."""
+    blocked = tmp_path / "a-file"
+    blocked.write_text("not a directory")
+    env = {"HOME": str(blocked / "home"), "XDG_CACHE_HOME": str(blocked / "xdg"),
+           "UNIFIED_MEMORY_CACHE": str(blocked / "cache"), "HF_HOME": str(blocked / "hf")}
+    args = ("--retrieval", "hybrid", "--no-mcp")
+    with ServiceProcess(pgvector_url, args=args, env=env, log_path=tmp_path / "a.log") as host_a:
+        key = host_a.create_key("ada")
+        ada = RemoteMemory(host_a.url, api_key=key, user_id="ada")
+        ada.remember("I'm allergic to peanuts")
+        ada.remember("My sister Maria plays the cello")
+        ada.add_turn("We moved to Porto last spring.")
+        assert ada.recall("which instrument does Maria play?")[0].text == "My sister Maria plays the cello"
+        assert "peanuts" in ada.context("food I must avoid").text
+        assert ada.stats().search == "database"
+        with ServiceProcess(pgvector_url, args=args, env=env, log_path=tmp_path / "b.log") as host_b:
+            elsewhere = RemoteMemory(host_b.url, api_key=key, user_id="ada")
+            assert elsewhere.recall("which instrument does Maria play?")[0].text == "My sister Maria plays the cello"
+            logs = host_a.log() + host_b.log()
+    assert "Traceback" not in logs and "ERROR" not in logs, logs[-3000:]
+    assert "(API docs at /docs)" in logs and "MCP at /mcp" not in logs  # --no-mcp: not announced

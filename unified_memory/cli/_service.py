@@ -114,8 +114,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
     workers = f", {args.workers} worker processes" if args.workers > 1 else ""
     target = db_path(args)
     shown = repr(target) if isinstance(target, DatabaseURL) else repr(str(target))  # a URL without its password
-    print(f"unified-memory: serving {shown} on http://{args.host}:{args.port}{workers} "
-          f"(API docs at /docs, MCP at /mcp)", file=sys.stderr, flush=True)
+    mounted = "API docs at /docs" + ("" if args.no_mcp else ", MCP at /mcp")
+    print(f"unified-memory: serving {shown} on http://{args.host}:{args.port}{workers} ({mounted})",
+          file=sys.stderr, flush=True)
     if args.workers == 1:
         serve(memory, host=args.host, port=args.port, settings=settings, log_level=args.log_level)
         return 0
