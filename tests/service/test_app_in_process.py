@@ -218,6 +218,8 @@ def test_turns_messages_facts_and_triples_are_stored_as_sent(svc):
 
 
 def test_recall_and_context_answer_what_the_user_stored(svc):
+    """``POST /recall`` finds the user's fact (and only in the tiers asked), ``POST /context`` puts it in a
+    block within the budget, and neither reaches another user's facts."""
     http, ada = svc.http, svc.ada
     kept = svc.ok(http.post("/v1/users/ada/facts", json={"text": "I am allergic to peanuts"}, headers=ada), 201)["id"]
     svc.ok(http.post("/v1/users/bob/facts", json={"text": "I am allergic to shellfish"}, headers=svc.bob), 201)
@@ -262,6 +264,8 @@ def test_walking_the_fact_pages_gives_every_fact_once_in_order(svc, count, limit
 
 
 def test_facts_listing_options_choose_the_facts(svc):
+    """``GET /facts``: ``order``, ``include_history`` and friends choose and rank the facts; a bad parameter
+    is 422 naming it."""
     http, ada = svc.http, svc.ada
     svc.ok(http.post("/v1/users/ada/facts", json={"text": "I live in Lisbon", "importance": 0.2}, headers=ada), 201)
     svc.ok(http.post("/v1/users/ada/facts", json={"text": "I am allergic to peanuts", "importance": 0.95},
@@ -282,6 +286,8 @@ def test_facts_listing_options_choose_the_facts(svc):
 
 
 def test_scoping_by_agent_and_session_query_parameters(svc):
+    """``agent_id`` / ``session_id`` scope a call as ``UnifiedMemory.scoped`` does; a bad scope id is 422
+    naming the parameter."""
     http, ada = svc.http, svc.ada
     svc.ok(http.post("/v1/users/ada/facts", params={"agent_id": "planner"}, json={"text": "I prefer aisle seats"},
                      headers=ada), 201)
@@ -300,6 +306,8 @@ def test_scoping_by_agent_and_session_query_parameters(svc):
 # -- keyed items ----------------------------------------------------------------------------------------
 
 def test_keyed_items_put_get_search_list_and_delete(svc):
+    """The keyed-item routes store, read, filter (a ``$float`` on the wire), list and delete items of the
+    key's user only."""
     http, ada = svc.http, svc.ada
     for key, value in (("tea", {"kind": "drink", "rating": 5}), ("coffee", {"kind": "drink", "rating": 2}),
                        ("bread", {"kind": "food", "rating": 4})):
@@ -342,6 +350,8 @@ def test_keyed_items_put_get_search_list_and_delete(svc):
 # -- forgetting ------------------------------------------------------------------------------------------
 
 def test_forgetting_one_fact_some_items_or_a_whole_user(svc):
+    """``DELETE /facts/{id}``, ``POST /forget`` (all or nothing) and ``DELETE /v1/users/{user}`` delete what
+    they name and what derives from it, never another user's rows."""
     http, ada = svc.http, svc.ada
     first = svc.ok(http.post("/v1/users/ada/facts", json={"text": "I keep bees"}, headers=ada), 201)["id"]
     second = svc.ok(http.post("/v1/users/ada/facts", json={"text": "I play the cello"}, headers=ada), 201)["id"]
@@ -379,6 +389,8 @@ def test_forgetting_one_fact_some_items_or_a_whole_user(svc):
 # -- export and import ------------------------------------------------------------------------------------
 
 def test_export_streams_json_lines_that_import_into_another_user(svc):
+    """``GET /export`` streams JSON Lines that ``POST /import`` takes into another user; a conflicting or
+    broken line is refused naming the line."""
     http = svc.http
     svc.ok(http.post("/v1/users/ada/facts/batch", json={"facts": ["I keep bees", "I play the cello"]},
                      headers=svc.ada), 201)
@@ -458,6 +470,8 @@ def test_an_import_line_over_the_body_limit_is_refused_naming_it(svc, lengths, c
     ("items/get", {"namespace": ["n"]}, "key"),
 ])
 def test_a_refused_body_is_422_naming_the_field_and_writes_nothing(svc, route, body, field):
+    """A body the schema or the library refuses is 422 ``invalid`` naming the request's own field (not the
+    library's argument), and nothing is written."""
     error = svc.error(svc.http.post(f"/v1/users/ada/{route}", json=body, headers=svc.ada), 422)
     assert (error["type"], error["field"]) == ("invalid", field), error
     assert error["message"].startswith(f"{field}: ") or error["message"].startswith(f"{field} "), error
@@ -466,6 +480,8 @@ def test_a_refused_body_is_422_naming_the_field_and_writes_nothing(svc, route, b
 
 
 def test_several_schema_errors_name_the_most_specific_and_count_the_rest(svc):
+    """With several errors the message names one field and counts the others; a JSON body that is not an
+    object names ``body``."""
     error = svc.error(svc.http.post("/v1/users/ada/facts", json={"text": 1, "bogus": 2, "category": 3},
                                     headers=svc.ada), 422)
     assert error["message"].endswith("(and 2 more)")
@@ -478,6 +494,7 @@ def test_several_schema_errors_name_the_most_specific_and_count_the_rest(svc):
 
 @pytest.mark.parametrize("body", [b"{bad", b'{"text": "x",}', b"\xff\xfe", b'{"text": "caf\xe9"}'])
 def test_a_body_that_is_not_json_in_utf8_is_400_malformed_json(svc, body):
+    """Bodies that are not JSON, or not UTF-8, are 400 ``malformed_json`` naming ``body``."""
     answer = svc.http.post("/v1/users/ada/facts", content=body,
                            headers={**svc.ada, "Content-Type": "application/json"})
     error = svc.error(answer, 400)
@@ -486,6 +503,8 @@ def test_a_body_that_is_not_json_in_utf8_is_400_malformed_json(svc, body):
 
 
 def test_unknown_routes_and_methods(svc):
+    """An unknown route is 404 ``not_found``, a wrong method 405 ``method_not_allowed`` with ``Allow``, in
+    the one error format."""
     missing = svc.error(svc.http.get("/v1/users/ada/nothing-here", headers=svc.ada), 404)
     assert missing["type"] == "not_found" and missing["field"] is None
     assert svc.error(svc.http.get("/nowhere"), 404)["type"] == "not_found"  # open paths answer the same way
@@ -504,6 +523,8 @@ class FailingExtractor(RuleExtractor):
 
 
 def test_library_failures_map_to_500_and_503_and_are_logged(make_service, caplog):
+    """A library error of the server's own (an LLM failure) is 500 and logged with the request id; a closed
+    memory is 503 ``unavailable``, and ``/readyz`` says so while ``/healthz`` still answers."""
     svc = make_service(extractor=FailingExtractor())
     with caplog.at_level(logging.ERROR, logger="unified_memory.service"):
         error = svc.error(svc.http.post("/v1/users/ada/turns", json={"user": "provider down: I live in Porto"},
@@ -524,6 +545,8 @@ def test_library_failures_map_to_500_and_503_and_are_logged(make_service, caplog
 
 
 def test_an_unexpected_failure_is_500_without_its_details(svc, monkeypatch, caplog):
+    """An exception outside the library's classes is 500 ``internal`` with the request id (header and body)
+    and without its text, which goes to the log."""
     async def broken(self: Any) -> Any:
         raise RuntimeError("password=hunter2 in a traceback")
 
@@ -546,6 +569,7 @@ def test_an_unexpected_failure_is_500_without_its_details(svc, monkeypatch, capl
     (UnifiedMemoryError("x"), 500, "internal"),
 ])
 def test_every_library_error_class_has_its_status(error, status, kind):
+    """``status_of``: each of the library's error classes has its documented status and type."""
     assert status_of(error) == (status, kind)
 
 
@@ -568,6 +592,7 @@ def test_a_schema_location_becomes_the_field_it_names(where, parts, tags):
 
 
 def test_the_error_body_has_the_request_id_only_when_there_is_one():
+    """``error_body`` leaves ``request_id`` out when there is none."""
     assert error_body("invalid", "m", "f") == {"error": {"type": "invalid", "field": "f", "message": "m"}}
     assert error_body("invalid", "m", None, "r1")["error"]["request_id"] == "r1"
 
@@ -589,6 +614,8 @@ def test_a_request_id_is_kept_when_it_is_a_short_token_else_made(svc, given_id):
 
 
 def test_the_access_log_has_one_line_per_request_without_the_key(svc, caplog):
+    """One JSON access-log line per request, with the key id and user it was authenticated as, never the
+    key."""
     with caplog.at_level(logging.INFO, logger="unified_memory.service.access"):
         svc.http.post("/v1/users/ada/facts", json={"text": "I keep bees"}, headers={**svc.ada, "X-Request-ID": "r-1"})
         svc.http.get("/v1/users/ada/stats", headers=bearer("um_nope"))
@@ -605,6 +632,8 @@ def test_the_access_log_has_one_line_per_request_without_the_key(svc, caplog):
 # -- the gatekeeper --------------------------------------------------------------------------------------------
 
 def test_keys_are_checked_before_anything_is_read(svc):
+    """401 with ``WWW-Authenticate`` for a missing, malformed, unknown or revoked key; 403 for another
+    user's path or an admin route; an admin key acts for anyone; open routes need no key."""
     http = svc.http
     for headers, message in (({}, "missing API key"), (bearer("um_x_y"), "invalid API key"),
                              ({"Authorization": "Basic YWRhOnB3"}, "invalid API key"),
@@ -629,6 +658,8 @@ def test_keys_are_checked_before_anything_is_read(svc):
 
 
 def test_a_user_id_with_a_slash_is_one_path_segment(make_service):
+    """A user id holding ``/`` (sent as ``%2F``) is routed as one segment, and its key reaches no other
+    user."""
     svc = make_service()
     team = bearer(svc.app.state.keys.create("team/ada")[1])
     http = svc.http
@@ -645,6 +676,8 @@ def test_a_user_id_with_a_slash_is_one_path_segment(make_service):
 
 
 def test_paths_and_query_parameters_that_are_not_utf8_are_400(svc):
+    """A user id or a query parameter that is not UTF-8 once decoded is 400 naming it, not a scope of
+    U+FFFD."""
     path = asgi(svc.app, "GET", "/v1/users/%FF/stats", headers=[key_header(svc.admin)])
     assert path.status == 400
     assert {k: path.json()["error"][k] for k in ("type", "field")} == {"type": "malformed_path", "field": "user_id"}
@@ -659,6 +692,8 @@ def test_paths_and_query_parameters_that_are_not_utf8_are_400(svc):
 
 
 def test_mcp_acts_for_the_key_user_or_the_user_an_admin_names(make_service):
+    """``/mcp`` acts for the key's user (scoped by ``agent_id``), or for the user an admin key names in
+    ``X-User-Id``; any other naming is refused."""
     svc = make_service(mcp=True)
     accept = {"Accept": "application/json, text/event-stream"}
 
@@ -718,6 +753,7 @@ def test_a_body_over_the_limit_is_413_however_it_arrives(svc, size, cuts, declar
 
 
 def test_a_content_length_that_is_not_a_number_is_refused(svc):
+    """A ``Content-Length`` that is not a number is refused as too large before the route runs."""
     answer = asgi(svc.app, "POST", "/v1/users/ada/facts", chunks=[b'{"text": "I keep bees"}'],
                   headers=[key_header(svc.ada), (b"content-type", b"application/json"), (b"content-length", b"-1")])
     assert answer.status == 413 and answer.json()["error"]["type"] == "too_large"
@@ -725,6 +761,8 @@ def test_a_content_length_that_is_not_a_number_is_refused(svc):
 
 
 def test_imports_have_their_own_body_limit(make_service):
+    """``POST /import`` bodies are limited by ``max_import_bytes`` (declared or streamed), each line by
+    ``max_body_bytes``."""
     svc = make_service(max_body_bytes=1024, max_import_bytes=2048)
     lines = b"\n".join([b"x" * 1000] * 3)  # every line within max_body_bytes, the body over max_import_bytes
     answer = asgi(svc.app, "POST", "/v1/users/ada/import", headers=[key_header(svc.ada)], chunks=[lines])
@@ -739,6 +777,8 @@ def test_imports_have_their_own_body_limit(make_service):
 
 @pytest.mark.parametrize(("route", "first"), [("facts", b'{"text": "I keep'), ("import", b'{"kind": "header"')])
 def test_a_body_that_stalls_is_408_and_closes_the_connection(make_service, route, first):
+    """A body with no new part for ``body_timeout`` seconds is 408 ``timeout`` with ``Connection: close``,
+    whether the route parses JSON or streams the body."""
     svc = make_service(body_timeout=0.2)
     answer = asgi(svc.app, "POST", f"/v1/users/ada/{route}", chunks=[first, b"never sent"], stall_after=1,
                   headers=[key_header(svc.ada), (b"content-type", b"application/json")])
@@ -752,6 +792,8 @@ def test_a_body_that_stalls_is_408_and_closes_the_connection(make_service, route
 # -- settings ---------------------------------------------------------------------------------------------------
 
 def test_settings_are_checked_when_the_app_is_made(tmp_path):
+    """``create_app`` refuses bad settings naming the field; the app owns the memory and closes it at
+    shutdown."""
     memory = UnifiedMemory(str(tmp_path / "m.db"), retrieval="lexical")
     for wrong, field in (({"trusted_proxies": ["10.0.0.0/8", "proxy.example"]}, "settings.trusted_proxies"),
                          ({"max_body_bytes": 10}, "settings.max_body_bytes"), ({"colour": "red"}, "settings.colour")):

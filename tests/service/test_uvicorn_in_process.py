@@ -139,6 +139,8 @@ def protocol(request) -> str:
 # -- slow and large request heads ------------------------------------------------------------------------
 
 def test_a_head_not_complete_in_time_closes_the_connection_unanswered(tmp_path, protocol):
+    """A half head or silence is closed unanswered after ``header_timeout``; a head in parts within it is
+    served, and on a kept-alive connection the next head has its own deadline."""
     with running(tmp_path, protocol, header_timeout=0.5) as (port, _):
         with socket.create_connection(("127.0.0.1", port)) as half:
             half.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Slow: ")
@@ -164,6 +166,7 @@ def test_a_head_not_complete_in_time_closes_the_connection_unanswered(tmp_path, 
     ("h11", 300_000, b"HTTP/1.1 400 "),
 ])
 def test_a_head_over_64_kib_is_not_served(tmp_path, protocol, size, refusal):
+    """A request head past 64 KiB (a header or the URL) is never served; one under it is."""
     with running(tmp_path, protocol, header_timeout=60) as (port, _):
         with socket.create_connection(("127.0.0.1", port)) as fits:
             fits.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Pad: " + b"a" * 60_000 + b"\r\n\r\n")
@@ -179,6 +182,8 @@ def test_a_head_over_64_kib_is_not_served(tmp_path, protocol, size, refusal):
 
 
 def test_a_body_that_stalls_is_answered_408_and_the_connection_closed(tmp_path, protocol):
+    """A body that stalls past ``body_timeout`` is answered 408 and the connection closed, nothing written;
+    a body that pauses for less is served."""
     with running(tmp_path, protocol, body_timeout=0.3) as (port, key):
         with socket.create_connection(("127.0.0.1", port)) as stalled:
             stalled.sendall(b"POST /v1/users/ada/facts HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + key.encode()
@@ -187,14 +192,23 @@ def test_a_body_that_stalls_is_answered_408_and_the_connection_closed(tmp_path, 
         assert answer is not None and answer.startswith(b"HTTP/1.1 408"), answer
         body = json.loads(answer.partition(b"\r\n\r\n")[2])
         assert (body["error"]["type"], body["error"]["field"]) == ("timeout", "body")
+        with socket.create_connection(("127.0.0.1", port)) as paused:  # a body after a pause under the timeout
+            body = b'{"text": "I keep bees"}'
+            paused.sendall(b"POST /v1/users/ada/facts HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + key.encode()
+                           + b"\r\nContent-Type: application/json\r\nContent-Length: " + str(len(body)).encode()
+                           + b"\r\n\r\n")
+            time.sleep(0.1)
+            paused.sendall(body)
+            assert read_response(paused).startswith(b"HTTP/1.1 201")
         with httpx.Client(base_url=f"http://127.0.0.1:{port}", headers=bearer(key)) as http:
-            assert http.get("/v1/users/ada/stats").json()["facts"] == 0
-            assert http.post("/v1/users/ada/facts", json={"text": "I keep bees"}).status_code == 201
+            assert [f["text"] for f in http.get("/v1/users/ada/facts").json()["facts"]] == ["I keep bees"]
 
 
 # -- many connections ---------------------------------------------------------------------------------------
 
 def test_requests_beyond_max_connections_are_answered_503(tmp_path):
+    """With ``max_connections`` connections held open, a request on another is answered 503; once they
+    close, 200 again."""
     with running(tmp_path, max_connections=2, header_timeout=60) as (port, _):
         held = [socket.create_connection(("127.0.0.1", port)) for _ in range(2)]
         try:
@@ -228,6 +242,8 @@ def _guesses(port: int, forwarded: list[str]) -> list[int]:
 
 
 def test_forwarded_for_names_the_client_only_behind_a_trusted_proxy(tmp_path, caplog):
+    """``X-Forwarded-For`` is ignored from an untrusted peer (forged addresses share the peer's failure
+    count) and names the client behind a trusted proxy (its own count, the access log's ``client``)."""
     caplog.set_level(logging.INFO, logger="unified_memory.service.access")
     forged = ["203.0.113.1", "203.0.113.2", "203.0.113.3"]
     with running(tmp_path, max_failed_auth=2) as (port, key):
