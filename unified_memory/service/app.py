@@ -108,6 +108,17 @@ def _unparsed_reason(cause: BaseException | None) -> str:
     return "it could not be read"
 
 
+def _not_an_object(error: dict[str, Any]) -> str:
+    """What the body was instead of a JSON object, from the validation error at ``body``."""
+    if error.get("type") == "missing":
+        return "there is no body"
+    value = error.get("input")
+    if isinstance(value, bytes | str) or error.get("type") == "json_invalid":
+        return str(error.get("msg", ""))
+    kinds = ((bool, "a boolean"), (int | float, "a number"), (list, "an array"), (type(None), "null"))
+    return "got " + next((name for kind, name in kinds if isinstance(value, kind)), type(value).__name__)
+
+
 def _install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(UnifiedMemoryError)
     async def library_error(request: Request, exc: UnifiedMemoryError) -> JSONResponse:
@@ -130,8 +141,9 @@ def _install_error_handlers(app: FastAPI) -> None:
         errors = list(exc.errors())
         first = errors[0] if errors else {}
         if first.get("type") == "json_invalid" or (
-                tuple(first.get("loc", ())) == ("body",) and isinstance(first.get("input"), bytes | str)):
-            return malformed_json(request, str(first.get("msg", "")))
+                tuple(first.get("loc", ())) == ("body",) and not isinstance(first.get("input"), dict)):
+            # not JSON, or JSON that is not an object (an array, a string, a number, null, nothing)
+            return malformed_json(request, _not_an_object(first))
         # the most specific error: a union's members each fail, the one naming a field says most
         first = max(errors, key=lambda e: len(field_of_location(e.get("loc", ())) or ""), default=first)
         field = field_of_location(first.get("loc", ()))
