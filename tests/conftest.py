@@ -185,7 +185,7 @@ def pgvector_server():
 
 
 def _database_on(server):
-    """A new, empty database of its own on ``server`` (copied from template0, ~25 ms): its URL,
+    """A new, empty database of its own on ``server`` (copied from template0, ~15 ms): its URL,
     dropped when the generator is closed."""
     from tests.pg_server import create_database, drop_database
 
@@ -204,7 +204,7 @@ def pgvector_url(pgvector_server):
 
 @pytest.fixture
 def pg_url(postgres_server):
-    """The URL of a new, empty database of its own (copied from template0, ~25 ms), dropped after the test."""
+    """The URL of a new, empty database of its own (copied from template0, ~15 ms), dropped after the test."""
     yield from _database_on(postgres_server)
 
 
