@@ -75,15 +75,25 @@ class _Deadline(asyncio.Protocol):
 
 
 class H11Deadline(_Deadline, H11Protocol):
-    """uvicorn's h11 protocol with the head deadline (h11 itself refuses a head over
-    ``h11_max_incomplete_event_size``)."""
+    """uvicorn's h11 protocol with the head deadline and :data:`MAX_HEAD_BYTES`, counted here up
+    to the blank line that ends the head (h11 bounds only what it buffers of an unfinished head,
+    so a long head that arrives whole would pass)."""
+
+    head_tail = b""  # the last bytes of the head so far: its end may straddle two reads
 
     def data_received(self, data: bytes) -> None:
-        if self.conn.their_state is h11.IDLE:  # between requests: these bytes begin a head
+        if self.conn.their_state is h11.IDLE:  # between requests: these bytes are (part of) a head
             self.head_begins()
+            seen = self.head_tail + data
+            end = seen.find(b"\r\n\r\n")
+            self.head_tail = seen[-3:] if end < 0 else b""
+            self.head_grew(len(data) if end < 0 else max(0, end + 4 - (len(seen) - len(data))))
+            if self.transport.is_closing():
+                return
         super().data_received(data)
         if self.conn.their_state is not h11.IDLE:
             self.head_done()
+            self.head_tail = b""
 
 
 HeadDeadline: type[asyncio.Protocol] = H11Deadline
