@@ -92,6 +92,29 @@ def test_reads_of_other_threads_run_beside_a_write_and_see_only_what_was_committ
         storage.close()
 
 
+def test_a_read_waits_for_a_busy_spare_rather_than_for_the_write(pg_url):
+    """Every spare busy: a read takes the first spare that frees (here after a 0.4 s read), not the
+    main connection a write holds (here for as long as the test likes)."""
+    storage = Storage(pg_url, pool_size=2)  # the main connection and one spare
+    try:
+        with storage.atomic():
+            storage.set_meta("k", "committed")
+        holder = Holder(storage)
+        try:
+            slow = threading.Thread(target=lambda: storage.execute("SELECT pg_sleep(0.4)").fetchall())
+            slow.start()
+            time.sleep(0.1)  # the slow read holds the one spare
+            out = _read_in_thread(storage, timeout=5)
+            slow.join(5)
+            assert out and out[0] == "committed", out  # the spare's read: the write is not committed yet
+            assert out[1] < 2.0, out
+            assert holder.thread.is_alive()  # the write still holds the main connection
+        finally:
+            holder.commit()
+    finally:
+        storage.close()
+
+
 def test_with_one_connection_reads_wait_for_the_write(pg_url):
     storage = Storage(pg_url, pool_size=1)
     try:

@@ -56,7 +56,7 @@ w AS (
     FROM (
         SELECT held.term, held.n, (1::bigint << (row_number() OVER (ORDER BY held.n) - 1)::int) AS bit,
                ln(1.0::float8 + ((s.docs - held.df)::float8 + 0.5::float8) / (held.df::float8 + 0.5::float8)) AS idf,
-               s.total_length::float8 / s.docs::float8 AS average
+               s.total_length::float8 / NULLIF(s.docs, 0)::float8 AS average
         FROM held, s ORDER BY held.n LIMIT {mask_bits}
     ) AS h
 ),

@@ -8,10 +8,12 @@ whole network round trip or a whole write. Instead it runs on a spare connection
 pool (``psycopg_pool``), opened at the first such read and grown up to ``size``: the
 read sees what was committed when it ran, as a read on another host would.
 
-A spare is a convenience, never a new way to fail: when none comes at once (all busy,
-or the server cannot be reached), or the one that came was cut off (the server
-restarted), the read goes back to the main connection, which waits its turn, connects
-again or reports :class:`~scoring.errors.StorageUnavailableError`.
+A spare is a convenience, never a new way to fail: when none can be had (the server cannot
+be reached) or the one that came was cut off (the server restarted), the read goes back to
+the main connection, which waits its turn, connects again or reports
+:class:`~scoring.errors.StorageUnavailableError`. When every spare is busy, :meth:`SpareConnections.read`
+says so (:data:`BUSY`): the caller waits for whichever comes first, a spare or the main
+connection, since the main one may be held for a whole write while a spare frees in a moment.
 """
 
 from __future__ import annotations
@@ -24,16 +26,20 @@ from typing import Any
 
 from scoring.errors import ClosedError
 
-__all__ = ["SpareConnections", "Fetched"]
+__all__ = ["SpareConnections", "Fetched", "BUSY"]
 
 _LOG = logging.getLogger(__name__)
-#: Seconds a read waits for a busy spare before it waits for the main connection instead.
+#: Seconds a read waits for a busy spare before it looks whether the main connection is free.
 SPARE_WAIT = 0.05
 #: Seconds a read waits while the pool opens a new spare for it (connecting to a busy server
 #: can take longer than :data:`SPARE_WAIT`, and the main connection may be held far longer).
 SPARE_CONNECT_WAIT = 2.0
 #: Seconds a spare stays open unused before the pool closes it.
 SPARE_IDLE = 60.0
+
+
+#: What :meth:`SpareConnections.read` gives when every spare is in use (none came within :data:`SPARE_WAIT`).
+BUSY: Any = object()
 
 
 class Fetched:
@@ -78,9 +84,10 @@ class SpareConnections:
         self._missing = False  # psycopg_pool is not installed: every read goes to the main connection
         self._closed = False
 
-    def read(self, statement: str, params: Sequence[Any]) -> Fetched | None:
-        """The rows of one read (``statement`` in psycopg's placeholders) on a spare
-        connection; ``None`` when no spare could run it (the caller uses the main one)."""
+    def read(self, statement: str, params: Sequence[Any]) -> Any:
+        """The rows of one read (``statement`` in psycopg's placeholders, a :class:`Fetched`) on a
+        spare connection; :data:`BUSY` when every spare is in use; ``None`` when no spare can run
+        it (none can be opened, or the one that came was lost: the caller uses the main one)."""
         if self._missing:
             return None
         pool = self._pool if self._pool is not None else self._open()
@@ -93,7 +100,7 @@ class SpareConnections:
         except psycopg_pool.PoolClosed:
             raise ClosedError("this memory is closed") from None
         except psycopg_pool.PoolTimeout:
-            return None
+            return None if growing else BUSY
         try:
             return Fetched(conn.execute(statement, params))
         except psycopg.OperationalError as exc:

@@ -26,6 +26,7 @@ import contextlib
 import logging
 import os
 import threading
+import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
@@ -40,7 +41,7 @@ from scoring.errors import (
 )
 from tiers.storage.dialect import POSTGRESQL
 from tiers.storage.pg_listener import JournalListener, channel_of, listener_for, release
-from tiers.storage.pg_spares import SpareConnections
+from tiers.storage.pg_spares import BUSY, SPARE_WAIT, SpareConnections
 from tiers.storage.table_info import TableInfo
 from tiers.storage.writers import writer_queue
 
@@ -267,13 +268,11 @@ class PostgresBackend:
         lock = self.lock
         if not lock.acquire(blocking=False):
             if self._spares is not None and _reads_only(sql):
-                try:
-                    rows = self._spares.read(psycopg_statement(sql), params)
-                except self._psycopg.Error as exc:
-                    raise self._failure(exc) from None
+                rows = self._read_aside(self._spares, sql, params)  # else it holds the lock now
                 if rows is not None:
                     return rows
-            lock.acquire()
+            else:
+                lock.acquire()
         try:
             conn = self._connection()
             try:
@@ -282,6 +281,25 @@ class PostgresBackend:
                 raise self._failure(exc) from None
         finally:
             lock.release()
+
+    def _read_aside(self, spares: SpareConnections, sql: str, params: Sequence[Any]) -> Any:
+        """A read of a thread while another holds the main connection: on a spare, or on the main
+        connection if it frees first (all spares busy), for up to the busy timeout, then on the
+        main one in its turn. Returns the rows, or ``None`` once this thread holds :attr:`lock`."""
+        statement = psycopg_statement(sql)
+        deadline = time.monotonic() + self._busy_timeout_ms / 1000
+        while True:
+            try:
+                rows = spares.read(statement, params)
+            except self._psycopg.Error as exc:
+                raise self._failure(exc) from None
+            if rows is not None and rows is not BUSY:
+                return rows
+            if rows is None or time.monotonic() >= deadline:  # no spare to be had: the main one, in turn
+                self.lock.acquire()
+                return None
+            if self.lock.acquire(timeout=SPARE_WAIT):
+                return None
 
     def query(self, sql: str, params: Sequence[Any] = ()) -> list[dict[str, Any]]:
         """Run a parameterised SELECT and return its rows as dicts."""
