@@ -141,7 +141,7 @@ def protocol(request) -> str:
 def test_a_head_not_complete_in_time_closes_the_connection_unanswered(tmp_path, protocol):
     """A half head or silence is closed unanswered after ``header_timeout``; a head in parts within it is
     served, and on a kept-alive connection the next head has its own deadline."""
-    with running(tmp_path, protocol, header_timeout=0.5) as (port, _):
+    with running(tmp_path, protocol, header_timeout=1.0) as (port, _):
         with socket.create_connection(("127.0.0.1", port)) as half:
             half.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Slow: ")
             assert closed_after(half) == b""
@@ -196,7 +196,7 @@ def test_a_long_body_after_a_short_head_is_not_counted_as_head(tmp_path, protoco
 def test_a_body_that_stalls_is_answered_408_and_the_connection_closed(tmp_path, protocol):
     """A body that stalls past ``body_timeout`` is answered 408 and the connection closed, nothing written;
     a body that pauses for less is served."""
-    with running(tmp_path, protocol, body_timeout=0.3) as (port, key):
+    with running(tmp_path, protocol, body_timeout=1.0) as (port, key):
         with socket.create_connection(("127.0.0.1", port)) as stalled:
             stalled.sendall(b"POST /v1/users/ada/facts HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + key.encode()
                             + b"\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n" + b'{"text": "I ')
