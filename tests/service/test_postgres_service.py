@@ -92,7 +92,10 @@ def test_a_service_on_postgresql_with_pgvector_needs_no_local_disk(pgvector_url,
     env = {"HOME": str(blocked / "home"), "XDG_CACHE_HOME": str(blocked / "xdg"),
            "UNIFIED_MEMORY_CACHE": str(blocked / "cache"), "HF_HOME": str(blocked / "hf")}
     args = ("--retrieval", "hybrid", "--no-mcp")
-    with ServiceProcess(pgvector_url, args=args, env=env, log_path=tmp_path / "a.log") as host_a:
+    # The model loads before a host listens (seconds; more on a loaded machine): the start may take long,
+    # but no request waits for it.
+    with ServiceProcess(pgvector_url, args=args, env=env, log_path=tmp_path / "a.log",
+                        startup_timeout=300) as host_a:
         key = host_a.create_key("ada")
         ada = RemoteMemory(host_a.url, api_key=key, user_id="ada")
         ada.remember("I'm allergic to peanuts")
@@ -101,7 +104,8 @@ def test_a_service_on_postgresql_with_pgvector_needs_no_local_disk(pgvector_url,
         assert ada.recall("which instrument does Maria play?")[0].text == "My sister Maria plays the cello"
         assert "peanuts" in ada.context("food I must avoid").text
         assert ada.stats().search == "database"
-        with ServiceProcess(pgvector_url, args=args, env=env, log_path=tmp_path / "b.log") as host_b:
+        with ServiceProcess(pgvector_url, args=args, env=env, log_path=tmp_path / "b.log",
+                            startup_timeout=300) as host_b:
             elsewhere = RemoteMemory(host_b.url, api_key=key, user_id="ada")
             assert elsewhere.recall("which instrument does Maria play?")[0].text == "My sister Maria plays the cello"
             logs = host_a.log() + host_b.log()

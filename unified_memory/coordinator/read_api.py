@@ -99,6 +99,20 @@ class ReadingAPI:
         """The retrieval method in force: ``lexical``, ``embedding`` or ``hybrid``."""
         return self._view.backend.mode
 
+    def warm_up(self) -> None:
+        """Load now what the first write or recall would otherwise load: the embedding model (or
+        its ONNX twin) when retrieval uses embeddings, seconds once per process. The service calls
+        it before it accepts connections, so a host behind a load balancer answers its first
+        request at full speed. Nothing to do for lexical retrieval.
+
+        >>> from unified_memory import UnifiedMemory
+        >>> with UnifiedMemory() as mem:
+        ...     mem.warm_up()
+        """
+        dense = self._view.backend.dense
+        if dense is not None:
+            dense.prepare()
+
     def summary(self) -> str:
         """The running summary of what left this conversation's window ("" before anything did).
 

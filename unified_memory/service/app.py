@@ -18,6 +18,7 @@ closed on its worker, after every write queued before it.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import ipaddress
 import logging
@@ -197,6 +198,8 @@ def create_app(memory: UnifiedMemory, *, keys: KeyRing | None = None,
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         async with contextlib.AsyncExitStack() as stack:
+            # The model loads before uvicorn listens: no request waits seconds for it.
+            await asyncio.to_thread(memory.warm_up)
             if mcp_lifespan is not None:
                 await stack.enter_async_context(mcp_lifespan())
             try:
