@@ -123,13 +123,17 @@ class EntityGraph:
             return set()
         values = ",".join([f"({self.storage.dialect.key_param})"] * len(entity_ids))
         # Indexed existence checks that stop at the first row: a busy entity ("my sister")
-        # can have thousands of relations, and all it takes is one that is current.
+        # can have thousands of relations, and all it takes is one that is current. Written as
+        # scalar subqueries with LIMIT 1, not EXISTS: PostgreSQL turned ``EXISTS ... OR EXISTS``
+        # into hashed subplans that read every relation of every user (5.9 ms for 31 entities
+        # beside 6,622 relations; 1.9 ms this way).
+        subject, obj = self.storage.dialect.hint('triples_subject'), self.storage.dialect.hint('triples_object')
         rows = self.storage.execute(
             f"WITH ids(e) AS (VALUES {values}) SELECT e FROM ids JOIN entities n ON n.id = e WHERE "
-            f"NOT EXISTS (SELECT 1 FROM triples {self.storage.dialect.hint('triples_subject')} WHERE subject_id = e AND user_id = n.user_id AND valid_to IS NULL) "
-            f"AND NOT EXISTS (SELECT 1 FROM triples {self.storage.dialect.hint('triples_object')} WHERE object_id = e AND user_id = n.user_id AND valid_to IS NULL) "
-            f"AND (EXISTS (SELECT 1 FROM triples {self.storage.dialect.hint('triples_subject')} WHERE subject_id = e AND user_id = n.user_id) "
-            f"OR EXISTS (SELECT 1 FROM triples {self.storage.dialect.hint('triples_object')} WHERE object_id = e AND user_id = n.user_id))",
+            f"(SELECT 1 FROM triples {subject} WHERE subject_id = e AND user_id = n.user_id AND valid_to IS NULL LIMIT 1) IS NULL "
+            f"AND (SELECT 1 FROM triples {obj} WHERE object_id = e AND user_id = n.user_id AND valid_to IS NULL LIMIT 1) IS NULL "
+            f"AND ((SELECT 1 FROM triples {subject} WHERE subject_id = e AND user_id = n.user_id LIMIT 1) IS NOT NULL "
+            f"OR (SELECT 1 FROM triples {obj} WHERE object_id = e AND user_id = n.user_id LIMIT 1) IS NOT NULL)",
             list(entity_ids)).fetchall()
         return {row[0] for row in rows}
 

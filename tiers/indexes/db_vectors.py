@@ -224,13 +224,19 @@ class DatabaseVectors:
         """One round trip: no row when the user's tier is not filled; else rows ``(approximate,
         id, similarity, count of the user's vectors)``, with an exact tier's ``limit`` nearest
         (every vector of the user compared: the ORDER BY cannot use the HNSW index), or a single
-        row ``(True, None, None, None)`` for an approximate tier."""
+        row ``(True, None, None, None)`` for an approximate tier. The user and tier are given as
+        values, not taken from ``f``: the planner then reads one range of the primary key (a
+        correlated ``user_id = f.user_id`` was planned as a scan of the whole table: 41 ms for
+        1,000 messages beside 100,000 facts, 3 ms now). The count is taken over (id, similarity)
+        pairs, not whole rows: a window over the rows kept every vector in a temporary store (24 ms
+        for 5,748 entities, 10 ms now; ``OFFSET 0`` keeps the planner from merging the two levels)."""
         return self.storage.execute(
             "SELECT f.approximate, v.id, v.similarity, v.total FROM search_filled f LEFT JOIN LATERAL ("
-            f"SELECT id, 1 - (embedding <=> ?::vector) AS similarity, count(*) OVER () AS total FROM {self.table} "
-            "WHERE user_id = f.user_id AND kind = f.kind AND NOT f.approximate "
+            "SELECT id, similarity, count(*) OVER () AS total FROM ("
+            f"SELECT id, 1 - (embedding <=> ?::vector) AS similarity FROM {self.table} "
+            "WHERE user_id = ? AND kind = ? AND NOT f.approximate OFFSET 0) AS scored "
             "ORDER BY similarity DESC, id LIMIT ?) v ON true WHERE f.user_id = ? AND f.kind = ? AND f.part = ?",
-            [query, int(limit), user_id, self.kind, self.table]).fetchall()
+            [query, user_id, self.kind, int(limit), user_id, self.kind, self.table]).fetchall()
 
     def similarity(self, user_id: str, vector: object, ids: Iterable[str]) -> dict[str, float]:
         """Cosine similarity of ``vector`` to each of these documents of the user (those indexed)."""
