@@ -216,6 +216,55 @@ def test_a_write_on_one_host_is_found_by_another_at_once_and_neither_keeps_an_in
                 assert isinstance(documents.dense, DatabaseVectors)
 
 
+def test_a_new_users_writes_are_indexed_as_they_commit(pgvector_url):
+    """A new user's first write fills the tiers' search rows with what it writes: a bulk import on
+    one host leaves nothing for another host's first recall to index (no loader runs there)."""
+    embedder = HashingEmbedder(64)
+    with UnifiedMemory(pgvector_url, user_id="ada", retrieval="hybrid", embedder=embedder) as host_a:
+        host_a.remember_many([f"Storage unit {i} holds box {i}" for i in range(30)] + ["I keep bees in the garden"])
+        host_a.add_turn("We moved to Porto last spring.")
+        storage = internals(host_a).storage
+        table = internals(host_a).facts.index.dense.table
+        kinds = {row[0] for row in storage.execute("SELECT kind FROM search_stats WHERE user_id = 'ada'").fetchall()}
+        assert {"facts", "messages"} <= kinds
+        facts = host_a.stats().facts  # the import's 31, and what the turn taught
+        assert facts >= 31
+        assert storage.execute("SELECT docs FROM search_stats WHERE user_id = 'ada' AND kind = 'facts'"
+                               ).fetchone()[0] == facts
+        assert storage.execute(f"SELECT count(*) FROM {table} WHERE user_id = 'ada' AND kind = 'facts'"
+                               ).fetchone()[0] == facts
+    with UnifiedMemory(pgvector_url, user_id="ada", retrieval="hybrid", embedder=embedder) as host_b:
+        loads = []
+        for documents in (internals(host_b).facts.index, internals(host_b).log.index):
+            for index in (documents.lexical, documents.dense):
+                loader = index.loader
+                index.loader = lambda user, _load=loader: loads.append(user) or _load(user)
+        assert [h.text for h in host_b.recall("bees garden", limit=1)] == ["I keep bees in the garden"]
+        assert "Porto" in host_b.context("where did we move?").text
+        assert loads == []
+
+
+def test_the_write_that_outgrows_exact_search_moves_the_tier_into_the_hnsw_index(pgvector_url, monkeypatch):
+    monkeypatch.setattr("tiers.indexes.db_vectors.EXACT_UP_TO", 5)
+    with UnifiedMemory(pgvector_url, user_id="ada", retrieval="hybrid", embedder=HashingEmbedder(64)) as mem:
+        storage = internals(mem).storage
+        table = internals(mem).facts.index.dense.table
+
+        def approximate() -> list[bool]:
+            return [row[0] for row in storage.execute(
+                f"SELECT DISTINCT approximate FROM {table} WHERE user_id = 'ada' AND kind = 'facts'").fetchall()]
+
+        mem.remember_many([f"Storage unit {i} holds box {i}" for i in range(5)])
+        assert approximate() == [False]
+        mem.remember("My sister Maria plays the violin")  # the sixth: past the line, no search yet
+        assert approximate() == [True]
+        assert storage.execute("SELECT approximate FROM search_filled WHERE user_id = 'ada' AND kind = 'facts'"
+                               ).fetchone()[0] is True
+        mem.remember("My cousin keeps bees")
+        assert approximate() == [True]
+        assert [h.text for h in mem.recall("who plays the violin?", limit=1)] == ["My sister Maria plays the violin"]
+
+
 def test_forget_leaves_no_term_and_no_vector_behind(pgvector_url):
     with UnifiedMemory(pgvector_url, user_id="ada", retrieval="hybrid", embedder=HashingEmbedder(64)) as mem:
         keep = mem.remember("I keep bees")

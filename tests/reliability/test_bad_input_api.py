@@ -326,6 +326,7 @@ def _memory_specs(ids_hint: dict[str, str] | None = None) -> dict[str, Spec]:
                             session_id=st.sampled_from([None, "s1"])), lambda m, **k: m.scoped(**k)),
         "stats": Spec({}, lambda m: m.stats()),
         "summary": Spec({}, lambda m: m.summary()),
+        "warm_up": Spec({}, lambda m: m.warm_up()),
         "triples": Spec(dict(entity=st.sampled_from([None, "Maria", "nobody"])), lambda m, **k: m.triples(**k)),
         "users": Spec({}, lambda m: m.users()),
         "window": Spec({}, lambda m: m.window()),

@@ -13,8 +13,9 @@ A search is exact for a user's tier of up to :data:`EXACT_UP_TO` documents (ever
 the user compared, read through the primary key: the same neighbours as in-process). A tier that
 grows past that is marked ``approximate``: its rows join the table's partial HNSW index, which is
 searched with pgvector's iterative scan so the user's filter does not starve it. The many small
-users never pay for HNSW inserts. A user's tier is filled from its rows on first use, once for
-every host (``search_filled``).
+users never pay for HNSW inserts; the write that takes a tier past the line moves it. A user's
+tier is filled from its rows on its first write or search, once for every host
+(``search_filled``): a new user's writes are indexed as they commit.
 """
 
 from __future__ import annotations
@@ -136,18 +137,33 @@ class DatabaseVectors:
             "SELECT ?, ?, v.id, v.embedding::vector, ? FROM unnest(?::text[], ?::text[]) AS v(id, embedding) "
             "ON CONFLICT (user_id, kind, id) DO UPDATE SET embedding = excluded.embedding",
             [user_id, self.kind, approximate, ids, [literal(v) for v in vectors]])
+        if not approximate and self._outgrown(user_id):
+            self._approximate(user_id)
+
+    def _outgrown(self, user_id: str) -> bool:
+        """Whether the user's tier now holds more than :data:`EXACT_UP_TO` documents, as the tier's
+        lexical totals say (``search_stats``, written in the same transaction: every tier's
+        documents are in both indexes). The write that crosses the line moves the tier into the
+        HNSW index, so no search pays for that move."""
+        row = self.storage.execute("SELECT docs FROM search_stats WHERE user_id = ? AND kind = ?",
+                                   [user_id, self.kind]).fetchone()
+        return row is not None and int(row[0]) > EXACT_UP_TO
 
     def add(self, user_id: str, items: Iterable[tuple[str, str]]) -> None:
-        """Embed and store new or changed documents, if the user's tier is filled (else
-        :meth:`ensure` reads them from the rows later); while deferring, at the end of the block."""
+        """Embed and store new or changed documents; while deferring, at the end of the block. A
+        tier not filled yet is filled first, from its rows (as :mod:`tiers.indexes.sql_lexical`
+        does: every write of a new user is indexed as it commits)."""
         docs = dict(items)
         if not docs:
             return
         self._prepare()
         state = self._state(user_id)
-        if state is None:  # embedded now, into the cache the fill reads
-            document_vectors(self.cache, user_id, list(docs.values()), self._parts)
-            return
+        if state is None:
+            state = self._fill(user_id)
+            if state is None:  # rows not written yet, of a user who had nothing
+                self.storage.execute("INSERT INTO search_filled (user_id, kind, part, approximate) "
+                                     "VALUES (?, ?, ?, false)", [user_id, self.kind, self.table])
+                state = False
         if self._deferral.active:
             self._pending.setdefault(user_id, {}).update(docs)
         else:

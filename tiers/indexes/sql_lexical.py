@@ -9,11 +9,14 @@ here at write and query time), the same BM25 (``k1``, ``b``, idf, the query's up
 
 - a write changes the postings, document frequencies and totals of its documents in its own
   transaction (:meth:`add`, :meth:`remove`), so every host searches it the moment it commits;
-- a user's tier is filled from its rows the first time it is searched (:meth:`fill`): once,
-  in a transaction, for every host (``search_stats`` holds a row for a filled user's tier);
-  until then its writes leave the tables alone. The tier of a user who has nothing at all is not
-  marked: no search leaves a row naming a user who has nothing (a forgotten user, say), and the
-  search of such a user only reads (it takes no write lock);
+- a user's tier is filled from its rows the first time it is written or searched (:meth:`fill`):
+  once, in a transaction, for every host (``search_stats`` holds a row for a filled user's tier).
+  A new user's first write fills the tier with what it writes, so every later write is indexed
+  as it commits and no host's first search pays for a fill; only a tier written before this
+  path existed (an upgrade) is filled later, by its first write or search, or by ``reindex``.
+  The tier of a user who has nothing at all is not marked: no search leaves a row naming a user
+  who has nothing (a forgotten user, say), and the search of such a user only reads (it takes
+  no write lock);
 - a host holds nothing per user: :meth:`invalidate` has nothing to forget.
 
 The tables are in :mod:`tiers.storage.pg_search_schema`.
@@ -138,11 +141,18 @@ class DatabaseLexical:
     # -- writes (inside the caller's transaction) ----------------------------------------------
 
     def add(self, user_id: str, items: Iterable[tuple[str, str]]) -> None:
-        """Index new or changed documents (a document given twice keeps its last text), if the
-        user's tier is filled (else :meth:`fill` reads them from the rows later)."""
+        """Index new or changed documents (a document given twice keeps its last text); a tier
+        not filled yet is filled first, from its rows (which hold these documents, or will: they
+        are written again here either way)."""
         docs = dict(items)
-        if docs and self._filled(user_id) is not None:
-            self._write(user_id, docs, [])
+        if not docs:
+            return
+        if self._filled(user_id) is None:
+            self.fill(user_id)
+            if self._filled(user_id) is None:  # rows not written yet, of a user who had nothing
+                self._storage.execute("INSERT INTO search_stats (user_id, kind, docs, total_length) "
+                                      "VALUES (?, ?, 0, 0)", [user_id, self.kind])
+        self._write(user_id, docs, [])
 
     def remove(self, user_id: str, keys: Iterable[str]) -> None:
         """Drop documents, if the user's tier is filled."""
