@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import math
+import threading
 import uuid
 
 import numpy as np
@@ -263,6 +264,46 @@ def test_the_write_that_outgrows_exact_search_moves_the_tier_into_the_hnsw_index
         mem.remember("My cousin keeps bees")
         assert approximate() == [True]
         assert [h.text for h in mem.recall("who plays the violin?", limit=1)] == ["My sister Maria plays the violin"]
+
+
+def test_a_recall_searches_the_tiers_at_once_and_finds_what_one_after_the_other_finds(pgvector_url, monkeypatch):
+    """On the database path a recall's three tier searches run at once, each on its own
+    connection (the server's cores work in parallel), with the same hits as sequential runs;
+    inside a transaction (reads that must see its writes) they stay on the caller's thread."""
+    from tiers.facts.long_term import LongTermFacts
+    from tiers.graph.entities import EntityGraph
+    from tiers.short_term import ShortTermWindow
+
+    threads: dict[str, set[int]] = {}
+    for cls in (LongTermFacts, EntityGraph, ShortTermWindow):
+        original = cls.recall_candidates
+
+        def spy(self, *args, _original=original, _name=cls.__name__, **kwargs):
+            threads.setdefault(_name, set()).add(threading.get_ident())
+            return _original(self, *args, **kwargs)
+        monkeypatch.setattr(cls, "recall_candidates", spy)
+    questions = ["who plays the cello?", "where do we live?", "bees", "what about Maria's garden"]
+    with UnifiedMemory(pgvector_url, user_id="ada", retrieval="hybrid", embedder=HashingEmbedder(64),
+                       clock=lambda: 1_750_000_000.0) as mem:  # one moment: the same recency every time
+        mem.remember_many(["My sister Maria plays the cello", "I keep bees in the garden", "We live in Porto",
+                           "Maria's garden has roses"])
+        mem.add_turn("We moved to Porto last spring.", "Lovely city.")
+        together = []
+        for question in questions:
+            threads.clear()
+            together.append([(h.id, h.score) for h in mem.recall(question)])
+            assert len(threads) == 3 and len(set.union(*threads.values())) == 3  # each tier on a thread of its own
+            assert threads["LongTermFacts"] == {threading.get_ident()}  # the caller searches the first itself
+        threads.clear()
+        storage = internals(mem).storage
+        with storage.atomic():
+            assert storage.concurrent_reads() is False
+            inside = [[(h.id, h.score) for h in mem.recall(q)] for q in questions]
+        assert set.union(*threads.values()) == {threading.get_ident()}
+        internals(mem).fanout.close()  # from now on, one after the other
+        apart = [[(h.id, h.score) for h in mem.recall(q)] for q in questions]
+    assert together == inside == apart
+    assert all(together)
 
 
 def test_forget_leaves_no_term_and_no_vector_behind(pgvector_url):

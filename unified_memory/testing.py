@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from tiers.records.scope import Scope
     from tiers.short_term import ShortTermWindow
     from tiers.storage.backend import Storage
+    from unified_memory.coordinator.fanout import ReadFanout
     from unified_memory.coordinator.view import MemoryView
     from unified_memory.memory import UnifiedMemory
     from unified_memory.protocols import Summarizer
@@ -130,6 +131,12 @@ class MemoryInternals:
     def window(self) -> ShortTermWindow:
         """The short-term window (``window.messages(scope, last=n)`` reads it from the store)."""
         return self._view.backend.window
+
+    @property
+    def fanout(self) -> ReadFanout:
+        """The threads that run a recall's tier searches at once on the database search path
+        (``fanout.close()``: one after the other from then on)."""
+        return self._view.backend.fanout
 
     @property
     def scope(self) -> Scope:

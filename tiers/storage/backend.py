@@ -89,6 +89,8 @@ class Backend(Protocol):
 
     def get_meta(self, key: str) -> str | None: ...
 
+    def concurrent_reads(self) -> bool: ...
+
     def data_version(self) -> int: ...
 
     def change_mark(self) -> Any: ...
@@ -186,6 +188,15 @@ class Storage:
     def insert(self, sql: str, params: Sequence[Any] = ()) -> int:
         """Run one ``INSERT`` of a row keyed by ``seq`` and return the new ``seq``."""
         return self.backend.insert(sql, params)
+
+    def concurrent_reads(self) -> bool:
+        """Whether reads of several threads may run at once now, each on its own connection
+        (PostgreSQL with ``pool_size`` above 1, outside a transaction of the calling thread).
+
+        >>> Storage(None).concurrent_reads()
+        False
+        """
+        return self.backend.concurrent_reads()
 
     def get_meta(self, key: str) -> str | None:
         """Read a value of the ``meta`` table."""

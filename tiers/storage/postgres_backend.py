@@ -25,6 +25,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import re
 import threading
 import time
 import uuid
@@ -145,6 +146,7 @@ class PostgresBackend:
         self.url = url
         self.location = redact_url(url)
         self.lock = threading.RLock()
+        self._in_transaction: int | None = None  # the thread inside atomic(), if any
         self.origin = uuid.uuid4().hex  # tells this connection's journal entries from others' (tiers.storage.journal)
         self._busy_timeout_ms = int(busy_timeout_ms)
         self._closed = False
@@ -245,6 +247,7 @@ class PostgresBackend:
                                    f"timeout ({self._busy_timeout_ms} ms), nothing was written", field="path")
             self._journalled = False
             committing = False
+            self._in_transaction = threading.get_ident()
             try:
                 with conn.transaction():
                     conn.execute("SELECT pg_advisory_xact_lock(%s)", [self._lock_key])
@@ -259,6 +262,7 @@ class PostgresBackend:
             except psycopg.Error as exc:
                 raise self._failure(exc, committing=committing) from None
             finally:
+                self._in_transaction = None
                 self._journalled = False
                 self._stale.clear()
                 self._writers.release()
@@ -356,6 +360,12 @@ class PostgresBackend:
         """``None``: another host's writes are not all heard of here, so nothing is remembered between reads."""
         return None
 
+    def concurrent_reads(self) -> bool:
+        """Whether reads of several threads may run at once now, each on a connection of its own:
+        there are spares, and the calling thread is not inside a transaction (whose reads must
+        see its own writes, on the main connection)."""
+        return self._spares is not None and self._in_transaction != threading.get_ident()
+
     def data_version(self) -> int:
         """How many times this process heard that a change of the index journal was committed,
         by any host (:mod:`tiers.storage.pg_listener`): no round trip to the server."""
@@ -421,9 +431,21 @@ class PostgresBackend:
                 self._spares.close()
 
 
+_WRITES = re.compile(r"\b(INSERT|UPDATE|DELETE|MERGE|TRUNCATE|CREATE|DROP|ALTER|LOCK|SET|NOTIFY)\b", re.IGNORECASE)
+
+
 def _reads_only(sql: str) -> bool:
-    """Whether a statement only reads, so a spare connection may run it outside any transaction."""
-    return sql.lstrip()[:6].upper() == "SELECT"
+    """Whether a statement only reads, so a spare connection may run it outside any transaction:
+    a ``SELECT``, or a ``WITH`` query none of whose parts writes (the statements are ours and carry
+    no values, so a verb in their text is a verb).
+
+    >>> _reads_only("SELECT 1"), _reads_only("WITH s AS (SELECT 1) SELECT * FROM s")
+    (True, True)
+    >>> _reads_only("WITH d AS (DELETE FROM t RETURNING id) SELECT count(*) FROM d")
+    False
+    """
+    head = sql.lstrip()[:6].upper()
+    return head == "SELECT" or (head[:4] == "WITH" and _WRITES.search(sql) is None)
 
 
 def open_connection(psycopg: Any, url: str, location: str, *, field: str, application_name: str,

@@ -276,6 +276,10 @@ class SQLiteBackend:
     def journal_written(self) -> None:
         """Nothing to do: other connections see a commit through ``PRAGMA data_version``."""
 
+    def concurrent_reads(self) -> bool:
+        """Never: one connection, whose statements take turns (reads run in this process's indexes)."""
+        return False
+
     def data_version(self) -> int:
         """SQLite's ``PRAGMA data_version``: changes when another connection commits."""
         return int(self.execute("PRAGMA data_version").fetchone()[0])

@@ -96,6 +96,7 @@ ASYNC_TWINS: dict[str, str] = {
         "episodes",
         "stats",
         "summary",
+        "warm_up",
         "users",
         "export_jsonl",
         "import_jsonl",
@@ -333,6 +334,10 @@ class AsyncAPI(ItemsAPI):
     async def asummary(self) -> str:
         """Async :meth:`summary` (runs in a worker thread)."""
         return await self._run(self.summary)
+
+    async def awarm_up(self) -> None:
+        """Async :meth:`warm_up` (runs in a worker thread)."""
+        await self._run(self.warm_up)
 
     async def ausers(self) -> list[str]:
         """Async :meth:`users` (runs in a worker thread)."""

@@ -30,6 +30,7 @@ from tiers.short_term import ShortTermWindow
 from tiers.storage.backend import DriverError, Storage
 from tiers.summaries import ConversationSummaries
 from unified_memory.config import MemoryConfig
+from unified_memory.coordinator.fanout import ReadFanout
 from unified_memory.coordinator.window_tail import WindowTail
 from unified_memory.errors import StorageError, wrong_type
 from unified_memory.events import EventBus
@@ -117,6 +118,8 @@ class Backend:
     #: Held by a write (:meth:`~unified_memory.coordinator.view.MemoryView.write`) from its first event held
     #: to its events delivered: the bus keeps one stack of held events, so writes of threads take turns.
     writing: threading.RLock = field(default_factory=threading.RLock)
+    #: Runs a recall's tier searches at once where the database allows it (:mod:`.fanout`).
+    fanout: ReadFanout = field(default_factory=ReadFanout)
 
     @property
     def indexes(self) -> tuple[DocumentIndex, ...]:
@@ -164,6 +167,7 @@ class Backend:
                 _LOG.warning("close: index snapshots not saved: %s", exc)
             if self.dense is not None:
                 self.dense.close()
+        self.fanout.close()
         self.storage.close()
 
 

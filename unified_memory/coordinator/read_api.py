@@ -12,6 +12,7 @@ first layer of the class, over a typed :class:`~unified_memory.coordinator.view.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any, Literal
@@ -181,7 +182,9 @@ class ReadingAPI:
             RecallRequest(query=search_query, scope=self._view.scope, limit=max(limit, depth), now=now, tiers=chosen,
                           since=since, where=dict(where) if where else None, mode=backend.mode, vector=vector,
                           asked=query, as_of=moment, diversify=diversify),
-            (backend.facts, backend.graph, backend.window), ranking=backend.config.ranking)
+            (backend.facts, backend.graph, backend.window), ranking=backend.config.ranking,
+            gather=functools.partial(backend.fanout.gather, concurrent=backend.storage.search == "database"
+                                     and backend.storage.concurrent_reads()))
         if backend.reranker is not None:
             hits = rerank(backend.reranker, query, hits, depth=depth)
         hits = hits[:limit]

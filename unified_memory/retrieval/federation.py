@@ -32,8 +32,9 @@ scored as hits, are :mod:`unified_memory.retrieval.hit_scoring`; the rest is her
 
 from __future__ import annotations
 
+import functools
 import math
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -46,6 +47,7 @@ from tiers.candidates import (
     FactDetail,
     HistorySource,
     LinkedSource,
+    RecallCandidate,
     RecallSource,
     SearchMode,
 )
@@ -54,6 +56,9 @@ from tiers.records.scope import Scope
 from unified_memory.config import RankingConfig
 from unified_memory.retrieval.hit_scoring import Fusion, Hit, components, lexical_divisor
 from unified_memory.types import TIERS, RecallHit, trusted_record, utc_from_timestamp
+
+#: Runs independent searches and returns their results in order (see :mod:`unified_memory.coordinator.fanout`).
+Gather = Callable[[Sequence[Callable[[], list[RecallCandidate]]]], list[list[RecallCandidate]]]
 
 __all__ = ["federated_recall", "RecallRequest", "first_person", "TIER_ORDER"]
 
@@ -113,11 +118,14 @@ def first_person(query: str, graph: EntityGraph, user_id: str) -> str:
 
 
 def federated_recall(request: RecallRequest, sources: Sequence[RecallSource], *,
-                     ranking: RankingConfig) -> list[RecallHit]:
+                     ranking: RankingConfig, gather: Gather | None = None) -> list[RecallHit]:
     """The ``request.limit`` best hits over the tiers of ``sources`` that the request
     wants, best first (ties: tier, then id). Each source returns typed candidates (see
     :mod:`tiers.candidates`); the BM25 scores of one source's search are normalised
-    together; a source that links items (the entity graph) is followed for graph hops."""
+    together; a source that links items (the entity graph) is followed for graph hops.
+    ``gather`` runs the sources' searches (calls that do not depend on each other) and
+    returns their results in order: at once, where the storage allows it; by default one
+    after the other."""
     wanted, limit, diversity = frozenset(request.tiers), request.limit, ranking.diversity * request.diversify
     mode = _SEARCH_MODES.get(request.mode)
     if mode is None:
@@ -130,10 +138,10 @@ def federated_recall(request: RecallRequest, sources: Sequence[RecallSource], *,
                     mode=request.mode)
     hits: list[Hit] = []
     links: LinkedSource | None = None
-    for source in sources:
-        if not source.recall_tiers & wanted:
-            continue
-        found = source.recall_candidates(query)
+    asked = [source for source in sources if source.recall_tiers & wanted]
+    searches = [functools.partial(source.recall_candidates, query) for source in asked]
+    results = gather(searches) if gather is not None else [search() for search in searches]
+    for source, found in zip(asked, results, strict=True):
         scale = lexical_divisor(found, ranking)
         hits.extend(fusion.hit(candidate, scale) for candidate in found if candidate.tier in wanted)
         if links is None and _is(source, LinkedSource):
