@@ -17,8 +17,9 @@ host answering any user at once, none of them holding an index per user.
    with the library directly (``UnifiedMemory(URL).scoped(user_id=u).remember_many(facts)``: seeded
    synthetic facts, ``--facts-per-user`` each). Then **every user is recalled on every host**, in
    three passes of ``POST /v1/users/U/recall`` (limit 10), spread over 8 client threads:
-   - *first anywhere*: the first recall of a user on any host (it fills the user's search rows
-     from the tiers' rows, once for every host);
+   - *first anywhere*: the first recall of a user on any host (the user's writes filled its search
+     rows as they committed: nothing is left to index; a memory upgraded from before the search
+     tables would fill them here, once for every host);
    - *first on this host*: the other hosts' first recall of a user they never served;
    - *warm*: every host once more.
    Each host's peak RSS (``VmHWM``) and RSS are read after the passes.
