@@ -104,3 +104,38 @@ def test_committed_notebooks_have_no_outputs(name):
     assert code and all(not cell.outputs and cell.execution_count is None for cell in code)
     assert notebook.metadata.kernelspec.name == "python3"
     assert any(cell.cell_type == "markdown" for cell in notebook.cells)
+
+
+#: The distribution that provides each third-party module a notebook imports.
+_PROVIDERS = {"matplotlib": "matplotlib", "networkx": "networkx", "IPython": "ipykernel"}
+
+
+def test_the_notebooks_extra_installs_what_they_import_and_the_readme_runs_them():
+    """``pip install -e ".[notebooks]"`` gives the notebooks every module they import, a kernel and
+    Jupyter; the README shows the command."""
+    import ast
+    import re
+    import tomllib
+
+    root = NOTEBOOKS.parent
+    extras = tomllib.loads((root / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    wanted = {re.split(r"[<>=\[ ]", requirement)[0] for requirement in extras["notebooks"]}
+    assert {"jupyterlab", "ipykernel", "nbclient", "unified-memory"} <= wanted
+    assert "unified-memory[embeddings]" in extras["notebooks"]  # the explore notebook ranks hybrid
+    imported: set[str] = set()
+    for path in sorted(NOTEBOOKS.glob("*.ipynb")):
+        for cell in nbformat.read(path, as_version=4).cells:
+            if cell.cell_type == "code":
+                source = "\n".join(line for line in cell.source.splitlines() if not line.lstrip().startswith(("%", "!")))
+                for node in ast.walk(ast.parse(source)):  # (IPython's magics left out)
+                    if isinstance(node, ast.Import):
+                        imported.update(alias.name.split(".")[0] for alias in node.names)
+                    elif isinstance(node, ast.ImportFrom) and node.module:
+                        imported.add(node.module.split(".")[0])
+    third_party = {name for name in imported if name not in sys.stdlib_module_names and name != "unified_memory"}
+    assert third_party, "no third-party import found: the scan is broken"
+    for module in third_party:
+        assert _PROVIDERS.get(module) in wanted, f"{module} is imported by a notebook but not in the notebooks extra"
+    readme = (root / "README.md").read_text()
+    assert '.venv/bin/pip install -q -e ".[notebooks]"' in readme
+    assert "jupyter execute notebooks/explore_memory.ipynb notebooks/agent_decorator.ipynb" in readme

@@ -489,6 +489,20 @@ def test_unknown_command_and_option_are_usage_errors(capsys, db):
     one_line_error(*run(capsys)[::2], expected_code=2)
 
 
+@pytest.mark.parametrize("port", ["99999", "70000", "65536", "0", "-1"])
+def test_a_port_out_of_range_is_a_usage_error_not_another_port(capsys, db, port):
+    line = one_line_error(*run(capsys, "serve", "--port", port)[::2], expected_code=2)
+    assert "--port" in line and port in line
+
+
+@pytest.mark.parametrize("command", [["stats"], ["facts"], ["recall", "peanuts"], ["forget", "--id", "f1", "--yes"]])
+def test_an_empty_user_is_an_error_not_the_default_user(capsys, db, command):
+    line = one_line_error(*run(capsys, *LEX, "--user", "", *command)[::2], expected_code=2)
+    assert "--user: must not be empty" in line
+    line = one_line_error(*run(capsys, *LEX, *command[:1], "--user", "  ", *command[1:])[::2], expected_code=2)
+    assert "--user: must not be empty" in line
+
+
 def test_a_missing_memory_file_is_not_created(capsys, tmp_path):
     missing = tmp_path / "none.db"
     line = one_line_error(*run(capsys, *LEX, "--db", str(missing), "facts")[::2])

@@ -72,12 +72,22 @@ class DatabaseURL(str):
 
 
 def user_of(args: argparse.Namespace) -> str:
-    """The user to act for: ``--user``, else ``default``.
+    """The user to act for: ``--user``, else ``default``. An empty ``--user ""`` is an error
+    (a script whose variable came out empty must not act for the default user).
 
-    >>> user_of(argparse.Namespace(user="ada"))
-    'ada'
+    >>> user_of(argparse.Namespace(user="ada")), user_of(argparse.Namespace(user=None))
+    ('ada', 'default')
+    >>> user_of(argparse.Namespace(user=""))
+    Traceback (most recent call last):
+    ...
+    unified_memory.cli._common.CliError: --user: must not be empty (leave it out to act for the default user)
     """
-    return getattr(args, "user", None) or "default"
+    user = getattr(args, "user", None)
+    if user is None:
+        return "default"
+    if not user.strip():
+        raise CliError("--user: must not be empty (leave it out to act for the default user)", code=2)
+    return str(user)
 
 
 def open_memory(args: argparse.Namespace, *, path: Path | None = None, must_exist: bool = True,

@@ -46,6 +46,14 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _port(text: str) -> int:
+    """A TCP port: 1 to 65535 (a larger number would wrap in the socket call and listen elsewhere)."""
+    value = _positive_int(text)
+    if value > 65535:
+        raise argparse.ArgumentTypeError(f"must be a port from 1 to 65535, got {value}")
+    return value
+
+
 def _positive_float(text: str) -> float:
     try:
         value = float(text)
@@ -206,7 +214,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = command("serve", _service.cmd_serve, "run the HTTP service (JSON API, MCP at /mcp) over the memory file",
                   parent=common_no_user)
     sub.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
-    sub.add_argument("--port", type=_positive_int, default=8080, help="port (default 8080)")
+    sub.add_argument("--port", type=_port, default=8080, help="port, 1 to 65535 (default 8080)")
     sub.add_argument("--max-body-bytes", type=_positive_int, default=2 * 1024 * 1024, metavar="N",
                      help="refuse request bodies over N bytes with 413 (default 2 MiB; imports: 256 MiB)")
     sub.add_argument("--max-failed-auth", type=_positive_int, default=20, metavar="N",
