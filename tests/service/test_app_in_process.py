@@ -815,3 +815,51 @@ def test_settings_are_checked_when_the_app_is_made(tmp_path):
         assert "/mcp" not in {getattr(r, "path", None) for r in app.routes}
     with pytest.raises(ClosedError):  # the app owned the memory: closed when it shut down
         memory.stats()
+
+
+# -- the API's own documentation: offline, with the Bearer scheme and our error bodies -----------
+
+def test_the_docs_page_loads_everything_from_the_service_itself(svc):
+    """``/docs`` works without the internet: every script, style sheet and image it names is served
+    here (no CDN), with its media type; ``/redoc`` (a CDN page) is not served."""
+    http = svc.http
+    page = http.get("/docs")
+    assert page.status_code == 200 and "text/html" in page.headers["content-type"]
+    named = re.findall(r"""(?:src|href)=['"]([^'"]+)['"]""", page.text)
+    assert named and all(url.startswith("/") and not url.startswith("//") for url in named), named
+    assert "cdn" not in page.text.lower()
+    for url in named:
+        answer = http.get(url)
+        assert answer.status_code == 200, url
+        assert answer.headers["content-type"].split(";")[0] in ("text/javascript", "text/css", "image/png")
+        assert len(answer.content) > 100
+    assert http.get("/docs/assets/swagger-ui-bundle.js").text.lstrip().startswith("/*")
+    assert http.get("/docs/assets/__init__.py").status_code == 404  # only the named files
+    assert http.get("/docs/assets/..%2F..%2Fmain.py").status_code == 404
+    assert http.get("/redoc").status_code == 404
+
+
+def test_the_openapi_document_declares_the_bearer_key_and_our_error_bodies(svc):
+    """Swagger's "Authorize" sends the key: the document declares the Bearer scheme, required by
+    every operation but the open ones. Every operation under /v1 documents our refusals
+    (``{"error": {type, field, message}}``), FastAPI's own 422 body nowhere."""
+    spec = svc.http.get("/openapi.json").json()
+    assert spec["components"]["securitySchemes"]["bearer"] == {
+        "type": "http", "scheme": "bearer", "description": spec["components"]["securitySchemes"]["bearer"]["description"]}
+    assert spec["security"] == [{"bearer": []}]
+    assert "HTTPValidationError" not in spec["components"]["schemas"]
+    error = spec["components"]["schemas"]["ErrorBody"]
+    assert error["properties"]["error"]["$ref"].endswith("/ErrorDetail")
+    assert set(spec["components"]["schemas"]["ErrorDetail"]["required"]) == {"type", "field", "message"}
+    for path, item in spec["paths"].items():
+        for method, operation in item.items():
+            if path in ("/healthz", "/readyz"):
+                assert operation["security"] == [], path
+                continue
+            assert path.startswith("/v1/"), path
+            assert "security" not in operation  # the document's default: the Bearer key
+            for status in ("400", "401", "403", "404", "409", "413", "422"):
+                body = operation["responses"][status]["content"]["application/json"]["schema"]
+                assert body == {"$ref": "#/components/schemas/ErrorBody"}, (method, path, status)
+    refused = svc.http.post("/v1/users/ada/facts", json={"text": 1}, headers=svc.ada)
+    assert refused.status_code == 422 and set(refused.json()["error"]) >= {"type", "field", "message"}

@@ -39,6 +39,7 @@ from tiers.storage.backend import Storage
 from unified_memory._version import __version__
 from unified_memory.errors import ConfigError, UnifiedMemoryError, wrong_type
 from unified_memory.memory import UnifiedMemory
+from unified_memory.service.api_docs import install_docs
 from unified_memory.service.auth import Gate, Refusal
 from unified_memory.service.errors import TooLarge, error_body, field_of_location, status_of
 from unified_memory.service.gatekeeper import Gatekeeper
@@ -208,13 +209,14 @@ def create_app(memory: UnifiedMemory, *, keys: KeyRing | None = None,
                 await memory.__aexit__(None, None, None)  # on the worker, after the writes queued before
                 ring.storage.close()
 
-    app = FastAPI(title="unified-memory", version=__version__, lifespan=lifespan,
+    app = FastAPI(title="unified-memory", version=__version__, lifespan=lifespan, docs_url=None, redoc_url=None,
                   description="Tiered long-term memory for LLM agents, over HTTP. Send "
                               "`Authorization: Bearer <key>` (create one with `unified-memory keys create`).")
     app.state.memory = memory
     app.state.keys = ring
     app.state.settings = chosen
     _install_error_handlers(app)
+    install_docs(app)
     app.include_router(router)
     app.include_router(admin_router)
 

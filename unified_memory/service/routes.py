@@ -22,6 +22,7 @@ from pydantic import BaseModel
 from tiers.items.checks import filter_from_wire
 from unified_memory.errors import MemoryTypeError, MemoryValueError, NotFoundError
 from unified_memory.memory import UnifiedMemory
+from unified_memory.service.api_docs import ERROR_RESPONSES
 from unified_memory.service.auth import Principal, Refusal
 from unified_memory.service.errors import TooLarge
 from unified_memory.service.schemas import (
@@ -49,8 +50,8 @@ from unified_memory.validation import check_text
 
 __all__ = ["router", "admin_router"]
 
-router = APIRouter(prefix="/v1/users/{user_id}", tags=["memory"])
-admin_router = APIRouter(prefix="/v1", tags=["admin"])
+router = APIRouter(prefix="/v1/users/{user_id}", tags=["memory"], responses=ERROR_RESPONSES)
+admin_router = APIRouter(prefix="/v1", tags=["admin"], responses=ERROR_RESPONSES)
 
 
 async def memory_for(request: Request, user_id: str, agent_id: str | None = None,

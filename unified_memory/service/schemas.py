@@ -186,3 +186,18 @@ class RecallOut(BaseModel):
     """Recall hits, best first."""
 
     hits: list[dict[str, Any]]
+
+
+class ErrorDetail(BaseModel):
+    """What went wrong: a stable ``type`` (``invalid``, ``unauthorized``, …), the request field it
+    names (``None`` when no single field is at fault) and a message for people."""
+
+    type: str
+    field: str | None
+    message: str
+
+
+class ErrorBody(BaseModel):
+    """Every refusal's body (see :mod:`unified_memory.service.errors`)."""
+
+    error: ErrorDetail
