@@ -181,6 +181,11 @@ class ContextConfig(_Config):
         default="score", description="With a query: fill the recalled sections by score across them "
                                      "(score), or each within its share (shares).")
     header: str = "memory"
+    profile_share: float = Field(
+        default=0.2, ge=0.0, le=1.0,
+        description="The most of the budget the user's profile may take (its key facts, safety first, shown "
+                    "first whatever the query: unified_memory.retrieval.profile); what it leaves goes to the "
+                    "other sections. 0: no profile section.")
 
     @model_validator(mode="after")
     def _consistent(self) -> ContextConfig:

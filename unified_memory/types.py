@@ -59,6 +59,7 @@ __all__ = [
     "RecallHit",
     "SectionUsage",
     "ContextBlock",
+    "Profile",
     "MemoryStats",
     "ExtractedFact",
     "ExtractedEntity",
@@ -119,6 +120,22 @@ class ContextBlock(Record):
     hits: list[RecallHit] = Field(default_factory=list)
     sections: dict[str, SectionUsage] = Field(default_factory=dict)
     query: str | None = None
+
+    def __str__(self) -> str:
+        return self.text
+
+
+class Profile(Record):
+    """What the agent should always know about the user: their current key facts, safety first.
+
+    ``facts`` are the facts behind it (active ones only: a superseded value is out), in the order
+    shown; ``text`` is one line per fact (``- I'm allergic to peanuts``), and ``name`` what the user
+    is called when the graph knows it. See :mod:`unified_memory.retrieval.profile`.
+    """
+
+    text: str
+    facts: list[Fact] = Field(default_factory=list)
+    name: str | None = None
 
     def __str__(self) -> str:
         return self.text

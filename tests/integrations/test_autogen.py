@@ -207,7 +207,9 @@ def test_update_context_asks_with_the_latest_user_messages():
         shown = texts(run(facts.update_context(chat)).memories)
         assert "My sister Maria lives in Lisbon" in shown and "I keep bees on the roof" in shown
         assert "The user prefers metric units" not in shown
-        assert texts(run(AutoGenMemory(memory).update_context(chat)).memories) == ["I keep bees on the roof"]
+        # the last user message alone asks about the roof; the profile (the user's people) is always there
+        assert texts(run(AutoGenMemory(memory).update_context(chat)).memories) == [
+            "My sister Maria lives in Lisbon", "I keep bees on the roof"]
 
 
 def test_clear_forgets_only_what_this_adapter_added(make_memory):

@@ -326,6 +326,7 @@ def _memory_specs(ids_hint: dict[str, str] | None = None) -> dict[str, Spec]:
                             session_id=st.sampled_from([None, "s1"])), lambda m, **k: m.scoped(**k)),
         "stats": Spec({}, lambda m: m.stats()),
         "summary": Spec({}, lambda m: m.summary()),
+        "profile": Spec(dict(as_of=MOMENTS), lambda m, **k: m.profile(**k)),
         "warm_up": Spec({}, lambda m: m.warm_up()),
         "triples": Spec(dict(entity=st.sampled_from([None, "Maria", "nobody"])), lambda m, **k: m.triples(**k)),
         "users": Spec({}, lambda m: m.users()),
@@ -1099,7 +1100,7 @@ def test_conversation_ids(field_name: str, value: str) -> None:
 NOT_FUZZED = {
     # records and results: pydantic models the library returns (built by it, not by callers)
     **{n: "a record the library returns; inputs are validated where the API takes them" for n in (
-        "Message", "Fact", "Entity", "Triple", "Episode", "RecallHit", "ContextBlock", "SectionUsage",
+        "Message", "Fact", "Entity", "Triple", "Episode", "RecallHit", "ContextBlock", "Profile", "SectionUsage",
         "MemoryStats", "ExtractedFact", "ExtractedEntity", "ExtractedTriple", "Extraction", "CompactionStats",
         "IngestReport", "StrategyOutcome", "MemoryEvent", "ConversationState", "StoredItem")},
     **{n: "an exception class" for n in (

@@ -863,3 +863,17 @@ def test_the_openapi_document_declares_the_bearer_key_and_our_error_bodies(svc):
                 assert body == {"$ref": "#/components/schemas/ErrorBody"}, (method, path, status)
     refused = svc.http.post("/v1/users/ada/facts", json={"text": 1}, headers=svc.ada)
     assert refused.status_code == 422 and set(refused.json()["error"]) >= {"type", "field", "message"}
+
+
+def test_the_profile_route_gives_the_users_key_facts_and_names_a_bad_moment(svc):
+    http = svc.http
+    svc.ok(http.post("/v1/users/ada/facts", json={"text": "I'm allergic to peanuts"}, headers=svc.ada), 201)
+    svc.ok(http.post("/v1/users/ada/facts", json={"text": "I love jazz"}, headers=svc.ada), 201)
+    svc.ok(http.post("/v1/users/bob/facts", json={"text": "I'm allergic to cats"}, headers=svc.bob), 201)
+    profile = svc.ok(http.get("/v1/users/ada/profile", headers=svc.ada))
+    assert [f["text"] for f in profile["facts"]][:1] == ["I'm allergic to peanuts"]
+    assert "cats" not in profile["text"] and profile["text"].startswith("- I'm allergic to peanuts")
+    assert svc.ok(http.get("/v1/users/ada/profile", params={"as_of": "2000-01-01"}, headers=svc.ada))["facts"] == []
+    error = svc.error(http.get("/v1/users/ada/profile", params={"as_of": "yesterday-ish"}, headers=svc.ada), 422)
+    assert error["field"] == "as_of"
+    assert svc.error(http.get("/v1/users/bob/profile", headers=svc.ada), 403)["type"] == "forbidden"

@@ -41,7 +41,7 @@ from unified_memory.service.background import free_port
 
 # the calls the service offers (UnifiedMemory's others need the file: consolidate, ingest, neighbors, ...)
 OFFERED = {"add_turn", "add_message", "add_messages", "remember", "remember_many", "add_triple", "recall", "context",
-           "assemble_context", "facts", "count_facts", "entities", "triples", "episodes", "stats", "users", "export_jsonl",
+           "assemble_context", "facts", "count_facts", "entities", "triples", "episodes", "stats", "profile", "users", "export_jsonl",
            "import_jsonl", "forget", "put_item", "get_item", "delete_item", "search_items", "item_namespaces"}
 
 

@@ -86,6 +86,7 @@ SPECS: dict[str, tuple[dict[str, Any], dict[str, Any], set[str]]] = {
     "episodes": (dict(days=st.one_of(st.none(), st.floats(0.5, 30)), session_id=st.sampled_from([None, "s1"]),
                       limit=OPTIONAL_LIMIT), {}, set()),
     "stats": ({}, {}, set()),
+    "profile": (dict(as_of=MOMENTS), {}, set()),
     "export_jsonl": (dict(destination=st.builds(io.StringIO), all_users=st.just(False)), {}, set()),
     "import_jsonl": (dict(source=st.builds(lambda: io.StringIO("")), user_id=st.none()), {}, set()),
     # forget with valid arguments names a fact that is not there: never wipes the user under test

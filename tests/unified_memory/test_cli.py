@@ -489,6 +489,17 @@ def test_unknown_command_and_option_are_usage_errors(capsys, db):
     one_line_error(*run(capsys)[::2], expected_code=2)
 
 
+def test_profile_shows_the_users_name_and_key_facts_safety_first(capsys, db):
+    code, out, err = run(capsys, *LEX, "--user", "ada", "profile")
+    assert code == 0, err
+    lines = out.splitlines()
+    assert lines[0] == "Ada" and "allergic to peanuts" in lines[1]
+    data = run_json(capsys, *LEX, "--user", "ada", "profile")
+    assert data["name"] == "Ada" and data["facts"][0]["category"] == "health"
+    old = run_json(capsys, *LEX, "--user", "ada", "profile", "--as-of", "2000-01-01")
+    assert old["facts"] == []
+
+
 @pytest.mark.parametrize("port", ["99999", "70000", "65536", "0", "-1"])
 def test_a_port_out_of_range_is_a_usage_error_not_another_port(capsys, db, port):
     line = one_line_error(*run(capsys, "serve", "--port", port)[::2], expected_code=2)

@@ -47,7 +47,8 @@ class FactFilter:
     """Which facts a listing holds: the active ones; the superseded ones too with
     ``include_history``, the archived ones with ``include_archived``; every fact whatever
     its status with ``include_inactive``; not expired at ``now`` (when given); of
-    ``category``; ``as_of``: those valid then (a fact superseded since among them)."""
+    ``category`` (or of any of ``categories``); ``as_of``: those valid then (a fact superseded
+    since among them)."""
 
     include_archived: bool = False
     include_inactive: bool = False
@@ -55,6 +56,7 @@ class FactFilter:
     now: float | None = None
     include_history: bool = False
     as_of: float | None = None
+    categories: tuple[str, ...] | None = None
 
     def sql(self, scope: Scope) -> tuple[str, list[Any]]:
         """``WHERE`` conditions (and their parameters) over the ``facts`` table."""
@@ -77,6 +79,9 @@ class FactFilter:
         if self.category is not None:
             sql += " AND category = ?"
             params.append(self.category)
+        if self.categories is not None:
+            sql += f" AND category IN ({', '.join('?' * len(self.categories))})" if self.categories else " AND 1 = 0"
+            params += list(self.categories)
         return sql, params
 
 

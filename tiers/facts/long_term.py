@@ -265,6 +265,14 @@ class LongTermFacts:
         """Of the message ids ``sources``, those a superseded fact came from, with that fact."""
         return retired_sources(self.storage, query.scope, sources, as_of=query.as_of)
 
+    def of_categories(self, scope: Scope, categories: Sequence[str], *, limit: int, now: float | None = None,
+                      as_of: float | None = None) -> list[Fact]:
+        """The user's current facts (valid ``as_of``, when given) of these categories, most important
+        first: what a profile is made of. The pending recall counts are not written first, as
+        :meth:`list` writes them: a profile shows no counts, and a context should not write."""
+        where = FactFilter(categories=tuple(categories), now=now, as_of=as_of)
+        return list_facts(self.storage, scope, where, order="importance", limit=limit)
+
     def list(self, scope: Scope, *, include_archived: bool = False, include_inactive: bool = False,
              category: str | None = None, limit: int | None = None, order: Literal["time", "importance"] = "time",
              now: float | None = None, include_history: bool = False, as_of: float | None = None,

@@ -158,6 +158,15 @@ def cmd_episodes(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_profile(args: argparse.Namespace) -> int:
+    """``profile [--as-of DATE]``: the user's key facts, safety first (what ``context`` always shows)."""
+    with open_memory(args, known_user=True) as mem:
+        found = mem.profile(as_of=args.as_of)
+        name = f"{found.name}\n" if found.name else ""
+        emit(args, found, lambda: (name + found.text) if found.facts else name + "(no key facts yet)")
+    return 0
+
+
 def cmd_stats(args: argparse.Namespace) -> int:
     """``stats``: the counts of :class:`~unified_memory.types.MemoryStats`, and the retrieval method."""
     with open_memory(args, known_user=True) as mem:

@@ -161,6 +161,10 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_argument("--session", metavar="S", help="only this session")
     sub.add_argument("--limit", type=_positive_int, metavar="N", help="only the last N messages")
 
+    sub = command("profile", _commands.cmd_profile, "the user's key facts, safety first (what every context shows)")
+    sub.add_argument("--as-of", type=_moment, metavar="DATE",
+                     help="as it was then (ISO date or date and time, UTC unless it says)")
+
     command("stats", _commands.cmd_stats, "counts of what the user's memory holds")
 
     sub = command("reindex", _commands.cmd_reindex, "rebuild the derived search indexes from the file")

@@ -62,6 +62,7 @@ from unified_memory.types import (
     Fact,
     MemoryStats,
     Message,
+    Profile,
     RecallHit,
     StoredItem,
     Triple,
@@ -96,6 +97,7 @@ ASYNC_TWINS: dict[str, str] = {
         "episodes",
         "stats",
         "summary",
+        "profile",
         "warm_up",
         "users",
         "export_jsonl",
@@ -330,6 +332,10 @@ class AsyncAPI(ItemsAPI):
     async def astats(self) -> MemoryStats:
         """Async :meth:`stats` (runs in a worker thread)."""
         return await self._run(self.stats)
+
+    async def aprofile(self, *, as_of: datetime | str | float | None = None) -> Profile:
+        """Async :meth:`profile` (runs in a worker thread)."""
+        return await self._run(self.profile, as_of=as_of)
 
     async def asummary(self) -> str:
         """Async :meth:`summary` (runs in a worker thread)."""

@@ -24,8 +24,14 @@ from unified_memory.config import MemoryConfig
 from unified_memory.coordinator.backend import Backend
 from unified_memory.coordinator.view import MemoryView
 from unified_memory.errors import invalid, wrong_type
-from unified_memory.retrieval.context import assemble
+from unified_memory.retrieval.context import assemble, informative
 from unified_memory.retrieval.federation import RecallRequest, federated_recall, first_person
+from unified_memory.retrieval.profile import (
+    MAX_PROFILE_FACTS,
+    PROFILE_CATEGORIES,
+    build_profile,
+    profile_hits,
+)
 from unified_memory.retrieval.rerank import rerank
 from unified_memory.types import (
     ContextBlock,
@@ -34,6 +40,7 @@ from unified_memory.types import (
     Fact,
     MemoryStats,
     Message,
+    Profile,
     RecallHit,
     Triple,
 )
@@ -255,8 +262,37 @@ class ReadingAPI:
         if summary:  # what left the window, condensed, before the window (oldest first)
             conversation = [Message(role="system", name="summary of earlier turns",
                                     content=" / ".join(summary.splitlines())), *conversation]
+        sections["episodes"] = [hit for hit in sections["episodes"] if informative(hit.text)]
+        profile = profile_hits(self.profile(as_of=moment), query) if self.config.context.profile_share > 0 else []
         return assemble(query=query, max_tokens=budget, sections=sections, conversation=conversation,
-                        count_tokens=backend.count_tokens, config=self.config.context)
+                        count_tokens=backend.count_tokens, config=self.config.context, profile=profile)
+
+    def profile(self, *, as_of: datetime | str | float | None = None) -> Profile:
+        """What the agent should always know about the user: their current key facts, safety
+        first (health, then who they are, their people, home, work, standing preferences), and
+        their name when the graph knows it. Derived from the facts, so it changes when they do:
+        a superseded value leaves it. ``context()`` shows it first, whatever the query
+        (``context.profile_share`` of the budget). ``as_of`` (see :meth:`recall`): as it was then.
+        See :mod:`unified_memory.retrieval.profile`.
+
+        >>> from unified_memory import UnifiedMemory
+
+        >>> with UnifiedMemory() as mem:
+        ...     _ = mem.add_turn("Hi, I'm Ada. I'm allergic to peanuts and I love jazz.", "Noted!")
+        ...     profile = mem.profile()
+        >>> print(profile.text)
+        - I'm allergic to peanuts
+        - I'm Ada.
+        - I love jazz.
+        >>> profile.name, [f.category for f in profile.facts]
+        ('Ada', ['health', 'identity', 'preference'])
+        """
+        moment = parse_when("as_of", as_of)
+        backend, scope = self._view.backend, self._view.scope
+        facts = backend.facts.of_categories(scope, PROFILE_CATEGORIES, limit=4 * MAX_PROFILE_FACTS,
+                                            now=backend.clock(), as_of=moment)
+        names = backend.graph.own_names(scope.user_id) if moment is None else []
+        return build_profile(facts, name=names[0] if names else None)
 
     def _window_until_written(self) -> list[Message]:
         """:meth:`window`, read again only once something was written since (``Storage.change_mark``):

@@ -36,6 +36,7 @@ from unified_memory.types import (
     Fact,
     MemoryStats,
     Message,
+    Profile,
     RecallHit,
     StoredItem,
     Triple,
@@ -154,6 +155,10 @@ class AsyncTwins:
         """Async :meth:`episodes`."""
         return await self._asend(
             wire.episodes(days=days, session_id=session_id, limit=limit))
+
+    async def aprofile(self, *, as_of: datetime | str | float | None = None) -> Profile:
+        """Async :meth:`profile`."""
+        return await self._asend(wire.profile(as_of=as_of))
 
     async def astats(self) -> MemoryStats:
         """Async :meth:`stats`."""

@@ -59,6 +59,7 @@ from unified_memory.types import (
     Fact,
     MemoryStats,
     Message,
+    Profile,
     RecallHit,
     StoredItem,
     Triple,
@@ -272,6 +273,10 @@ class RemoteMemory(AsyncTwins):
                  limit: int | None = None) -> list[Episode]:
         """This user's episodic log, oldest first (``GET /episodes``)."""
         return self._send(wire.episodes(days=days, session_id=session_id, limit=limit))
+
+    def profile(self, *, as_of: datetime | str | float | None = None) -> Profile:
+        """The user's key facts, safety first (``GET /profile``; see ``UnifiedMemory.profile``)."""
+        return self._send(wire.profile(as_of=as_of))
 
     def stats(self) -> MemoryStats:
         """Counts of what this user's memory holds (``GET /stats``; ``path`` is None)."""

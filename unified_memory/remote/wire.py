@@ -20,6 +20,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any, Generic, TypeVar
 
 from tiers.items.checks import (
@@ -41,6 +42,7 @@ from unified_memory.types import (
     ExtractedFact,
     Fact,
     MemoryStats,
+    Profile,
     RecallHit,
     StoredItem,
     Triple,
@@ -303,6 +305,13 @@ def episodes(*, days: Any, session_id: Any, limit: Any) -> Call[list[Episode]]:
               "limit": None if limit is None else check_limit("limit", limit)}
     return Call("GET", "/episodes", lambda body: [Episode.model_validate(e) for e in body["episodes"]],
                 params=_drop_none(params))
+
+
+def profile(*, as_of: Any) -> Call[Profile]:
+    """``GET /profile`` (``as_of`` sent as an ISO 8601 moment in UTC)."""
+    moment = parse_when("as_of", as_of)
+    params = {} if moment is None else {"as_of": datetime.fromtimestamp(moment, UTC).isoformat()}
+    return Call("GET", "/profile", Profile.model_validate, params=params)
 
 
 def stats() -> Call[MemoryStats]:

@@ -29,6 +29,13 @@ tool calls shows ``[tool call: name, ...]``). An item is capped at
 ``max_item_chars`` characters, cut with ``"…"``. Hits with empty text, empty
 messages and repeated hit ids are skipped.
 
+**Profile.** The user's key facts (:mod:`unified_memory.retrieval.profile`: health and safety
+first, then who they are, their people, home, work, standing preferences) open the block under
+``## Profile``, whatever the query, within ``config.profile_share`` of the budget (20% by
+default), filled in order; the rest of the budget, and what the profile leaves unused, goes to
+the sections below, which do not repeat a fact the profile shows. The final trimming takes from
+the profile last.
+
 **Budget.** With a query and ``config.allocation == "score"`` (the default), the
 recalled sections (facts, entities, episodes) share one budget, filled greedily by
 recall score across them, so the best memories get in whatever their tier; the
@@ -62,16 +69,18 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
+from scoring.text import term_set
 from unified_memory.config import ContextConfig
 from unified_memory.errors import invalid, wrong_type
 from unified_memory.types import LONE_SURROGATE, ContextBlock, Message, RecallHit, SectionUsage
 
-__all__ = ["assemble", "clean_item", "escape_item", "MAX_ITEM_CHARS", "HIT_SECTIONS"]
+__all__ = ["assemble", "clean_item", "escape_item", "informative", "MAX_ITEM_CHARS", "HIT_SECTIONS"]
 
 MAX_ITEM_CHARS = 2000
 """The longest an item's text may be, in characters, before it is cut with "…"."""
 HIT_SECTIONS = ("facts", "entities", "episodes")
-_TITLES = {"facts": "Facts", "entities": "Entities", "episodes": "Episodes", "conversation": "Conversation"}
+_TITLES = {"profile": "Profile", "facts": "Facts", "entities": "Entities", "episodes": "Episodes",
+           "conversation": "Conversation"}
 _MIN_KEPT = 12  # a truncated item keeps at least this many characters of its own text
 _MAX_SPEAKER = 40  # a speaker name longer than this is cut with "…"
 _BREAKS = re.compile(r"[ \t]*(?:[\n\r\v\f\x1c-\x1e\x85\u2028\u2029][ \t]*)+")
@@ -341,13 +350,32 @@ def _render(tag: str, order: Sequence[str], chosen: Mapping[str, list[_Item]]) -
     return "\n".join([*lines, f"</{tag}>"])
 
 
+#: A message with fewer distinct content terms than this ("thanks!", "ok", "Sure.") tells an agent
+#: nothing out of its conversation: context() leaves it out of the episodes.
+MIN_CONTENT_TERMS = 2
+
+
+def informative(text: str) -> bool:
+    """Whether a past message says something on its own: at least :data:`MIN_CONTENT_TERMS`
+    distinct terms that are not stopwords (as the lexical index analyses text).
+
+    >>> [informative(t) for t in ("thanks!", "ok", "Of course. How many guests?", "I'm allergic to peanuts")]
+    [False, False, True, True]
+    """
+    return len(term_set(text)) >= MIN_CONTENT_TERMS
+
+
 def assemble(*, query: str | None, max_tokens: int, sections: Mapping[str, Sequence[RecallHit]],
              conversation: Sequence[Message], count_tokens: Callable[[str], int],
-             config: ContextConfig, max_item_chars: int = MAX_ITEM_CHARS) -> ContextBlock:
+             config: ContextConfig, max_item_chars: int = MAX_ITEM_CHARS,
+             profile: Sequence[RecallHit] = ()) -> ContextBlock:
     """Assemble a fenced memory block that fits ``max_tokens`` (see the module docstring).
 
     ``sections`` maps ``"facts"``, ``"entities"``, ``"episodes"`` to hits already
     ranked best first; ``conversation`` is the short-term window, oldest first.
+    ``profile``: the user's key facts in order (:mod:`unified_memory.retrieval.profile`), shown
+    first under ``## Profile`` within ``config.profile_share`` of the budget, filled in order
+    (the first that fit stay); those shown are not repeated in the other sections.
 
     >>> from datetime import UTC, datetime
     >>> from unified_memory.config import ContextConfig
@@ -377,8 +405,20 @@ def assemble(*, query: str | None, max_tokens: int, sections: Mapping[str, Seque
         raise invalid("sections", f"unknown sections {unknown}; expected some of {list(HIT_SECTIONS)} "
                                   "(the window goes in `conversation`)")
     tag, order = config.header, tuple(config.sections)
-    candidates: dict[str, list[_Item]] = {}
+    available = max(max_tokens - count_tokens(f"<{tag}>\n</{tag}>"), 0)
     seen: set[str] = set()
+    profile_items: list[_Item] = []
+    for hit in profile if config.profile_share > 0 else ():
+        prefix, text = _hit_parts("facts", hit)
+        if text and hit.id not in seen:
+            seen.add(hit.id)
+            profile_items.append(_item(prefix, text, hit, count_tokens, max_item_chars))
+    profile_header = count_tokens(f"## {_TITLES['profile']}\n")
+    profile_chosen, profile_used = _fill(profile_items, profile_header, int(available * config.profile_share),
+                                         count_tokens, False)
+    available -= profile_used
+    seen = {i.hit.id for i in profile_chosen if i.hit is not None}  # what the profile shows is not repeated
+    candidates: dict[str, list[_Item]] = {}
     for name in order:
         items: list[_Item] = []
         if name == "conversation":
@@ -395,17 +435,23 @@ def assemble(*, query: str | None, max_tokens: int, sections: Mapping[str, Seque
             candidates[name] = items
     headers = {n: count_tokens(f"## {_TITLES[n]}\n") for n in candidates}
     demand = {n: headers[n] + sum(i.cost for i in candidates[n]) for n in candidates}
-    available = max(max_tokens - count_tokens(f"<{tag}>\n</{tag}>"), 0)
     ranked = [n for n in candidates if n != "conversation"]
     if query and query.strip() and config.allocation == "score" and len(ranked) > 1:
         chosen, used, budgets = _allocate_by_score(candidates, headers, demand, available, ranked, config,
                                                    count_tokens)
     else:
         chosen, used, budgets = _allocate_by_shares(candidates, headers, demand, available, config, count_tokens)
+    if profile_chosen:
+        chosen = {"profile": profile_chosen, **chosen}
+        used["profile"], budgets["profile"], headers["profile"] = profile_used, profile_used, profile_header
+        candidates["profile"] = profile_items
+        order = ("profile", *order)
     text = _render(tag, order, chosen)
     tokens = count_tokens(text)
     while tokens > max_tokens and any(chosen.values()):
-        victim = max(reversed(list(chosen)), key=lambda n: len(chosen[n]))  # ties: the later section
+        # ties: the later section; the profile last of all (what the agent must always know)
+        others = [n for n in chosen if n != "profile" and chosen[n]] or ["profile"]
+        victim = max(reversed(others), key=lambda n: len(chosen[n]))
         chosen[victim].pop()
         text = _render(tag, order, chosen)
         tokens = count_tokens(text)

@@ -201,6 +201,12 @@ async def episodes(mem: Memory, days: float | None = None, session: str | None =
     return _listing("episodes", found)
 
 
+@router.get("/profile", summary="The user's profile: current key facts, safety first (every context shows it)")
+async def profile(mem: Memory, as_of: str | None = None) -> Response:
+    found = await mem.aprofile(as_of=as_of)
+    return Response(content=found.model_dump_json().encode("utf-8"), media_type="application/json")
+
+
 @router.get("/stats", summary="Counts of what this user's memory holds")
 async def stats(mem: Memory) -> dict[str, Any]:
     found = _json(await mem.astats())

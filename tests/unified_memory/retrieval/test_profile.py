@@ -1,0 +1,147 @@
+"""The profile: the user's current key facts, safety first, in every context block whatever the query."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from unified_memory import UnifiedMemory
+from unified_memory.config import ContextConfig
+from unified_memory.demo import ingest_sample
+from unified_memory.retrieval.context import assemble, informative
+from unified_memory.retrieval.profile import PROFILE_CATEGORIES
+from unified_memory.retrieval.tokens import chars_per_token_counter
+from unified_memory.types import RecallHit
+
+# -- the demo's question (issue 40) ----------------------------------------------------------------
+
+
+def test_the_demos_dinner_question_at_250_tokens_carries_the_allergy(tmp_path):
+    with UnifiedMemory(tmp_path / "demo.db", user_id="ada", retrieval="lexical") as mem:
+        ingest_sample(mem)
+        block = mem.context("plan a dinner for Maria's visit", max_tokens=250)
+    assert block.tokens <= 250
+    assert "allergic to peanuts" in block.text
+    lines = block.text.splitlines()
+    assert lines[1] == "## Profile" and "allergic to peanuts" in lines[2]  # the profile first, safety first
+    assert block.sections["profile"].items >= 1
+    assert block.text.count("allergic to peanuts") == 1  # not repeated in the facts below
+    episodes = block.text.partition("## Episodes")[2].partition("## ")[0]
+    for line in episodes.splitlines():
+        assert not line.endswith(("thanks!", ": ok", ": Thanks!"))
+
+
+# -- a corpus of our own: safety facts at small budgets ------------------------------------------------
+
+SAFETY = ["I'm allergic to peanuts", "I have type 1 diabetes and carry insulin", "I'm allergic to penicillin"]
+OTHER = ["I love jazz and old films", "My sister Maria lives in Lisbon", "I work at Kestrel Robotics as an engineer",
+         "I live in Porto", "My dentist appointment is on June 20", "We watched a documentary about bees",
+         "The weather was lovely on Saturday", "I'm training for the Lisbon marathon", "My favourite colour is green"]
+QUESTIONS = ["plan a dinner for Maria's visit", "what should I pack for the trip?", "book a restaurant for Friday",
+             "suggest a weekend activity", "any ideas for a birthday present?", "what was that documentary about?",
+             "", "tell me about bees"]
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    """One memory: the safety facts among everyday ones and 60 unrelated notes (built once)."""
+    path = tmp_path_factory.mktemp("profile") / "corpus.db"
+    with UnifiedMemory(path, user_id="ada", retrieval="lexical") as mem:
+        mem.remember_many([*OTHER[:4], *SAFETY, *OTHER[4:]])
+        mem.remember_many([f"Note {i}: the {w} shop near the station sells {w} things" for i, w in
+                           enumerate(["bike", "book", "tea", "lamp", "map", "kite"] * 10)])
+    return path
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(question=st.sampled_from(QUESTIONS), budget=st.integers(80, 600))
+def test_safety_facts_are_in_every_context_from_small_budgets(corpus, question, budget):
+    with UnifiedMemory(corpus, user_id="ada", retrieval="lexical") as mem:
+        block = mem.context(question or None, max_tokens=budget)
+    assert block.tokens <= budget
+    assert any(fact in block.text for fact in SAFETY)  # a safety fact fits any budget from 80 tokens
+    profile = block.text.partition("## Profile\n")[2].partition("\n## ")[0].partition("\n</")[0]
+    shown = [line[2:] for line in profile.splitlines()]
+    assert shown and shown[0] in SAFETY  # safety first (a later, shorter key fact may fill the room left)
+    if budget >= 300:
+        assert all(fact in block.text for fact in SAFETY)
+
+
+def test_the_profile_changes_when_the_facts_change():
+    with UnifiedMemory(user_id="ada", retrieval="lexical") as mem:
+        mem.remember("I'm vegetarian")
+        assert [f.text for f in mem.profile().facts] == ["I'm vegetarian"]
+        mem.remember("I started eating fish again, so I'm pescatarian now")
+        profile = mem.profile()
+        assert [f.text for f in profile.facts] == ["I started eating fish again, so I'm pescatarian now"]
+        assert "vegetarian" not in mem.context("what's for dinner?", max_tokens=120).text.partition("## Facts")[0]
+        gone = mem.remember("I'm allergic to shellfish")
+        assert mem.profile().facts[0].text == "I'm allergic to shellfish"
+        mem.forget(ids=[gone])
+        assert "shellfish" not in mem.profile().text
+
+
+def test_the_profile_is_the_users_own_and_as_of_a_moment():
+    with UnifiedMemory(user_id="ada", retrieval="lexical", clock=lambda: 1_700_000_000.0) as mem:
+        mem.add_turn("Hi, I'm Ada. I live in Lisbon.", "Hello Ada!")
+        bob = mem.scoped(user_id="bob")
+        bob.remember("I'm allergic to cats")
+        assert mem.profile().name == "Ada"
+        assert "cats" not in mem.profile().text and "Lisbon" not in bob.profile().text
+        assert mem.profile(as_of="2000-01-01").facts == []
+    with pytest.raises(ValueError, match="as_of"):
+        UnifiedMemory().profile(as_of="not a date")
+
+
+def test_a_zero_share_turns_the_profile_section_off():
+    with UnifiedMemory(user_id="ada", retrieval="lexical", context={"profile_share": 0}) as mem:
+        mem.remember("I'm allergic to peanuts")
+        block = mem.context("plan a trip", max_tokens=200)
+    assert "## Profile" not in block.text and "profile" not in block.sections
+
+
+def test_low_information_turns_do_not_crowd_out_informative_ones():
+    with UnifiedMemory(user_id="ada", retrieval="lexical", short_term_limit=2) as mem:
+        for user, assistant in [("thanks!", "ok"), ("We planned the dinner for Maria on Saturday", "Great plan"),
+                                ("ok", "thanks!"), ("Maria likes mushroom risotto for dinner", "Noted")] * 2:
+            mem.add_turn(user, assistant)
+        block = mem.context("dinner for Maria", max_tokens=400)
+    episodes = block.text.partition("## Episodes\n")[2]
+    assert "risotto" in episodes and "planned the dinner" in episodes
+    assert not any(line.endswith((": thanks!", ": ok")) for line in episodes.splitlines())
+    assert [informative(t) for t in ("thanks!", "ok", "Sure.", "Maria likes risotto")] == [False, False, False, True]
+
+
+# -- the assembly: the profile's share, first place and budget --------------------------------------
+
+def _hits(texts, prefix):
+    return [RecallHit(id=f"{prefix}{i}", tier="long_term", text=t, score=float(len(texts) - i))
+            for i, t in enumerate(texts)]
+
+
+@settings(max_examples=150, deadline=None)
+@given(profile=st.lists(st.text(min_size=1, max_size=40), max_size=6),
+       facts=st.lists(st.text(min_size=1, max_size=40), max_size=6),
+       budget=st.integers(1, 300), share=st.floats(0, 1))
+def test_the_profile_keeps_its_share_comes_first_and_the_budget_holds(profile, facts, budget, share):
+    config = ContextConfig(profile_share=share)
+    profile_hits = _hits(profile, "p")
+    fact_hits = [*_hits(facts, "f"), *profile_hits[:2]]  # a recalled fact may also be a profile fact
+    block = assemble(query="q", max_tokens=budget, sections={"facts": fact_hits}, conversation=[],
+                     count_tokens=chars_per_token_counter, config=config, profile=profile_hits)
+    assert block.tokens <= budget
+    available = max(budget - chars_per_token_counter("<memory>\n</memory>"), 0)
+    usage = block.sections.get("profile")
+    if usage is not None and usage.items:
+        assert usage.tokens <= int(available * share)
+        assert block.text.splitlines()[1] == "## Profile"
+    ids = [h.id for h in block.hits]
+    assert len(ids) == len(set(ids))  # a fact the profile shows is not repeated below
+    shown_profile = ids[:usage.items] if usage is not None else []
+    assert all(i.startswith("p") for i in shown_profile)
+    assert shown_profile == [h.id for h in profile_hits if h.id in shown_profile]  # in the profile's order
+
+
+def test_profile_categories_put_safety_first():
+    assert PROFILE_CATEGORIES[0] == "health"
