@@ -89,24 +89,27 @@ def retired_sources(storage: Storage, scope: Scope, sources: Sequence[str], *,
     return found
 
 
-def statements(storage: Storage, scope: Scope, ids: Sequence[str]) -> list[tuple[list[str], str]]:
-    """The messages each fact of ``ids`` was promoted from, with the fact's text (for the
-    graph to end the relations a superseded fact stated)."""
+def statements(storage: Storage, scope: Scope, ids: Sequence[str]) -> list[tuple[list[str], str, float | None]]:
+    """The messages each fact of ``ids`` was promoted from, with the fact's text and the end of
+    its validity (for the graph to end the relations a superseded fact stated, when it ended)."""
     if not ids:
         return []
     marks = ",".join("?" * len(ids))
-    return [(loads(sources, []), text) for sources, text in storage.execute(
-        f"SELECT source_message_ids, text FROM facts {storage.dialect.hint('facts_id')} WHERE user_id = ? AND id IN ({marks})",
-        [scope.user_id, *ids]).fetchall()]
+    return [(loads(sources, []), text, None if valid_to is None else float(valid_to))
+            for sources, text, valid_to in storage.execute(
+                f"SELECT source_message_ids, text, valid_to FROM facts {storage.dialect.hint('facts_id')} "
+                f"WHERE user_id = ? AND id IN ({marks})", [scope.user_id, *ids]).fetchall()]
 
 
-def end_stated(graph: EntityGraph, scope: Scope, stated: Sequence[tuple[Sequence[str], str]], *, now: float) -> int:
+def end_stated(graph: EntityGraph, scope: Scope, stated: Sequence[tuple[Sequence[str], str, float | None]], *,
+               now: float) -> int:
     """End the live single-valued relations that superseded facts stated: for each
-    ``(source message ids, fact text)`` (see :func:`statements`), those from these messages
-    whose object the text names ("I drive a Civic", superseded, ends ``my_car Civic``).
-    Returns how many ended."""
-    ended: dict[str, str] = {}
-    for sources, text in stated:
+    ``(source message ids, fact text, valid until)`` (see :func:`statements`), those from these
+    messages whose object the text names ("I drive a Civic", superseded, ends ``my_car Civic``),
+    valid until the fact was (the time of the statement that replaced it; ``now`` when the fact
+    has no end). Returns how many ended."""
+    ended: dict[str, tuple[str, float]] = {}
+    for sources, text, until in stated:
         if not sources:
             continue
         marks, words = ",".join("?" * len(sources)), term_set(text)
@@ -115,7 +118,8 @@ def end_stated(graph: EntityGraph, scope: Scope, stated: Sequence[tuple[Sequence
                 f"WHERE t.user_id = ? AND t.agent_id = ? AND t.valid_to IS NULL AND t.source_message_id IN ({marks})",
                 [scope.user_id, scope.agent_id, *sources]).fetchall():
             if single_valued(predicate) and term_set(name) <= words:
-                ended[triple_id] = object_id
-    graph.storage.executemany("UPDATE triples SET valid_to = ? WHERE id = ?", [[now, t] for t in ended])
-    graph.refresh(scope.user_id, set(ended.values()))
+                ended[triple_id] = (object_id, now if until is None else until)
+    graph.storage.executemany("UPDATE triples SET valid_to = ? WHERE id = ?",
+                              [[when, t] for t, (_, when) in ended.items()])
+    graph.refresh(scope.user_id, {object_id for object_id, _ in ended.values()})
     return len(ended)

@@ -57,6 +57,7 @@ from scoring._importance_rules import REMINDER, SPLIT, hedged
 from scoring.importance import HeuristicImportanceScorer, assess_importance, split_sentences
 from unified_memory.errors import wrong_type
 from unified_memory.extraction._changes import replaced
+from tiers.graph.entities import single_valued
 from unified_memory.extraction._patterns import (
     ATTRIBUTE_CATEGORY,
     COMMON,
@@ -112,6 +113,29 @@ _QUESTIONS: tuple[tuple[re.Pattern[str], str, str], ...] = tuple((re.compile(q, 
     (r"\bwhat(?:'s|\s+is)\s+your\s+fav(?:ou?rite|e)\s+(\w+)", "My favorite {0} is {1}", r"(?:it's\s+|probably\s+)?"),
 ))
 
+
+
+def _one_name_per_relation(hits: list[Hit]) -> list[Hit]:
+    """One hit per relation the sentence states: where the speaker's slot (``my_<attribute>``)
+    and another pattern name the same attribute and value, the one the graph keeps single-valued
+    stays (a new value must end the old): the named relation when it is single-valued ("My
+    birthday is May 3": ``birthday``), else the slot ("My favorite band is Big Thief":
+    ``my_favorite_band``, not ``favorite_band``).
+
+    >>> from unified_memory.extraction._patterns import find_hits
+    >>> from unified_memory.extraction._slots import slot_hits
+    >>> def kept(sentence):
+    ...     return sorted({h.predicate for h in _one_name_per_relation(find_hits(sentence) + slot_hits(sentence))})
+    >>> kept("My birthday is May 3."), kept("My favorite band is Big Thief.")
+    (['birthday'], ['my_favorite_band'])
+    """
+    def key(hit: Hit) -> tuple[Any, str, str]:
+        return hit.who, hit.attribute or hit.predicate.removeprefix("my_"), hit.value.casefold()
+
+    slots = {key(h) for h in hits if h.extra.get("frame") == "slot"}
+    named = {key(h): single_valued(h.predicate) for h in hits if h.extra.get("frame") != "slot" and key(h) in slots}
+    return [h for h in hits if key(h) not in named
+            or (h.extra.get("frame") == "slot") != named[key(h)]]
 
 class RuleExtractor:
     """Offline, deterministic :class:`~unified_memory.protocols.Extractor` built on regex rules.
@@ -190,7 +214,7 @@ class RuleExtractor:
         request = _MEMORY_REQUEST.search(sentence) if _may_request(sentence) else None
         told = request.end() if request else len(sentence) + 1
         hits = find_hits(sentence) + (slot_hits(sentence) if is_user else [])
-        hits = [h for h in hits if h.start < asked or h.start >= told]
+        hits = [h for h in _one_name_per_relation(hits) if h.start < asked or h.start >= told]
         if not is_user:  # "I" / "my" is the assistant's: keep statements about named third persons only
             hits = [h for h in hits if not h.who.is_user and h.who.relation is None]
         if not hits and REMINDER.match(sentence):  # "Remember my allergy.": nothing new to store

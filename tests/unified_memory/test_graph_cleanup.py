@@ -1,0 +1,33 @@
+"""The graph as a user sees it (issue 40): a relation ends when the statement that replaced it
+was made, and one relation has one name."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from unified_memory import UnifiedMemory
+
+NOW = datetime(2026, 11, 28, 23, 54, tzinfo=UTC).timestamp()  # when the program runs, long after the chat
+
+
+def test_a_superseded_relation_ends_when_the_new_statement_was_made_not_when_it_was_stored():
+    with UnifiedMemory(user_id="ada", retrieval="lexical", clock=lambda: NOW) as mem:
+        mem.add_turn("I live in Lisbon and I work at Tidewater Labs.", "Nice!", when="2024-03-02T09:19:00Z")
+        mem.add_turn("Big news: I moved to Berlin last week.", "Congratulations!", when="2024-06-10T08:05:00Z")
+        lisbon = [t for t in mem.triples() if t.predicate == "lives_in" and t.object == "Lisbon"]
+        assert len(lisbon) == 1 and lisbon[0].valid_to == datetime(2024, 6, 10, 8, 5, tzinfo=UTC)
+        old = next(f for f in mem.facts(include_history=True) if "Lisbon" in f.text)
+        assert old.valid_to == lisbon[0].valid_to  # the fact and its relation ended at the same moment
+        assert [t.object for t in mem.triples() if t.predicate == "lives_in" and t.valid_to is None] == ["Berlin"]
+
+
+def test_one_relation_has_one_name():
+    with UnifiedMemory(user_id="ada", retrieval="lexical", clock=lambda: NOW) as mem:
+        mem.add_turn("My birthday is May 3.", "Noted!")
+        mem.add_turn("My favorite band is Big Thief.", "Great band.")
+        predicates = sorted(t.predicate for t in mem.triples())
+        assert predicates.count("birthday") == 1 and "my_birthday" not in predicates
+        assert [p for p in predicates if "band" in p] == ["my_favorite_band"]
+        mem.add_turn("My favorite band is Wilco now.", "Noted.")  # the slot is single-valued: Big Thief ends
+        current = {(t.predicate, t.object) for t in mem.triples() if t.valid_to is None}
+        assert ("my_favorite_band", "Wilco") in current and ("my_favorite_band", "Big Thief") not in current
