@@ -55,9 +55,9 @@ from typing import Any
 
 from scoring._importance_rules import REMINDER, SPLIT, hedged
 from scoring.importance import HeuristicImportanceScorer, assess_importance, split_sentences
+from tiers.graph.entities import single_valued
 from unified_memory.errors import wrong_type
 from unified_memory.extraction._changes import replaced
-from tiers.graph.entities import single_valued
 from unified_memory.extraction._patterns import (
     ATTRIBUTE_CATEGORY,
     COMMON,
