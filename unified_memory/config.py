@@ -64,11 +64,12 @@ class RankingConfig(_Config):
     recency_half_life_days: float = Field(default=30.0, gt=0.0)
     superseded_penalty: float = Field(default=0.5, ge=0.0, le=1.0)
     archived_penalty: float = Field(
-        default=0.4, ge=0.0, le=1.0,
+        default=0.6, ge=0.0, le=1.0,
         description="An archived fact (pushed out of the active facts by long_term_limit) keeps this share of "
-                    "its score. Below 0.42 (an active fact keeps at least base/(base+weights) x "
-                    "(1 - confidence_weight) = 0.6 x 0.7 of its relevance), so at equal relevance an active "
-                    "fact always ranks above an archived one, which still answers when nothing active does.")
+                    "its score: it ranks below an active fact as relevant, important and recent, but an exact "
+                    "answer that was archived still outranks active facts that only resemble the question (with "
+                    "300 near-identical facts and long_term_limit=50, 0.4 hid every archived answer from the top "
+                    "5 in hybrid retrieval; 0.6 puts each first: tests/unified_memory/test_archive.py).")
     lexical_weight: float = Field(default=0.5, ge=0.0, le=1.0,
                                   description="Hybrid retrieval: relevance = w·lexical + (1-w)·dense.")
     dense_floor: float = Field(default=0.1, ge=-1.0, lt=1.0,

@@ -261,3 +261,24 @@ def test_nothing_stored_is_ever_gone_except_by_forget_ttl_or_retention(operation
         for fact in mem.facts(include_archived=True):
             if fact.status == "archived" and fact.id in remembered:
                 assert fact.id in {h.id for h in mem.recall(fact.text, tiers="long_term", limit=50)}
+
+
+def _ordinal(n: int) -> str:
+    return f"{n}" + ("th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th"))
+
+
+@pytest.mark.parametrize("retrieval", ["lexical", "hybrid"])
+def test_an_archived_exact_answer_outranks_active_facts_that_only_resemble_the_question(retrieval):
+    """Being archived lowers a fact's score; it does not hide the only exact answer (issue 40: 300
+    near-identical facts, 250 of them archived by long_term_limit=50)."""
+    from scoring.embeddings import HashingEmbedder
+
+    embedder = HashingEmbedder(384) if retrieval == "hybrid" else None
+    with UnifiedMemory(user_id="ada", retrieval=retrieval, embedder=embedder, long_term_limit=50) as mem:
+        mem.remember_many([f"Storage unit {n} holds the {_ordinal(n)} box of winter clothes" for n in range(1, 301)])
+        statuses = {f.text: f.status for f in mem.facts(include_archived=True)}
+        for n in (17, 42, 123, 250, 290):
+            want = f"Storage unit {n} holds the {_ordinal(n)} box of winter clothes"
+            hits = mem.recall(f"which storage unit holds the {_ordinal(n)} box?", limit=5)
+            assert hits[0].text == want, (n, statuses[want], [h.text for h in hits])
+        assert sum(s == "archived" for s in statuses.values()) == 250

@@ -84,6 +84,11 @@ def first_value(texts: list[str], old: str, new: str) -> str | None:
      "Italian", "Greek"),
     ("My favourite band is Wilco.", "Big Thief is my favourite band now.", "what is my favourite band?", "Wilco",
      "Big Thief"),
+    # issue 40: a new value without its noun; a diet whose old entity card outranked the new one
+    ("My phone number is 555-0101.", "New number: 555-0199, the old one is gone.", "what is my phone number?",
+     "555-0101", "555-0199"),
+    ("I'm vegetarian.", "I started eating fish again, so I'm pescatarian now.", "what is my diet?", "vegetarian",
+     "pescatarian"),
 ])
 def test_an_everyday_update_supersedes_the_old_value(old_text, new_text, question, old, new):
     mem, texts = told(old_text, new_text, question=question)

@@ -46,7 +46,7 @@ USER_ENTITY = "user"
 ENTITY_LENGTH_NORMALISATION = 0.3
 #: Relations that hold one object at a time: a new object ends the previous relation.
 FUNCTIONAL_PREDICATES = frozenset({"lives_in", "works_at", "works_as", "name", "age", "birthday",
-                                   "relationship_status"})
+                                   "relationship_status", "diet"})
 
 
 def single_valued(predicate: str) -> bool:

@@ -115,6 +115,9 @@ _FRAMES: tuple[tuple[str, re.Pattern[str]], ...] = tuple((kind, re.compile(rx, r
     # reach me on WhatsApp at +34 ... / write to marco@bellini.studio
     ("reach", r"\b(?:reach|call|text|contact|email|e-mail|write\s+to)\s+me\s+(?:on\s+(?P<noun>[\w-]+)\s+)?(?:at|on)\s+"
               r"(?P<obj>\+?[\w.@+-][\w.@+ -]*?\w)" + _VAL_END),
+    # New number: 555-0199 / my new mobile number is +44 7700 900123 (the noun left out: a phone's)
+    ("number", r"\bnew\s+(?:(?P<noun>phone|mobile|cell|work|home|landline)\s+)?(?:phone\s+)?number(?:\s+is)?\s*[:=]?\s*"
+               r"(?P<obj>\+?\d[\d ().-]{3,}\d)"),
     # I support Arsenal / I root for the White Sox / I'm a Leeds United fan
     ("team", r"\b(?:support|supports|root\s+for|cheer\s+(?:for|on)|follow|a\s+fan\s+of)\s+(?:the\s+)?"
              r"(?P<obj>(?-i:[A-Z][\w.'&-]*(?:\s+[A-Z][\w.'&-]*){0,3}))"),
@@ -216,6 +219,7 @@ _FRAME_NEEDS: tuple[tuple[frozenset[str], ...], ...] = (
     _needs("my our", "meets starts begins runs takes"),
     _needs("i we", "at on every"),
     _needs("me", "at on"),
+    _needs("new", "number"),
     _needs("support supports root cheer follow fan"),
     _needs("fan supporter"),
     _needs("report reports reporting", "to"),
@@ -308,6 +312,8 @@ def _hit(sentence: str, kind: str, m: re.Match[str]) -> Hit | None:
         words = [w for w in m.group("noun").casefold().split() if w not in _NOT_WHEN]
         return _make(m, "schedule_" + re.sub(r"_(?:day|time|night)$", "", "_".join(words)) if words else None, raw,
                      "schedule")
+    if kind == "number":  # "new number: ..." is the phone number's new value, unless it names another
+        return _make(m, (m.groupdict().get("noun") or "phone").casefold() + "_number", raw, "contact")
     if kind == "reach":
         noun = (m.groupdict().get("noun") or "").casefold()
         what = "email" if "@" in raw else "number"
