@@ -115,6 +115,7 @@ ENDPOINTS: dict[tuple[str, str], Endpoint] = {
     ("GET", f"{USER}/entities"): Endpoint(query={"type": "str", "limit": "int"}),
     ("GET", f"{USER}/triples"): Endpoint(query={"entity": "str"}),
     ("GET", f"{USER}/episodes"): Endpoint(query={"days": "float", "session": "str", "limit": "int"}),
+    ("GET", f"{USER}/profile"): Endpoint(query={"as_of": "moment"}),
     ("GET", f"{USER}/stats"): Endpoint(),
     ("GET", f"{USER}/export"): Endpoint(),
     ("DELETE", f"{USER}/facts/{{fact_id}}"): Endpoint(fact_path=True),
@@ -146,6 +147,7 @@ BAD_QUERY: dict[str, list[str]] = {
     "offset": ["-1", "abc", "1.5", "9" * 40 + "x"],
     "float": ["abc", "nan", "-1", "-inf", "0x10", "1,5"],  # (inf days: all of them)
     "bool": ["maybe", "2", "yes please", "[]"],
+    "moment": ["yesterday", "2024-13-01", "nan", "1700000000", "", "2024-02-30T25:00", "0x10"],
 }
 BAD_USER_IDS = ["%00", "a%00b", "%01x", "x%7f", "%20ada", "ada%20", "%ff", "%ed%a0%80", "%c3", "x" * 300,
                 "%09tab", "%1b%5b31m"]
