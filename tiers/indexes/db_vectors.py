@@ -96,17 +96,19 @@ class DatabaseVectors:
         state = self._state(user_id)
         if state is not None:
             return state
-        return bool(self._fill(user_id))
+        filled = self._fill(user_id)
+        return filled is not None and filled[0]
 
-    def _fill(self, user_id: str) -> bool | None:
-        """Fill the user's tier (unless another host just did): whether it is approximate, or
-        ``None`` when the user has nothing (then nothing is written, and no lock is taken)."""
+    def _fill(self, user_id: str) -> tuple[bool, frozenset[str]] | None:
+        """Fill the user's tier (unless another host just did): whether it is approximate and the ids
+        this call stored (none when it was filled), or ``None`` when the user has nothing (then
+        nothing is written, and no lock is taken)."""
         if not self.storage.has_user(user_id):  # nothing to index: a read, without the write lock
             return None
         with self.storage.atomic():
             state = self._state(user_id)
             if state is not None:
-                return state
+                return state, frozenset()
             self.storage.execute(f"DELETE FROM {self.table} WHERE user_id = ? AND kind = ?", [user_id, self.kind])
             docs = dict(self.loader(user_id))
             if not docs and not self.storage.has_user(user_id):  # no trace of a user who has nothing
@@ -115,7 +117,7 @@ class DatabaseVectors:
             self._put(user_id, docs, approximate)
             self.storage.execute("INSERT INTO search_filled (user_id, kind, part, approximate) VALUES (?, ?, ?, ?)",
                                  [user_id, self.kind, self.table, approximate])
-        return approximate
+        return approximate, frozenset(docs)
 
     def _approximate(self, user_id: str) -> None:
         """Put the user's tier in the HNSW index from now on (it outgrew :data:`EXACT_UP_TO`)."""
@@ -159,11 +161,16 @@ class DatabaseVectors:
         self._prepare()
         state = self._state(user_id)
         if state is None:
-            state = self._fill(user_id)
-            if state is None:  # rows not written yet, of a user who had nothing
+            filled = self._fill(user_id)
+            if filled is None:  # rows not written yet, of a user who had nothing
                 self.storage.execute("INSERT INTO search_filled (user_id, kind, part, approximate) "
                                      "VALUES (?, ?, ?, false)", [user_id, self.kind, self.table])
                 state = False
+            else:
+                state = filled[0]
+                docs = {key: text for key, text in docs.items() if key not in filled[1]}  # stored by the fill
+                if not docs:
+                    return
         if self._deferral.active:
             self._pending.setdefault(user_id, {}).update(docs)
         else:

@@ -112,25 +112,29 @@ class DatabaseLexical:
         """Index the user's documents from the tier's rows unless done already (by any host):
         one transaction, which takes the database's write lock, so no write falls between the
         rows read and the tables written. Returns ``(documents, total length)``."""
+        return self._fill(user_id)[0]
+
+    def _fill(self, user_id: str) -> tuple[tuple[int, int], frozenset[str]]:
+        """:meth:`fill`, and the ids of the documents this call indexed (none when it was filled)."""
         found = self._filled(user_id)
         if found is not None:
-            return found
+            return found, frozenset()
         if not self._storage.has_user(user_id):  # nothing to index: a read, without the write lock
-            return 0, 0
+            return (0, 0), frozenset()
         with self._storage.atomic():
             found = self._filled(user_id)  # another host may have filled it while we waited
             if found is not None:
-                return found
+                return found, frozenset()
             self._clear(user_id)
             docs = dict(self.loader(user_id))
             if not docs and not self._storage.has_user(user_id):  # no trace of a user who has nothing
-                return 0, 0
+                return (0, 0), frozenset()
             self._storage.execute("INSERT INTO search_stats (user_id, kind, docs, total_length) VALUES (?, ?, 0, 0)",
                                   [user_id, self.kind])
             self._write(user_id, docs, [])
             found = self._filled(user_id)
         assert found is not None
-        return found
+        return found, frozenset(docs)
 
     def _clear(self, user_id: str | None) -> None:
         where, params = ("kind = ?", [self.kind]) if user_id is None else ("user_id = ? AND kind = ?",
@@ -148,11 +152,13 @@ class DatabaseLexical:
         if not docs:
             return
         if self._filled(user_id) is None:
-            self.fill(user_id)
+            _totals, indexed = self._fill(user_id)
             if self._filled(user_id) is None:  # rows not written yet, of a user who had nothing
                 self._storage.execute("INSERT INTO search_stats (user_id, kind, docs, total_length) "
                                       "VALUES (?, ?, 0, 0)", [user_id, self.kind])
-        self._write(user_id, docs, [])
+            docs = {key: text for key, text in docs.items() if key not in indexed}  # the fill read them already
+        if docs:
+            self._write(user_id, docs, [])
 
     def remove(self, user_id: str, keys: Iterable[str]) -> None:
         """Drop documents, if the user's tier is filled."""
