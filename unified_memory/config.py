@@ -187,6 +187,11 @@ class ContextConfig(_Config):
         description="The most of the budget the user's profile may take (its key facts, safety first, shown "
                     "first whatever the query: unified_memory.retrieval.profile); what it leaves goes to the "
                     "other sections. 0: no profile section.")
+    profile_max_tokens: int = Field(
+        default=150, ge=0,
+        description="The most tokens the profile takes whatever the budget: at 2,000 tokens the query's own "
+                    "memories keep the room (LoCoMo dev, hybrid: evidence in context(2000) 0.9034 without a "
+                    "profile, 0.8924 with 20% of the budget, 0.8990 with this cap of 150).")
 
     @model_validator(mode="after")
     def _consistent(self) -> ContextConfig:

@@ -32,7 +32,7 @@ messages and repeated hit ids are skipped.
 **Profile.** The user's key facts (:mod:`unified_memory.retrieval.profile`: health and safety
 first, then who they are, their people, home, work, standing preferences) open the block under
 ``## Profile``, whatever the query, within ``config.profile_share`` of the budget (20% by
-default), filled in order; the rest of the budget, and what the profile leaves unused, goes to
+default) and at most ``config.profile_max_tokens`` (150), filled in order; the rest of the budget, and what the profile leaves unused, goes to
 the sections below, which do not repeat a fact the profile shows. The final trimming takes from
 the profile last.
 
@@ -414,8 +414,8 @@ def assemble(*, query: str | None, max_tokens: int, sections: Mapping[str, Seque
             seen.add(hit.id)
             profile_items.append(_item(prefix, text, hit, count_tokens, max_item_chars))
     profile_header = count_tokens(f"## {_TITLES['profile']}\n")
-    profile_chosen, profile_used = _fill(profile_items, profile_header, int(available * config.profile_share),
-                                         count_tokens, False)
+    profile_room = min(int(available * config.profile_share), config.profile_max_tokens)
+    profile_chosen, profile_used = _fill(profile_items, profile_header, profile_room, count_tokens, False)
     available -= profile_used
     seen = {i.hit.id for i in profile_chosen if i.hit is not None}  # what the profile shows is not repeated
     candidates: dict[str, list[_Item]] = {}

@@ -123,9 +123,9 @@ def _hits(texts, prefix):
 @settings(max_examples=150, deadline=None)
 @given(profile=st.lists(st.text(min_size=1, max_size=40), max_size=6),
        facts=st.lists(st.text(min_size=1, max_size=40), max_size=6),
-       budget=st.integers(1, 300), share=st.floats(0, 1))
-def test_the_profile_keeps_its_share_comes_first_and_the_budget_holds(profile, facts, budget, share):
-    config = ContextConfig(profile_share=share)
+       budget=st.integers(1, 300), share=st.floats(0, 1), cap=st.integers(0, 200))
+def test_the_profile_keeps_its_share_comes_first_and_the_budget_holds(profile, facts, budget, share, cap):
+    config = ContextConfig(profile_share=share, profile_max_tokens=cap)
     profile_hits = _hits(profile, "p")
     fact_hits = [*_hits(facts, "f"), *profile_hits[:2]]  # a recalled fact may also be a profile fact
     block = assemble(query="q", max_tokens=budget, sections={"facts": fact_hits}, conversation=[],
@@ -134,7 +134,7 @@ def test_the_profile_keeps_its_share_comes_first_and_the_budget_holds(profile, f
     available = max(budget - chars_per_token_counter("<memory>\n</memory>"), 0)
     usage = block.sections.get("profile")
     if usage is not None and usage.items:
-        assert usage.tokens <= int(available * share)
+        assert usage.tokens <= min(int(available * share), cap)
         assert block.text.splitlines()[1] == "## Profile"
     ids = [h.id for h in block.hits]
     assert len(ids) == len(set(ids))  # a fact the profile shows is not repeated below
