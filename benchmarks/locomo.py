@@ -53,7 +53,7 @@ from scoring.embeddings import SentenceTransformerEmbedder, default_embedder  # 
 from scoring.lexical import LexicalIndex  # noqa: E402
 from scoring.text import STOPWORDS, tokenize_words  # noqa: E402
 from unified_memory import UnifiedMemory  # noqa: E402
-from unified_memory.config import RankingConfig  # noqa: E402
+from unified_memory.config import ContextConfig, RankingConfig  # noqa: E402
 
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
 KS = (5, 10, 20)
@@ -194,12 +194,13 @@ def embedder(model_dir: Path | None) -> SentenceTransformerEmbedder:
 VECTORS: VectorCache | SentenceTransformerEmbedder | None = None  # set by --vector-cache or --model
 DATABASE: str | None = None  # a PostgreSQL URL, set by --postgres
 RANKING: dict[str, float] = {}  # RankingConfig fields set by --ranking
+CONTEXT: dict[str, float] = {}  # ContextConfig fields set by --context
 
 
 def build_memory(sample_id: str, turns: list[Turn], retrieval: str, sessions: str) -> UnifiedMemory:
     """Ingest one conversation through the public API (see the module docstring)."""
     extra = {"embedder": VECTORS} if VECTORS is not None and retrieval != "lexical" else {}
-    config = {"ranking": RANKING} if RANKING else None
+    config = {**({"ranking": RANKING} if RANKING else {}), **({"context": CONTEXT} if CONTEXT else {})} or None
     user = sample_id if DATABASE is None else f"{sample_id}-{retrieval}-{sessions}"
     mem = UnifiedMemory(DATABASE, user_id=user, retrieval=retrieval, config=config, **extra)
     for session in sorted({t.session for t in turns}):
@@ -428,7 +429,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", type=Path, default=None, help="also write the numbers as JSON here")
     parser.add_argument("--ranking", nargs="+", default=[], metavar="FIELD=NUMBER",
                         help="RankingConfig fields for UnifiedMemory, e.g. lexical_weight=0.4 (to try settings)")
+    parser.add_argument("--context", nargs="+", default=[], metavar="FIELD=NUMBER",
+                        help="ContextConfig fields for UnifiedMemory, e.g. profile_share=0 (to try settings)")
     args = parser.parse_args(argv)
+    for item in args.context:
+        field_name, _, value = item.partition("=")
+        try:
+            CONTEXT[field_name] = float(value)
+        except ValueError:
+            parser.error(f"--context: {item!r} is not FIELD=NUMBER")
     for item in args.ranking:
         field_name, _, value = item.partition("=")
         try:
@@ -439,6 +448,10 @@ def main(argv: list[str] | None = None) -> int:
         RankingConfig(**RANKING)
     except ValueError as error:  # ConfigError names the field
         parser.error(f"--ranking: {error}")
+    try:
+        ContextConfig(**CONTEXT)
+    except ValueError as error:
+        parser.error(f"--context: {error}")
 
     version = library_version()
     global VECTORS, DATABASE
