@@ -43,10 +43,11 @@ QUESTIONS = ["plan a dinner for Maria's visit", "what should I pack for the trip
              "", "tell me about bees"]
 
 
-@pytest.fixture(scope="module")
-def corpus(tmp_path_factory):
-    """One memory: the safety facts among everyday ones and 60 unrelated notes (built once)."""
-    path = tmp_path_factory.mktemp("profile") / "corpus.db"
+@pytest.fixture
+def corpus(tmp_path):
+    """One memory: the safety facts among everyday ones and 60 unrelated notes (built once per test,
+    on the test's backend; the examples of the property share it)."""
+    path = tmp_path / "corpus.db"
     with UnifiedMemory(path, user_id="ada", retrieval="lexical") as mem:
         mem.remember_many([*OTHER[:4], *SAFETY, *OTHER[4:]])
         mem.remember_many([f"Note {i}: the {w} shop near the station sells {w} things" for i, w in
