@@ -432,26 +432,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--context", nargs="+", default=[], metavar="FIELD=NUMBER",
                         help="ContextConfig fields for UnifiedMemory, e.g. profile_share=0 (to try settings)")
     args = parser.parse_args(argv)
-    for item in args.context:
-        field_name, _, value = item.partition("=")
+    for option, items, into, model in (("--ranking", args.ranking, RANKING, RankingConfig),
+                                       ("--context", args.context, CONTEXT, ContextConfig)):
+        for item in items:
+            field_name, _, value = item.partition("=")
+            try:
+                into[field_name] = float(value)
+            except ValueError:
+                parser.error(f"{option}: expected FIELD=NUMBER, got {item!r}")
         try:
-            CONTEXT[field_name] = float(value)
-        except ValueError:
-            parser.error(f"--context: {item!r} is not FIELD=NUMBER")
-    for item in args.ranking:
-        field_name, _, value = item.partition("=")
-        try:
-            RANKING[field_name] = float(value)
-        except ValueError:
-            parser.error(f"--ranking: expected FIELD=NUMBER, got {item!r}")
-    try:
-        RankingConfig(**RANKING)
-    except ValueError as error:  # ConfigError names the field
-        parser.error(f"--ranking: {error}")
-    try:
-        ContextConfig(**CONTEXT)
-    except ValueError as error:
-        parser.error(f"--context: {error}")
+            model(**into)
+        except ValueError as error:  # ConfigError names the field
+            parser.error(f"{option}: {error}")
 
     version = library_version()
     global VECTORS, DATABASE
