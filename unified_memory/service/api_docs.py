@@ -75,7 +75,12 @@ def install_docs(app: FastAPI) -> None:
         media_type = _ASSETS.get(name)
         if media_type is None:  # only these names: nothing else of the package is reachable
             raise HTTPException(status_code=404, detail=f"no asset {name!r}")
-        return Response(_asset(name), media_type=media_type, headers={"Cache-Control": "public, max-age=86400"})
+        try:
+            content = _asset(name)
+        except ModuleNotFoundError:
+            raise HTTPException(status_code=503, detail="the API docs need fastapi-swagger: "
+                                                        "pip install 'unified-memory[http]'") from None
+        return Response(content, media_type=media_type, headers={"Cache-Control": "public, max-age=86400"})
 
     def openapi() -> dict[str, Any]:
         if app.openapi_schema is None:
