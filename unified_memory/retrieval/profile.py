@@ -54,8 +54,10 @@ _RANK = {category: rank for rank, category in enumerate(PROFILE_CATEGORIES)}
 
 
 def key_facts(facts: Sequence[Fact], *, limit: int = MAX_PROFILE_FACTS) -> list[Fact]:
-    """The active facts of the profile's categories among ``facts``, safety first (see above)."""
-    chosen = [f for f in facts if f.status == "active" and (f.category or "") in _RANK]
+    """The facts of the profile's categories among ``facts``, safety first (see above). ``facts``
+    are those valid at the profile's moment, as the facts tier lists them: the active ones now,
+    or, ``as_of`` a past moment, those valid then (a value superseded since among them)."""
+    chosen = [f for f in facts if (f.category or "") in _RANK]
     chosen.sort(key=lambda f: (_RANK[f.category or ""], -f.importance, -f.updated_at.timestamp(), f.id))
     return chosen[:limit]
 

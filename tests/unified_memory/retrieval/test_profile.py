@@ -91,6 +91,11 @@ def test_the_profile_is_the_users_own_and_as_of_a_moment():
         assert mem.profile().name == "Ada"
         assert "cats" not in mem.profile().text and "Lisbon" not in bob.profile().text
         assert mem.profile(as_of="2000-01-01").facts == []
+        mem.add_turn("We moved to Berlin.", "Exciting!", when=1_700_000_000.0 + 30 * 86400)
+        assert [f.text for f in mem.profile().facts if "Lisbon" in f.text or "Berlin" in f.text] == [
+            "We moved to Berlin."]
+        then = [f.text for f in mem.profile(as_of=1_700_000_000.0 + 86400).facts]
+        assert any("Lisbon" in t for t in then) and not any("Berlin" in t for t in then)  # as it was then
     with pytest.raises(ValueError, match="as_of"):
         UnifiedMemory().profile(as_of="not a date")
 
