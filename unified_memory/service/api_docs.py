@@ -7,7 +7,8 @@ document that says how to authenticate and what every refusal looks like.
   CDN page) is not served.
 - **Bearer keys.** The gatekeeper (a middleware) checks ``Authorization: Bearer <key>``, which
   FastAPI cannot see: the document declares the scheme (``bearer``) for every operation but the
-  open ones (``/healthz``, ``/readyz``), so "Authorize" and "Try it out" send the key.
+  open ones (those :func:`~unified_memory.service.gatekeeper.is_protected` leaves open:
+  ``/healthz``, ``/readyz``), so "Authorize" and "Try it out" send the key.
 - **Errors.** Every operation under ``/v1`` lists the refusals it can answer with our body
   (:class:`~unified_memory.service.schemas.ErrorBody`), FastAPI's own 422 body replaced:
   :data:`ERROR_RESPONSES`.
@@ -30,9 +31,10 @@ from fastapi.openapi.docs import get_swagger_ui_html
 from fastapi.openapi.utils import get_openapi
 from fastapi.responses import HTMLResponse, Response
 
+from unified_memory.service.gatekeeper import is_protected
 from unified_memory.service.schemas import ErrorBody
 
-__all__ = ["ERROR_RESPONSES", "install_docs", "OPEN_PATHS"]
+__all__ = ["ERROR_RESPONSES", "install_docs"]
 
 #: What an operation under ``/v1`` may answer instead of its result (OpenAPI ``responses``).
 ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
@@ -45,9 +47,6 @@ ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
     413: {"model": ErrorBody, "description": "The body is over the size limit (`too_large`)"},
     422: {"model": ErrorBody, "description": "A field has the wrong type or value; `field` names it (`invalid`)"},
 }
-
-#: Paths answered without a key: no security requirement in the document.
-OPEN_PATHS = ("/healthz", "/readyz")
 
 #: The Swagger UI files served at ``/docs/assets/<name>``, with their media types.
 _ASSETS = {"swagger-ui-bundle.js": "text/javascript", "swagger-ui.css": "text/css", "favicon-32x32.png": "image/png"}
@@ -91,9 +90,10 @@ def install_docs(app: FastAPI) -> None:
                 "type": "http", "scheme": "bearer",
                 "description": "An API key: `unified-memory keys create --user U` (or `--admin`)"}
             document["security"] = [{"bearer": []}]
-            for path in OPEN_PATHS:
-                for operation in document.get("paths", {}).get(path, {}).values():
-                    operation["security"] = []
+            for path, operations in document.get("paths", {}).items():
+                if not is_protected(path):  # answered without a key (the gatekeeper's rule)
+                    for operation in operations.values():
+                        operation["security"] = []
             app.openapi_schema = document
         return app.openapi_schema
 

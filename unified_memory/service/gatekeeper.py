@@ -21,10 +21,20 @@ from unified_memory.service.auth import Gate, Principal, Refusal
 from unified_memory.service.errors import error_body
 from unified_memory.service.middleware import ASGIApp, Receive, Scope, Send, send_json
 
-__all__ = ["Gatekeeper", "USER_HEADER"]
+__all__ = ["Gatekeeper", "USER_HEADER", "PROTECTED", "is_protected"]
 
 USER_HEADER = b"x-user-id"
-_PROTECTED = ("/v1", "/mcp")
+#: The paths that need a key (these and what is below them); every other path is open.
+PROTECTED = ("/v1", "/mcp")
+
+
+def is_protected(path: str) -> bool:
+    """Whether ``path`` needs a key.
+
+    >>> is_protected("/v1/users/ada/facts"), is_protected("/healthz"), is_protected("/v1x")
+    (True, False, False)
+    """
+    return any(path == p or path.startswith(p + "/") for p in PROTECTED)
 
 
 def _routed_path(raw_path: bytes) -> str:
@@ -62,7 +72,7 @@ class Gatekeeper:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         path = scope.get("path", "") if scope["type"] == "http" else ""
-        if not any(path == p or path.startswith(p + "/") for p in _PROTECTED):
+        if not is_protected(path):
             await self.app(scope, receive, send)
             return
         state = scope.setdefault("state", {})
