@@ -327,6 +327,11 @@ def _memory_specs(ids_hint: dict[str, str] | None = None) -> dict[str, Spec]:
         "stats": Spec({}, lambda m: m.stats()),
         "summary": Spec({}, lambda m: m.summary()),
         "profile": Spec(dict(as_of=MOMENTS), lambda m, **k: m.profile(**k)),
+        "correct": Spec(dict(fact_id=st.sampled_from([hint.get("fact", "fact_x"), "fact_x"]),
+                             text=st.one_of(st.none(), TEXTS), importance=st.one_of(st.none(), st.floats(0, 1)),
+                             category=st.sampled_from([None, "preference"])), lambda m, **k: m.correct(**k)),
+        "fact_history": Spec(dict(fact_id=st.sampled_from([hint.get("fact", "fact_x"), "fact_x"])),
+                             lambda m, **k: m.fact_history(**k)),
         "warm_up": Spec({}, lambda m: m.warm_up()),
         "triples": Spec(dict(entity=st.sampled_from([None, "Maria", "nobody"])), lambda m, **k: m.triples(**k)),
         "users": Spec({}, lambda m: m.users()),
@@ -421,7 +426,7 @@ def test_memory_methods_only_raise_documented_errors(name: str, in_tmp_cwd: Path
 BOOL_FLAGS = {"clear": "include_long_term", "reindex": "all_users"}
 REQUIRED = {"namespace": ("notes",), "key": "k1", "value": {"text": "hi"}, "namespace_prefix": ("notes",),
             "role": "user", "content": "hi", "user": "hi", "subject": "Ada", "predicate": "likes", "obj": "tea",
-            "text": "I keep bees", "query": "bees", "entity": "Ada", "messages": [], "texts_or_facts": [],
+            "text": "I keep bees", "query": "bees", "fact_id": "fact_x", "entity": "Ada", "messages": [], "texts_or_facts": [],
             "destination": io.StringIO(), "source": io.StringIO(""), "path": "chat.json"}
 
 

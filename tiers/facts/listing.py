@@ -26,7 +26,7 @@ from tiers.storage.backend import Storage
 from tiers.storage.dialect import Dialect
 from tiers.storage.rows import loads
 
-__all__ = ["FactFilter", "list_facts", "count_facts", "VALID_FROM", "row_to_fact"]
+__all__ = ["FactFilter", "list_facts", "count_facts", "VALID_FROM", "row_to_fact", "fact_versions", "MAX_VERSIONS"]
 
 #: When a fact became true (rows of old files may lack ``valid_from``: they were true when stated).
 VALID_FROM = "COALESCE(valid_from, created_at)"
@@ -122,3 +122,50 @@ def row_to_fact(row: dict[str, Any]) -> Fact:
         session_id=row["session_id"] or None, recorded_at=utc_from_timestamp(row["recorded_at"]),
         superseded_at=utc_from_timestamp(row["superseded_at"]),
     )
+
+
+#: How many versions :func:`fact_versions` follows (a chain longer than this is cut, oldest first).
+MAX_VERSIONS = 200
+
+
+def fact_versions(storage: Storage, scope: Scope, fact_id: str) -> list[Fact]:
+    """The versions of one fact, oldest first: the facts it superseded (and what they superseded),
+    the fact, and the facts that superseded it, to the current one. Empty when the user has no
+    fact ``fact_id``. Each step is one indexed lookup of the user's rows (``facts_id``,
+    ``facts_superseded_by``); at most :data:`MAX_VERSIONS` facts.
+
+    >>> storage = Storage(None)
+    >>> with storage.atomic():
+    ...     storage.executemany("INSERT INTO facts (id, user_id, text, norm_key, importance, created_at, updated_at, "
+    ...                         "status, superseded_by) VALUES (?, 'ada', ?, ?, 0.5, ?, ?, ?, ?)",
+    ...                         [["f1", "I live in Lisbon", "k1", 1, 1, "superseded", "f2"],
+    ...                          ["f2", "I live in Porto", "k2", 2, 2, "superseded", "f3"],
+    ...                          ["f3", "I live in Berlin", "k3", 3, 3, "active", None]])
+    >>> [f.text for f in fact_versions(storage, Scope("ada"), "f2")]
+    ['I live in Lisbon', 'I live in Porto', 'I live in Berlin']
+    >>> fact_versions(storage, Scope("bob"), "f2")
+    []
+    """
+    columns = _columns(storage.dialect)
+    by_id = f"SELECT {columns} FROM facts {USES_JOIN} WHERE facts.user_id = ? AND id = ?"
+    rows = storage.query(by_id, [scope.user_id, fact_id])
+    if not rows:
+        return []
+    seen = {rows[0]["id"]: rows[0]}
+    frontier = [fact_id]
+    while frontier and len(seen) < MAX_VERSIONS:  # back: what each version superseded
+        marks = ",".join("?" * len(frontier))
+        older = storage.query(f"SELECT {columns} FROM facts {USES_JOIN} WHERE facts.user_id = ? "
+                              f"AND superseded_by IN ({marks}) ORDER BY facts.seq", [scope.user_id, *frontier])
+        frontier = [row["id"] for row in older if row["id"] not in seen][:MAX_VERSIONS - len(seen)]
+        seen.update((row["id"], row) for row in older if row["id"] in frontier)
+    ahead = rows[0]["superseded_by"]
+    while ahead and ahead not in seen and len(seen) < MAX_VERSIONS:  # forward: what replaced it, to the current
+        newer = storage.query(by_id, [scope.user_id, ahead])
+        if not newer:
+            break
+        seen[ahead] = newer[0]
+        ahead = newer[0]["superseded_by"]
+    ordered = sorted(seen.values(), key=lambda row: (row["valid_from"] if row["valid_from"] is not None
+                                                      else row["created_at"], row["seq"]))
+    return [row_to_fact(row) for row in ordered]

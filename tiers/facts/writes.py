@@ -62,6 +62,9 @@ class FactInput:
     valid_from: float | None = None  # when it was said; created/updated times follow it (default: now)
     # (the fact is valid from then, or from the start its text states: scoring.temporal.stated_start)
     replaces: tuple[str, ...] = ()  # values it says are no longer current (see ExtractedFact.replaces)
+    # A correction: the ids of the user's current facts it replaces. It is always a new fact (never a
+    # reinforcement of one it matches: "the same text, importance 0.9" is a new version) and supersedes these.
+    supersedes: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,19 +115,24 @@ class FactWriter:
                 pending.clear()
 
         for item, key in zip(inputs, keys, strict=True):
-            existing = known.get(key)
+            existing = None if item.supersedes else known.get(key)
             superseded: tuple[str, ...] = ()
             slot: list[dict[str, Any]] = []
-            if existing is None and (item.subject and item.attribute or item.replaces):
+            if existing is None and (item.subject and item.attribute or item.replaces or item.supersedes):
                 flush()  # the lookups below see every fact of this batch so far
+            if item.supersedes:  # a correction: the versions it replaces, and the rest of its slot
+                slot = self._current_by_id(scope, item.supersedes)
+                superseded = tuple(r["id"] for r in slot)
             if existing is None and item.subject and item.attribute:
-                slot = self._current_in_slot(scope, item.subject, item.attribute)
-                same = sorted((r for r in slot if _same_value(r["value"], item.value)),
+                in_slot = [r for r in self._current_in_slot(scope, item.subject, item.attribute)
+                           if r["id"] not in superseded]
+                same = sorted((r for r in in_slot if _same_value(r["value"], item.value)),
                               key=lambda r: r["status"] != "active")  # the active one first
-                if same:  # this batch's own copy when it has one (it holds the batch's reinforcements)
+                if same and not item.supersedes:  # this batch's own copy when it has one (it holds its reinforcements)
                     existing = by_id.get(same[0]["id"], same[0])
                 else:
-                    superseded = tuple(r["id"] for r in slot)
+                    slot = [*slot, *in_slot]
+                    superseded += tuple(r["id"] for r in in_slot)
             if existing is None and item.replaces:
                 named = self._named(scope, item)
                 superseded += tuple(r["id"] for r in named if r["id"] not in superseded)
@@ -195,6 +203,14 @@ class FactWriter:
                 if held is None or (held["status"] != "active" and row["status"] == "active"):
                     found[row["norm_key"]] = row
         return found
+
+    def _current_by_id(self, scope: Scope, ids: Sequence[str]) -> list[dict[str, Any]]:
+        """The user's current (active or archived) facts of ``ids``, in the scope's agent."""
+        marks = ",".join("?" * len(ids))
+        return self.storage.query(
+            f"SELECT {_LOOKUP_COLUMNS} FROM facts {self.storage.dialect.hint('facts_id')} WHERE user_id = ? "
+            f"AND id IN ({marks}) AND agent_id = ? AND status IN {CURRENT} ORDER BY seq",
+            [scope.user_id, *ids, scope.agent_id])
 
     def _current_in_slot(self, scope: Scope, subject: str, attribute: str) -> list[dict[str, Any]]:
         """The subject's current facts on ``attribute``, or on an attribute it ends, or that

@@ -109,6 +109,8 @@ CREATE INDEX IF NOT EXISTS facts_status ON facts(user_id, status);
 CREATE INDEX IF NOT EXISTS facts_retired_source ON facts(user_id, json_extract(source_message_ids, '$[0]'))
     WHERE status = 'superseded';
 CREATE INDEX IF NOT EXISTS facts_slot ON facts(user_id, subject, attribute) WHERE attribute IS NOT NULL;
+-- A fact's older versions (tiers.facts.listing.fact_versions): what superseded it points back here.
+CREATE INDEX IF NOT EXISTS facts_superseded_by ON facts(user_id, superseded_by) WHERE superseded_by IS NOT NULL;
 CREATE INDEX IF NOT EXISTS facts_expiry ON facts(user_id, expires_at) WHERE expires_at IS NOT NULL;
 -- Recall's uses of facts not yet added to the facts' own columns (tiers.facts.access): a narrow
 -- row per fact is several times cheaper to update than the fact's own row. Readers add them.

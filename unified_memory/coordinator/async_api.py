@@ -81,6 +81,8 @@ ASYNC_TWINS: dict[str, str] = {
         "add_messages",
         "remember",
         "remember_many",
+        "correct",
+        "fact_history",
         "add_triple",
         "recall",
         "context",
@@ -332,6 +334,15 @@ class AsyncAPI(ItemsAPI):
     async def astats(self) -> MemoryStats:
         """Async :meth:`stats` (runs in a worker thread)."""
         return await self._run(self.stats)
+
+    async def acorrect(self, fact_id: str, *, text: str | None = None, importance: float | None = None,
+                       category: str | None = None) -> str:
+        """Async :meth:`correct` (runs in a worker thread)."""
+        return await self._run(self.correct, fact_id, text=text, importance=importance, category=category)
+
+    async def afact_history(self, fact_id: str) -> list[Fact]:
+        """Async :meth:`fact_history` (runs in a worker thread)."""
+        return await self._run(self.fact_history, fact_id)
 
     async def aprofile(self, *, as_of: datetime | str | float | None = None) -> Profile:
         """Async :meth:`profile` (runs in a worker thread)."""

@@ -23,7 +23,7 @@ from tiers.storage.backend import SCHEMA_VERSION
 from unified_memory.config import MemoryConfig
 from unified_memory.coordinator.backend import Backend
 from unified_memory.coordinator.view import MemoryView
-from unified_memory.errors import invalid, wrong_type
+from unified_memory.errors import NotFoundError, invalid, wrong_type
 from unified_memory.retrieval.context import assemble, informative
 from unified_memory.retrieval.federation import RecallRequest, federated_recall, first_person
 from unified_memory.retrieval.profile import (
@@ -390,6 +390,28 @@ class ReadingAPI:
         if entity is not None:
             check_text("entity", entity)
         return self._view.backend.graph.triples(self._view.scope, entity=entity)
+
+    def fact_history(self, fact_id: str) -> list[Fact]:
+        """The versions of a fact, oldest first: what it superseded (and what that superseded),
+        the fact itself, and what superseded it, up to the current version (last, when there is
+        one). Each version says when it was true (``valid_from``, ``valid_to``) and what replaced
+        it (``superseded_by``). ``NotFoundError`` when this user has no fact ``fact_id``.
+
+        >>> from unified_memory import UnifiedMemory
+        >>> with UnifiedMemory() as mem:
+        ...     _ = mem.remember("I live in Lisbon"); _ = mem.remember("I live in Berlin now")
+        ...     [(f.text, f.status) for f in mem.fact_history(mem.facts()[0].id)]
+        [('I live in Lisbon', 'superseded'), ('I live in Berlin now', 'active')]
+        """
+        from tiers.facts.listing import fact_versions
+
+        fact_id = check_text("fact_id", fact_id)
+        scope = self._view.scope
+        versions = [f for f in fact_versions(self._view.backend.storage, scope, fact_id)
+                    if not scope.agent_id or f.agent_id in (None, scope.agent_id)]  # what this agent sees
+        if all(f.id != fact_id for f in versions):
+            raise NotFoundError(f"fact_id: no fact {fact_id[:80]!r} of this user", field="fact_id")
+        return versions
 
     def neighbors(self, entity: str, *, depth: int = 1) -> list[Triple]:
         """Relations within ``depth`` hops of ``entity`` in the graph.

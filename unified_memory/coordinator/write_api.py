@@ -80,6 +80,24 @@ class WritingAPI(ReadingAPI):
         return writer.store_facts([writer.fact_item("", {"text": text, "importance": importance, "category": category,
                                                        "metadata": metadata, "ttl_days": ttl_days})])[0]
 
+    def correct(self, fact_id: str, *, text: str | None = None, importance: float | None = None,
+                category: str | None = None) -> str:
+        """Correct a fact: a new version of the current fact ``fact_id`` with the ``text``,
+        ``importance`` or ``category`` given (the rest carried over: the turns it came from, its
+        metadata, its expiry) supersedes it, as a later statement would. The old version stays as
+        history (:meth:`fact_history`), valid until now. Returns the new version's id.
+        ``NotFoundError`` when this user has no fact ``fact_id``, ``ConflictError`` when it is
+        already superseded (correct its current version).
+
+        >>> from unified_memory import UnifiedMemory
+        >>> with UnifiedMemory() as mem:
+        ...     old = mem.remember("My dentist is Dr. Weiss")
+        ...     new = mem.correct(old, text="My dentist is Dr. Weis", importance=0.9)
+        ...     [(f.text, f.status) for f in mem.fact_history(new)]
+        [('My dentist is Dr. Weiss', 'superseded'), ('My dentist is Dr. Weis', 'active')]
+        """
+        return self._writer.correct(fact_id, text=text, importance=importance, category=category)
+
     def remember_many(self, texts_or_facts: Iterable[str | Mapping[str, Any] | ExtractedFact]) -> list[str]:
         """Store many facts in one transaction; items are texts, dicts with ``text`` and
         the keywords of :meth:`remember`, or :class:`ExtractedFact` objects.

@@ -27,7 +27,7 @@ from tiers.facts.long_term import EvictionWeights
 from tiers.storage.rows import new_id
 from tiers.trimming import message_token_counts
 from unified_memory.coordinator.view import MemoryView
-from unified_memory.errors import wrong_type
+from unified_memory.errors import invalid, wrong_type
 from unified_memory.extraction.promotion import CONTEXT_MESSAGES, Extracted, PromotionReport, Proposal
 from unified_memory.protocols import Extractor
 from unified_memory.types import (
@@ -280,6 +280,55 @@ class Writer:
             ids = [fact_ids[0] for fact_ids in per_item]
             self.maintain(now, promote=False, protect=ids)
         return ids
+
+    def correct(self, fact_id: str, *, text: str | None, importance: float | None,
+                category: str | None) -> str:
+        """A new version of the user's current fact ``fact_id`` (its text, importance or category
+        changed; the rest carried over) that supersedes it; returns the new fact's id. See
+        :meth:`UnifiedMemory.correct <unified_memory.UnifiedMemory.correct>`."""
+        from tiers.facts.listing import fact_versions
+
+        view, backend = self.view, self.view.backend
+        fact_id = check_text("fact_id", fact_id)
+        importance = check_unit("importance", importance)
+        category = check_optional_text("category", category)
+        if text is not None:
+            text = check_text("text", text).strip()
+        if text is None and importance is None and category is None:
+            raise invalid("text", "give the new text, importance or category")
+        old = self._current_version(fact_id, fact_versions(backend.storage, view.scope, fact_id))
+        now = backend.clock()
+        spec: dict[str, Any] = {
+            "text": old.text if text is None else text,
+            "importance": old.importance if importance is None else importance,
+            "category": old.category if category is None else (category or None),
+            "metadata": {**old.metadata, "corrects": old.id},
+            "ttl_days": None if old.expires_at is None else max(old.expires_at.timestamp() - now, 1.0) / 86400}
+        proposal = self.fact_item("", spec)  # extracts outside the write, as remember does
+        if (text is None or text == old.text) and old.attribute:  # the same statement: the same slot
+            proposal.extraction.facts[0] = proposal.extraction.facts[0].model_copy(
+                update={"subject": old.subject, "attribute": old.attribute, "value": old.value})
+        proposal.supersedes, proposal.sources = (old.id,), tuple(old.source_message_ids)
+        with view.write():  # again inside: another write may have replaced it meanwhile
+            self._current_version(fact_id, fact_versions(backend.storage, view.scope, fact_id))
+            ids = backend.promoter.store(view.scope, [proposal], now=now, report=PromotionReport(),
+                                         source="correction", threshold=0.0)[0]
+            self.maintain(now, promote=False, protect=ids)
+        return ids[0]
+
+    def _current_version(self, fact_id: str, versions: Sequence[Any]) -> Any:
+        """The fact ``fact_id`` among its ``versions`` when it is current (active or archived), else
+        ``NotFoundError`` (no such fact of this user) or ``ConflictError`` (it was superseded)."""
+        from unified_memory.errors import ConflictError, NotFoundError
+
+        fact = next((f for f in versions if f.id == fact_id), None)
+        if fact is None or (self.view.scope.agent_id or None) != fact.agent_id:
+            raise NotFoundError(f"fact_id: no fact {fact_id[:80]!r} of this user", field="fact_id")
+        if fact.status not in ("active", "archived"):
+            current = versions[-1].id if versions[-1].status in ("active", "archived") else None
+            raise ConflictError(f"fact_id: {fact_id[:80]!r} is {fact.status}" + (
+                f"; correct its current version {current!r}" if current else ""), field="fact_id")
+        return fact
 
     def fact_item(self, field: str, item: Any) -> Proposal:
         """Validate one item of ``remember_many`` into a proposal holding exactly one fact

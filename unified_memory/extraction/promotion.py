@@ -28,7 +28,7 @@ promoted in the same transaction, so promotion happens once, across restarts too
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from tiers.episodic import EpisodicLog, LoggedMessage
@@ -97,12 +97,16 @@ def fact_inputs(extracted: Sequence[ExtractedFact], *, scorer: Callable[[str], f
 @dataclass(slots=True)
 class Proposal:
     """One extraction to store, with the message it came from (if any) and options:
-    ``metadata`` (default: the message's) and ``ttl_days`` for its facts."""
+    ``metadata`` (default: the message's) and ``ttl_days`` for its facts. A correction
+    (:meth:`UnifiedMemory.correct <unified_memory.UnifiedMemory.correct>`) names the facts its first
+    fact ``supersedes`` and the turns it keeps as its ``sources``."""
 
     extraction: Extraction
     message: Message | None = None
     metadata: dict[str, Any] | None = None
     ttl_days: float | None = None
+    supersedes: tuple[str, ...] = ()
+    sources: tuple[str, ...] = ()
 
 
 @dataclass(slots=True)
@@ -193,6 +197,9 @@ class Promoter:
         limit = self.threshold if threshold is None else threshold
         batches = [fact_inputs(p.extraction.facts, scorer=self.scorer, threshold=limit, message=p.message,
                                source=source, metadata=p.metadata, ttl_days=p.ttl_days) for p in proposals]
+        for p, batch in zip(proposals, batches, strict=True):
+            if p.supersedes and batch:
+                batch[0] = replace(batch[0], supersedes=p.supersedes, source_message_ids=list(p.sources))
         flat = [item for batch in batches for item in batch]
         written = self.facts.add(scope, flat, now=now) if flat else []
         retired = [old for write in written for old in write.superseded]
