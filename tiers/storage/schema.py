@@ -109,6 +109,8 @@ CREATE INDEX IF NOT EXISTS facts_status ON facts(user_id, status);
 CREATE INDEX IF NOT EXISTS facts_retired_source ON facts(user_id, json_extract(source_message_ids, '$[0]'))
     WHERE status = 'superseded';
 CREATE INDEX IF NOT EXISTS facts_slot ON facts(user_id, subject, attribute) WHERE attribute IS NOT NULL;
+-- The facts each turn produced (tiers.browse.episodes.facts_of_messages): their first source.
+CREATE INDEX IF NOT EXISTS facts_first_source ON facts(user_id, json_extract(source_message_ids, '$[0]'));
 -- A fact's older versions (tiers.facts.listing.fact_versions): what superseded it points back here.
 CREATE INDEX IF NOT EXISTS facts_superseded_by ON facts(user_id, superseded_by) WHERE superseded_by IS NOT NULL;
 CREATE INDEX IF NOT EXISTS facts_expiry ON facts(user_id, expires_at) WHERE expires_at IS NOT NULL;
@@ -202,6 +204,16 @@ CREATE TABLE IF NOT EXISTS api_keys (
     created_at REAL NOT NULL,
     revoked_at REAL
 );
+-- The web console's sign-ins (tiers.maintenance.sign_ins): the digest of a session cookie, the API key it
+-- was opened with (checked again at every request: a revoked key ends its sessions), the form token.
+CREATE TABLE IF NOT EXISTS console_sessions (
+    digest TEXT PRIMARY KEY,
+    key_id TEXT NOT NULL,
+    csrf TEXT NOT NULL,
+    created_at REAL NOT NULL,
+    expires_at REAL NOT NULL
+);
+CREATE INDEX IF NOT EXISTS console_sessions_expiry ON console_sessions(expires_at);
 -- Keyed JSON items (tiers.items.keyed_items: LangGraph's store): a namespace path (labels joined with '.'),
 -- a key, the value and its searchable text, expires_at when a TTL (minutes) is set, and the vectors
 -- a caller's embedder made of its indexed fields (tiers.items.vectors).
