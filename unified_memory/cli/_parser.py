@@ -241,4 +241,11 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_argument("--no-mcp", action="store_true", help="do not mount the MCP server at /mcp")
     sub.add_argument("--log-level", choices=("debug", "info", "warning", "error"), default="info",
                      help="log level (the access log is one JSON line per request at info)")
+
+    sub = command("ui", _service.cmd_ui, "open the web console for the memory file on loopback (prints the "
+                  "address and a temporary admin key); needs the server extra", parent=common_no_user)
+    sub.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    sub.add_argument("--port", type=_port, default=8765, help="port, 1 to 65535 (default 8765)")
+    sub.add_argument("--log-level", choices=("debug", "info", "warning", "error"), default="warning",
+                     help="log level (default warning)")
     return parser

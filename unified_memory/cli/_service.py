@@ -1,5 +1,6 @@
-"""The service commands: ``keys create / list / revoke`` (the API keys in the memory file) and
-``serve`` (the HTTP service, with MCP at ``/mcp``). The server extra is imported only here,
+"""The service commands: ``keys create / list / revoke`` (the API keys in the memory file),
+``serve`` (the HTTP service, with MCP at ``/mcp`` and the console at ``/ui``) and ``ui`` (the
+console alone, on loopback, for a local file). The server extra is imported only here,
 only when these commands run.
 
     >>> import tempfile
@@ -21,7 +22,7 @@ from unified_memory.cli._common import CliError, DatabaseURL, db_path, emit, ope
 from unified_memory.cli._format import format_table
 from unified_memory.errors import DependencyError
 
-__all__ = ["cmd_keys_create", "cmd_keys_list", "cmd_keys_revoke", "cmd_serve"]
+__all__ = ["cmd_keys_create", "cmd_keys_list", "cmd_keys_revoke", "cmd_serve", "cmd_ui"]
 
 INSTALL_HINT = "pip install 'unified-memory[server]'"
 
@@ -123,4 +124,32 @@ def cmd_serve(args: argparse.Namespace) -> int:
     memory.close()
     serve_workers(str(db_path(args)), workers=args.workers, overrides=settings_of(args), host=args.host,
                   port=args.port, settings=settings, log_level=args.log_level)
+    return 0
+
+
+def cmd_ui(args: argparse.Namespace) -> int:
+    """Open the web console on loopback over the memory file: a temporary admin key is created
+    (printed with the address, revoked when the command stops), then the service runs without
+    MCP until interrupted."""
+    try:
+        from unified_memory.service.app import serve
+    except ImportError as exc:
+        raise DependencyError(f"ui needs the server extra: {INSTALL_HINT} ({exc})") from None
+    memory = open_memory(args, must_exist=True)
+    ring = _ring(args)
+    try:
+        record, key = ring.create(None, admin=True, label="unified-memory ui (revoked when it stops)")
+    finally:
+        ring.storage.close()
+    address = f"http://{args.host}:{args.port}/ui/"
+    print(f"unified-memory: console for {str(db_path(args))!r} at {address}\n"
+          f"sign in with this key (revoked when this command stops):\n{key}", file=sys.stderr, flush=True)
+    try:
+        serve(memory, host=args.host, port=args.port, settings={"mcp": False}, log_level=args.log_level)
+    finally:
+        ring = _ring(args)
+        try:
+            ring.revoke(record.id)
+        finally:
+            ring.storage.close()
     return 0

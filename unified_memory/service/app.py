@@ -57,7 +57,7 @@ class ServiceSettings(BaseModel):
     """What an operator may tune. ``max_body_bytes``: any request body (413 above it);
     ``max_import_bytes``: ``POST /import`` bodies; ``max_failed_auth`` failed
     authentications per client address per ``failed_auth_window`` seconds before 429;
-    ``mcp``: mount the MCP server at ``/mcp``. Slow and numerous clients (applied by
+    ``mcp``: mount the MCP server at ``/mcp``; ``console``: serve the web console at ``/ui``. Slow and numerous clients (applied by
     :func:`serve`): a request head must arrive within ``header_timeout`` seconds (else the
     connection is closed), a body may pause at most ``body_timeout`` seconds (else 408), and
     more than ``max_connections`` open connections are answered 503. ``trusted_proxies``:
@@ -75,6 +75,7 @@ class ServiceSettings(BaseModel):
     max_failed_auth: int = Field(default=20, ge=1)
     failed_auth_window: float = Field(default=60.0, gt=0)
     mcp: bool = True
+    console: bool = True
     trusted_proxies: list[str] = Field(default_factory=list)
     header_timeout: float = Field(default=10.0, gt=0, le=3600)
     body_timeout: float = Field(default=30.0, gt=0, le=3600)
@@ -234,11 +235,15 @@ def create_app(memory: UnifiedMemory, *, keys: KeyRing | None = None,
 
     if mcp_app is not None:  # a Route, not a mount: clients use exactly /mcp (a mount would redirect it)
         app.router.routes.append(Route("/mcp", endpoint=mcp_app, methods=["GET", "POST", "DELETE"]))
+    gate = Gate(ring, max_failures=chosen.max_failed_auth, window=chosen.failed_auth_window)
+    if chosen.console:  # its sign-in checks keys with the same gate: one limit on failed attempts
+        from unified_memory.console import install_console
+
+        install_console(app, memory, ring, gate)
     # Outermost first: request id and access log, then keys, then the body limit.
     app.add_middleware(BodyLimit, limit=chosen.max_body_bytes, limits={"/import": chosen.max_import_bytes},
                        idle_timeout=chosen.body_timeout)
-    app.add_middleware(Gatekeeper, gate=Gate(ring, max_failures=chosen.max_failed_auth,
-                                             window=chosen.failed_auth_window))
+    app.add_middleware(Gatekeeper, gate=gate)
     app.add_middleware(AccessLog)
     return app
 

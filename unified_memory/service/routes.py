@@ -28,6 +28,7 @@ from unified_memory.service.errors import TooLarge
 from unified_memory.service.schemas import (
     ContextIn,
     Deleted,
+    FactCorrectionIn,
     FactIn,
     FactPage,
     FactsIn,
@@ -142,6 +143,17 @@ async def forget_fact(fact_id: str, mem: Memory) -> Deleted:
         return Deleted(deleted=await mem.aforget(ids=[fact_id]))
     except NotFoundError:
         raise NotFoundError(f"fact_id: no fact {fact_id[:80]!r}", field="fact_id") from None
+
+
+@router.patch("/facts/{fact_id}", response_model=IdOut,
+               summary="Correct a fact: a new version supersedes it (the old one stays as history)")
+async def correct_fact(fact_id: str, body: FactCorrectionIn, mem: Memory) -> IdOut:
+    return IdOut(id=await mem.acorrect(fact_id, text=body.text, importance=body.importance, category=body.category))
+
+
+@router.get("/facts/{fact_id}/history", summary="A fact's versions, oldest first, to the current one")
+async def fact_history(fact_id: str, mem: Memory) -> Response:
+    return _listing("facts", await mem.afact_history(fact_id))
 
 
 @router.post("/forget", response_model=Deleted,

@@ -59,6 +59,14 @@ class FactIn(_Body):
     ttl_days: float | None = None
 
 
+class FactCorrectionIn(_Body):
+    """``PATCH /facts/{fact_id}``: what a correction changes (at least one); the old version stays as history."""
+
+    text: str | None = None
+    importance: float | None = None
+    category: str | None = None
+
+
 class FactsIn(_Body):
     """``POST /facts/batch``: facts stored in one transaction (all or none)."""
 
