@@ -27,7 +27,20 @@ def test_one_relation_has_one_name():
         mem.add_turn("My favorite band is Big Thief.", "Great band.")
         predicates = sorted(t.predicate for t in mem.triples())
         assert predicates.count("birthday") == 1 and "my_birthday" not in predicates
-        assert [p for p in predicates if "band" in p] == ["my_favorite_band"]
+        assert [p for p in predicates if "band" in p] == ["favorite_band"]
         mem.add_turn("My favorite band is Wilco now.", "Noted.")  # the slot is single-valued: Big Thief ends
         current = {(t.predicate, t.object) for t in mem.triples() if t.valid_to is None}
-        assert ("my_favorite_band", "Wilco") in current and ("my_favorite_band", "Big Thief") not in current
+        assert ("favorite_band", "Wilco") in current and ("favorite_band", "Big Thief") not in current
+
+
+def test_predicates_carry_no_my_prefix_and_a_slot_stays_single_valued():
+    """"My car is a Civic", then "My car is a Golf now": the relation is ``car``, and the Golf ends the
+    Civic — single-valuedness is carried by the relation (``single``), not by its name."""
+    with UnifiedMemory(user_id="ada", retrieval="lexical", clock=lambda: NOW) as mem:
+        mem.add_turn("My car is a Civic.", "Nice.", when="2024-03-02T09:00:00Z")
+        mem.add_turn("Also remind me that my dentist appointment is on June 20.", "Sure.")
+        mem.add_turn("My car is a Golf now.", "Congrats!", when="2024-05-02T09:00:00Z")
+        assert not [t.predicate for t in mem.triples() if t.predicate.startswith("my_")]
+        cars = {t.object: t.valid_to for t in mem.triples() if t.predicate == "car"}
+        assert cars["Golf"] is None and cars["Civic"] == datetime(2024, 5, 2, 9, tzinfo=UTC)
+        assert [t.object for t in mem.triples() if t.predicate == "dentist_appointment"] == ["June 20"]

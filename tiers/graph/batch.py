@@ -74,6 +74,7 @@ class _Triple:
     source_message_id: str | None = None
     metadata: str = "{}"
     ended: bool = False  # a known row's validity changed (ended, or ended then mentioned again)
+    single: bool = False  # stated or stored single-valued (tiers.records.types.ExtractedTriple.single)
 
 
 @dataclass
@@ -157,6 +158,7 @@ class GraphBatch:
             predicate = re.sub(r"\W+", "_", triple.predicate.strip().casefold()).strip("_") or "related_to"
             row = self._triple(subject_id, predicate, object_id)
             if row is not None:
+                row.single = row.single or triple.single
                 row.mentions += 1
                 row.updated_at = now
                 row.valid_to = row.superseded_by = None
@@ -164,13 +166,13 @@ class GraphBatch:
                                                                                       triple.confidence)
             else:
                 row = _Triple(new_id("tri"), subject_id, predicate, object_id, True, None, None, triple.confidence,
-                              1, now, now, source_message_id, dumps(metadata or {}))
+                              1, now, now, source_message_id, dumps(metadata or {}), single=triple.single)
                 self._triples[subject_id, predicate, object_id] = row
                 self._groups.setdefault((subject_id, predicate), []).append(row)
                 self._added.append(row)
             ids.append(row.id)
             touched.update((subject_id, object_id))
-            if single_valued(predicate):
+            if single_valued(predicate, row.single):
                 touched.update(self._end_others(subject_id, predicate, row.id, now))
         return ids
 
@@ -179,9 +181,10 @@ class GraphBatch:
         if key in self._triples:
             return self._triples[key]
         found = self.graph.storage.execute(
-            "SELECT id, valid_to FROM triples WHERE user_id = ? AND agent_id = ? AND subject_id = ? AND predicate = ? "
-            "AND object_id = ?", [self.scope.user_id, self.scope.agent_id, *key]).fetchone()
-        row = None if found is None else _Triple(found[0], subject_id, predicate, object_id, False, found[1])
+            "SELECT id, valid_to, single FROM triples WHERE user_id = ? AND agent_id = ? AND subject_id = ? "
+            "AND predicate = ? AND object_id = ?", [self.scope.user_id, self.scope.agent_id, *key]).fetchone()
+        row = None if found is None else _Triple(found[0], subject_id, predicate, object_id, False, found[1],
+                                                 single=bool(found[2]))
         self._triples[key] = row
         if row is not None:
             self._groups.setdefault((subject_id, predicate), []).append(row)
@@ -193,12 +196,12 @@ class GraphBatch:
         if group not in self._live_read:  # the stored live rows, once (later changes are the batch's own)
             self._live_read.add(group)
             storage = self.graph.storage
-            for triple_id, object_id in storage.execute(
-                    f"SELECT id, object_id FROM triples {storage.dialect.hint('triples_subject')} WHERE subject_id = ? "
+            for triple_id, object_id, single in storage.execute(
+                    f"SELECT id, object_id, single FROM triples {storage.dialect.hint('triples_subject')} WHERE subject_id = ? "
                     "AND predicate = ? AND valid_to IS NULL AND user_id = ? AND agent_id = ?",
                     [subject_id, predicate, self.scope.user_id, self.scope.agent_id]).fetchall():
                 if (subject_id, predicate, object_id) not in self._triples:
-                    row = _Triple(triple_id, subject_id, predicate, object_id, False, None)
+                    row = _Triple(triple_id, subject_id, predicate, object_id, False, None, single=bool(single))
                     self._triples[subject_id, predicate, object_id] = row
                     self._groups.setdefault(group, []).append(row)
         ended: set[str] = set()
@@ -228,18 +231,19 @@ class GraphBatch:
         if self._added:
             storage.executemany(
                 "INSERT INTO triples (id, user_id, agent_id, subject_id, predicate, object_id, confidence, "
-                "mention_count, created_at, updated_at, source_message_id, metadata, valid_to, superseded_by) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                "mention_count, created_at, updated_at, source_message_id, metadata, valid_to, superseded_by, single) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 [[t.id, scope.user_id, scope.agent_id, t.subject_id, t.predicate, t.object_id, t.confidence,
                   t.mentions, t.created_at, t.updated_at, t.source_message_id, t.metadata, t.valid_to,
-                  t.superseded_by] for t in self._added])
+                  t.superseded_by, int(t.single)] for t in self._added])
             storage.rows_added("triples", len(self._added))
         known = [t for t in self._triples.values() if t is not None and not t.new]
         if any(t.mentions for t in known):
             storage.executemany(
                 "UPDATE triples SET mention_count = mention_count + ?, updated_at = ?, valid_to = ?, superseded_by = ?, "
-                f"confidence = {d.greatest('confidence', '?')} WHERE id = ?",
-                [[t.mentions, t.updated_at, t.valid_to, t.superseded_by, t.confidence, t.id] for t in known if t.mentions])
+                f"confidence = {d.greatest('confidence', '?')}, single = ? WHERE id = ?",
+                [[t.mentions, t.updated_at, t.valid_to, t.superseded_by, t.confidence, int(t.single), t.id]
+                 for t in known if t.mentions])
         if any(t.ended and not t.mentions for t in known):
             storage.executemany("UPDATE triples SET valid_to = ?, superseded_by = ? WHERE id = ?",
                                 [[t.valid_to, t.superseded_by, t.id] for t in known if t.ended and not t.mentions])

@@ -49,10 +49,16 @@ FUNCTIONAL_PREDICATES = frozenset({"lives_in", "works_at", "works_as", "name", "
                                    "relationship_status", "diet"})
 
 
-def single_valued(predicate: str) -> bool:
+def single_valued(predicate: str, single: bool = False) -> bool:
     """Whether a subject holds one object of ``predicate`` at a time (a new one ends the old):
-    the :data:`FUNCTIONAL_PREDICATES`, and the speaker's slots (``my_car``, ``my_gp``...)."""
-    return predicate in FUNCTIONAL_PREDICATES or predicate.startswith("my_")
+    the :data:`FUNCTIONAL_PREDICATES` by name, and a relation stated or stored as single
+    (``single``: :attr:`ExtractedTriple.single <tiers.records.types.ExtractedTriple.single>`,
+    the ``triples.single`` column; the speaker's slots: ``car``, ``gp``...).
+
+    >>> single_valued("lives_in"), single_valued("car"), single_valued("car", True)
+    (True, False, True)
+    """
+    return single or predicate in FUNCTIONAL_PREDICATES
 
 
 def norm_name(name: str) -> str:
@@ -214,25 +220,27 @@ class EntityGraph:
             subject_id, object_id = names[triple.subject], names[triple.object]
             predicate = re.sub(r"\W+", "_", triple.predicate.strip().casefold()).strip("_") or "related_to"
             row = self.storage.execute(
-                "SELECT id FROM triples WHERE user_id = ? AND agent_id = ? AND subject_id = ? AND predicate = ? "
+                "SELECT id, single FROM triples WHERE user_id = ? AND agent_id = ? AND subject_id = ? AND predicate = ? "
                 "AND object_id = ?", [scope.user_id, scope.agent_id, subject_id, predicate, object_id]).fetchone()
+            single = triple.single or bool(row and row[1])  # once stated single, the relation stays so
             if row:
                 triple_id = row[0]
                 self.storage.execute(
                     "UPDATE triples SET mention_count = mention_count + 1, updated_at = ?, valid_to = NULL, "
-                    f"superseded_by = NULL, confidence = {self.storage.dialect.greatest('confidence', '?')} WHERE id = ?",
-                    [now, triple.confidence, triple_id])
+                    f"superseded_by = NULL, confidence = {self.storage.dialect.greatest('confidence', '?')}, "
+                    "single = ? WHERE id = ?", [now, triple.confidence, int(single), triple_id])
             else:
                 triple_id = new_id("tri")
                 self.storage.execute(
                     "INSERT INTO triples (id, user_id, agent_id, subject_id, predicate, object_id, confidence, "
-                    "created_at, updated_at, source_message_id, metadata) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    "created_at, updated_at, source_message_id, metadata, single) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     [triple_id, scope.user_id, scope.agent_id, subject_id, predicate, object_id,
-                     triple.confidence, now, now, source_message_id, dumps(metadata or {})])
+                     triple.confidence, now, now, source_message_id, dumps(metadata or {}), int(single)])
                 self.storage.rows_added("triples", 1)
             ids.append(triple_id)
             touched.update((subject_id, object_id))
-            if single_valued(predicate):
+            if single_valued(predicate, single):
                 touched.update(self._end_others(scope, subject_id, predicate, triple_id, now))
         if reindex:
             self.refresh(scope.user_id, touched)
