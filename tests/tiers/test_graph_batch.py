@@ -19,8 +19,8 @@ from tiers.storage.backend import Scope, Storage
 from unified_memory.types import ExtractedEntity, ExtractedTriple
 
 ADA = Scope("ada")
-NAMES = ["user", "Maria", "maria", "Lisbon", "Porto", " New  York", "new york"]
-PREDICATES = ["lives_in", "car", "likes", "has_sister"]  # single-valued ones (by name or stated single) end the others
+NAMES = ["user", "Maria", "maria", "Lisbon", "Porto", " New  York", "new york", "Ada"]
+PREDICATES = ["lives_in", "car", "likes", "has_sister", "name"]  # single-valued ones (by name or stated single) end the others
 entity = st.builds(lambda n, t, a: ExtractedEntity(name=n, type=t, attributes=a), st.sampled_from(NAMES),
                    st.sampled_from(["thing", "person", "place", "animal"]),
                    st.dictionaries(st.sampled_from(["relation", "job", "species"]), st.sampled_from(["a", "b", "self"]),
@@ -75,7 +75,9 @@ def _write(graph: EntityGraph, before: list[Any], calls: list[Any], batched: boo
     names = dict(graph.storage.execute("SELECT id, norm_name FROM entities").fetchall())
     keys = {row[0]: (names[row[1]], row[2], names[row[3]]) for row in graph.storage.execute(
         "SELECT id, subject_id, predicate, object_id FROM triples").fetchall()}
-    readable = [({k: names[v] for k, v in upserted.items()}, [keys[i] for i in ids], sorted(names[t] for t in touched))
+    # (an id may be gone: an entity the user's node took in when the user said their name, and its relations)
+    readable = [({k: names.get(v, "gone") for k, v in upserted.items()},
+                 [keys.get(i) or ("named", names.get(i, "gone")) for i in ids], sorted(names.get(t, "gone") for t in touched))
                 for upserted, ids, touched in said]
     return _rows(graph), readable
 

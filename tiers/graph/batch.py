@@ -56,6 +56,7 @@ class _Entity:
     mentions: int = 0  # new: the row's count; known: sightings to add
     changed: bool = False
     key: str = ""  # new: the normalised name it is stored under
+    user: bool = False  # the user's node (tiers.graph.names), whatever name it was found by
 
 
 @dataclass(slots=True)
@@ -93,7 +94,7 @@ class GraphBatch:
 
     def preload(self, names: Iterable[str]) -> None:
         """Read the stored entities of these names (one statement per 500 keys)."""
-        from tiers.graph.entities import norm_name
+        from tiers.graph.names import USER_ENTITY, alias_keys, norm_name
 
         keys = sorted({norm_name(n) for n in names} - self._entities.keys() - {""})
         storage = self.graph.storage
@@ -105,7 +106,19 @@ class GraphBatch:
                     f"SELECT id, norm_name, type, attributes FROM entities WHERE user_id = ? AND agent_id = ? "
                     f"AND norm_name IN ({marks})", [self.scope.user_id, self.scope.agent_id, *chunk]):
                 self._entities[row["norm_name"]] = _Entity(row["id"], row["type"], loads(row["attributes"], {}),
-                                                           False)
+                                                           False, user=row["norm_name"] == USER_ENTITY)
+        missing = [k for k in keys if self._entities.get(k) is None and k != USER_ENTITY]
+        if missing:  # a name of the user's is the user's node
+            node = self._entities.get(USER_ENTITY)
+            stored = storage.query("SELECT id, type, attributes, name FROM entities WHERE user_id = ? AND agent_id = ? "
+                                   "AND norm_name = ?", [self.scope.user_id, self.scope.agent_id, USER_ENTITY])
+            if stored and (node is None or not node.new):
+                found = alias_keys(stored[0]["name"], loads(stored[0]["attributes"], {}))
+                if node is None and found & set(missing):
+                    node = self._entities[USER_ENTITY] = _Entity(
+                        stored[0]["id"], stored[0]["type"], loads(stored[0]["attributes"], {}), False, user=True)
+                for key in found & set(missing):
+                    self._entities[key] = node
 
     def _entity(self, key: str) -> _Entity | None:
         if key not in self._entities:
@@ -116,7 +129,7 @@ class GraphBatch:
                metadata: dict[str, Any] | None) -> dict[str, str]:
         """What :meth:`EntityGraph.upsert <tiers.graph.entities.EntityGraph.upsert>` does (``reindex=False``);
         returns ``{normalised name: id}``."""
-        from tiers.graph.entities import norm_name
+        from tiers.graph.names import USER_ENTITY, norm_name, own_attributes
 
         ids: dict[str, str] = {}
         for entity in entities:
@@ -125,7 +138,8 @@ class GraphBatch:
                 continue
             known = self._entity(key)
             if known is not None:
-                known.attributes = {**known.attributes, **entity.attributes}
+                known.attributes = {**known.attributes, **(own_attributes(entity.attributes) if known.user
+                                                           else entity.attributes)}
                 known.type = entity.type if known.type == "thing" else known.type
                 known.mentions += 1
                 known.last_seen = now if known.last_seen is None else max(known.last_seen, now)
@@ -133,7 +147,7 @@ class GraphBatch:
                 ids[key] = known.id
             else:
                 row = _Entity(new_id("ent"), entity.type, dict(entity.attributes), True, entity.name.strip(), now,
-                              now, dumps(metadata or {}), 1, key=key)
+                              now, dumps(metadata or {}), 1, key=key, user=key == USER_ENTITY)
                 self._entities[key] = row
                 self._created.append(row)
                 ids[key] = row.id
@@ -147,6 +161,17 @@ class GraphBatch:
 
         ids: list[str] = []
         for triple in triples:
+            predicate = re.sub(r"\W+", "_", triple.predicate.strip().casefold()).strip("_") or "related_to"
+            if predicate == "name":
+                subject = norm_name(triple.subject)
+                known = None if subject == USER_ENTITY else self._entity(subject)
+                if subject == USER_ENTITY or (known is not None and known.user):
+                    # the user says their name: the node is renamed (and may take in an entity), as item by item
+                    self.flush()
+                    node_id, changed = self.graph.name_user(self.scope, triple.object, now=now, metadata=metadata)
+                    ids.append(node_id)
+                    touched.update(changed)
+                    continue
             names = {}
             for name in (triple.subject, triple.object):
                 key = norm_name(name)
@@ -155,7 +180,6 @@ class GraphBatch:
                     [ExtractedEntity(name=name, type="person" if key == USER_ENTITY else "thing")], now=now,
                     metadata=metadata)[key]
             subject_id, object_id = names[triple.subject], names[triple.object]
-            predicate = re.sub(r"\W+", "_", triple.predicate.strip().casefold()).strip("_") or "related_to"
             row = self._triple(subject_id, predicate, object_id)
             if row is not None:
                 row.single = row.single or triple.single
@@ -222,7 +246,7 @@ class GraphBatch:
                 [[e.id, scope.user_id, scope.agent_id, e.name, e.key, e.type, dumps(e.attributes), e.mentions,
                   e.first_seen, e.last_seen, e.metadata] for e in self._created])
             storage.rows_added("entities", len(self._created))
-        changed = [e for e in self._entities.values() if e is not None and not e.new and e.changed]
+        changed = list({e.id: e for e in self._entities.values() if e is not None and not e.new and e.changed}.values())
         if changed:
             storage.executemany(
                 f"UPDATE entities SET mention_count = mention_count + ?, last_seen = {d.greatest('last_seen', '?')}, "
