@@ -19,15 +19,15 @@ from tiers.storage.backend import Scope, Storage
 from unified_memory.types import ExtractedEntity, ExtractedTriple
 
 ADA = Scope("ada")
-NAMES = ["user", "Maria", "maria", "Lisbon", "Porto", " New  York", "new york"]
-PREDICATES = ["lives_in", "my car", "likes", "has_sister"]  # single-valued ones end the others
+NAMES = ["user", "Maria", "maria", "Lisbon", "Porto", " New  York", "new york", "Ada"]
+PREDICATES = ["lives_in", "car", "likes", "has_sister", "name"]  # single-valued ones (by name or stated single) end the others
 entity = st.builds(lambda n, t, a: ExtractedEntity(name=n, type=t, attributes=a), st.sampled_from(NAMES),
                    st.sampled_from(["thing", "person", "place", "animal"]),
                    st.dictionaries(st.sampled_from(["relation", "job", "species"]), st.sampled_from(["a", "b", "self"]),
                                    max_size=2))
-triple = st.builds(lambda s, p, o, c: ExtractedTriple(subject=s, predicate=p, object=o, confidence=c),
+triple = st.builds(lambda s, p, o, c, one: ExtractedTriple(subject=s, predicate=p, object=o, confidence=c, single=one),
                    st.sampled_from(NAMES), st.sampled_from(PREDICATES), st.sampled_from(NAMES),
-                   st.sampled_from([0.5, 0.8, 1.0]))
+                   st.sampled_from([0.5, 0.8, 1.0]), st.booleans())
 call = st.tuples(st.lists(entity, max_size=2), st.lists(triple, max_size=3), st.sampled_from([5.0, 3.0, 9.0]),
                  st.sampled_from([None, {"k": 1}, {}]), st.sampled_from([None, "msg_1"]))
 
@@ -75,7 +75,9 @@ def _write(graph: EntityGraph, before: list[Any], calls: list[Any], batched: boo
     names = dict(graph.storage.execute("SELECT id, norm_name FROM entities").fetchall())
     keys = {row[0]: (names[row[1]], row[2], names[row[3]]) for row in graph.storage.execute(
         "SELECT id, subject_id, predicate, object_id FROM triples").fetchall()}
-    readable = [({k: names[v] for k, v in upserted.items()}, [keys[i] for i in ids], sorted(names[t] for t in touched))
+    # (an id may be gone: an entity the user's node took in when the user said their name, and its relations)
+    readable = [({k: names.get(v, "gone") for k, v in upserted.items()},
+                 [keys.get(i) or ("named", names.get(i, "gone")) for i in ids], sorted(names.get(t, "gone") for t in touched))
                 for upserted, ids, touched in said]
     return _rows(graph), readable
 
@@ -130,3 +132,21 @@ def test_only_current_relations_are_ended_and_the_last_mention_dates_a_relation(
     state = {t["key"][2]: (t["valid_to"], t["superseded_by"], t["updated_at"]) for t in rows["triples"]}
     assert state == {"lisbon": (6.0, ("user", "lives_in", "porto"), 5.0), "porto": (None, None, 2.0),
                      "berlin": (2.0, ("user", "lives_in", "porto"), 7.0)}
+
+
+slot = st.builds(lambda s, p, o: ExtractedTriple(subject=s, predicate=p, object=o, single=True),
+                 st.sampled_from(["user", "Maria"]), st.sampled_from(["car", "gp", "favorite_band"]),
+                 st.sampled_from(["Civic", "Golf", "Dr Lee", "Wilco"]))
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(before=st.lists(st.lists(slot, max_size=3), max_size=3), calls=st.lists(st.lists(slot, max_size=3), max_size=5))
+def test_single_relations_have_at_most_one_live_object_per_subject_and_predicate(before, calls):
+    """However the speaker's slots are stated (item by item or in a batch), each holds at most one live
+    object: single-valuedness travels with the relation (``ExtractedTriple.single``), not its name."""
+    wrap = [([], t, 1.0 + n, None, None) for n, t in enumerate(before)]
+    for batched in (True, False):
+        rows, _ = _run(wrap, [([], t, 9.0 + n, None, None) for n, t in enumerate(calls)], batched=batched)
+        live = [t["key"][:2] for t in rows["triples"] if t["valid_to"] is None]
+        assert len(live) == len(set(live))
+        assert all(t["single"] == 1 for t in rows["triples"])

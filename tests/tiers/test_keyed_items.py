@@ -297,7 +297,7 @@ def test_a_schema_3_file_gains_the_vectors_column_and_keeps_its_items(tmp_path):
         conn.execute("UPDATE meta SET value = '3' WHERE key = 'schema_version'")
     conn.close()
     with UnifiedMemory(path, user_id="ada") as memory:
-        assert memory.stats().schema_version == SCHEMA_VERSION == 4
+        assert memory.stats().schema_version == SCHEMA_VERSION == 5
         assert memory.get_item(("notes",), "n1").value == {"text": "I keep bees"}
         memory.put_item(("notes",), "n2", {"text": "jazz"}, vectors=[[0.0, 1.0]])
         assert memory.search_items(("notes",), query="music", query_vector=[0.0, 1.0])[0].key == "n2"

@@ -94,7 +94,7 @@ def test_a_schema_3_database_gains_the_vectors_column_and_keeps_its_items(pg):
                "VALUES ('ada', 'notes', 'n1', '{}', 0, 0)")
     pg.execute("UPDATE meta SET value = '3' WHERE key = 'schema_version'")
     prepare_schema(pg, "test db")
-    assert version(pg) == str(SCHEMA_VERSION) == "4"
+    assert version(pg) == str(SCHEMA_VERSION) == "5"
     assert pg.execute("SELECT key, vectors FROM keyed_items").fetchall() == [("n1", None)]
 
 

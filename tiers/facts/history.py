@@ -105,7 +105,7 @@ def end_stated(graph: EntityGraph, scope: Scope, stated: Sequence[tuple[Sequence
                now: float) -> int:
     """End the live single-valued relations that superseded facts stated: for each
     ``(source message ids, fact text, valid until)`` (see :func:`statements`), those from these
-    messages whose object the text names ("I drive a Civic", superseded, ends ``my_car Civic``),
+    messages whose object the text names ("I drive a Civic", superseded, ends ``car Civic``),
     valid until the fact was (the time of the statement that replaced it; ``now`` when the fact
     has no end). Returns how many ended."""
     ended: dict[str, tuple[str, float]] = {}
@@ -113,11 +113,11 @@ def end_stated(graph: EntityGraph, scope: Scope, stated: Sequence[tuple[Sequence
         if not sources:
             continue
         marks, words = ",".join("?" * len(sources)), term_set(text)
-        for triple_id, predicate, object_id, name in graph.storage.execute(
-                "SELECT t.id, t.predicate, t.object_id, o.name FROM triples t JOIN entities o ON o.id = t.object_id AND o.user_id = t.user_id "
+        for triple_id, predicate, object_id, name, single in graph.storage.execute(
+                "SELECT t.id, t.predicate, t.object_id, o.name, t.single FROM triples t JOIN entities o ON o.id = t.object_id AND o.user_id = t.user_id "
                 f"WHERE t.user_id = ? AND t.agent_id = ? AND t.valid_to IS NULL AND t.source_message_id IN ({marks})",
                 [scope.user_id, scope.agent_id, *sources]).fetchall():
-            if single_valued(predicate) and term_set(name) <= words:
+            if single_valued(predicate, bool(single)) and term_set(name) <= words:
                 ended[triple_id] = (object_id, now if until is None else until)
     graph.storage.executemany("UPDATE triples SET valid_to = ? WHERE id = ?",
                               [[when, t] for t, (_, when) in ended.items()])

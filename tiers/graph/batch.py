@@ -56,6 +56,7 @@ class _Entity:
     mentions: int = 0  # new: the row's count; known: sightings to add
     changed: bool = False
     key: str = ""  # new: the normalised name it is stored under
+    user: bool = False  # the user's node (tiers.graph.names), whatever name it was found by
 
 
 @dataclass(slots=True)
@@ -74,6 +75,7 @@ class _Triple:
     source_message_id: str | None = None
     metadata: str = "{}"
     ended: bool = False  # a known row's validity changed (ended, or ended then mentioned again)
+    single: bool = False  # stated or stored single-valued (tiers.records.types.ExtractedTriple.single)
 
 
 @dataclass
@@ -92,7 +94,7 @@ class GraphBatch:
 
     def preload(self, names: Iterable[str]) -> None:
         """Read the stored entities of these names (one statement per 500 keys)."""
-        from tiers.graph.entities import norm_name
+        from tiers.graph.names import USER_ENTITY, alias_keys, norm_name
 
         keys = sorted({norm_name(n) for n in names} - self._entities.keys() - {""})
         storage = self.graph.storage
@@ -104,7 +106,19 @@ class GraphBatch:
                     f"SELECT id, norm_name, type, attributes FROM entities WHERE user_id = ? AND agent_id = ? "
                     f"AND norm_name IN ({marks})", [self.scope.user_id, self.scope.agent_id, *chunk]):
                 self._entities[row["norm_name"]] = _Entity(row["id"], row["type"], loads(row["attributes"], {}),
-                                                           False)
+                                                           False, user=row["norm_name"] == USER_ENTITY)
+        missing = [k for k in keys if self._entities.get(k) is None and k != USER_ENTITY]
+        if missing:  # a name of the user's is the user's node
+            node = self._entities.get(USER_ENTITY)
+            stored = storage.query("SELECT id, type, attributes, name FROM entities WHERE user_id = ? AND agent_id = ? "
+                                   "AND norm_name = ?", [self.scope.user_id, self.scope.agent_id, USER_ENTITY])
+            if stored and (node is None or not node.new):
+                found = alias_keys(stored[0]["name"], loads(stored[0]["attributes"], {}))
+                if node is None and found & set(missing):
+                    node = self._entities[USER_ENTITY] = _Entity(
+                        stored[0]["id"], stored[0]["type"], loads(stored[0]["attributes"], {}), False, user=True)
+                for key in found & set(missing):
+                    self._entities[key] = node
 
     def _entity(self, key: str) -> _Entity | None:
         if key not in self._entities:
@@ -115,7 +129,7 @@ class GraphBatch:
                metadata: dict[str, Any] | None) -> dict[str, str]:
         """What :meth:`EntityGraph.upsert <tiers.graph.entities.EntityGraph.upsert>` does (``reindex=False``);
         returns ``{normalised name: id}``."""
-        from tiers.graph.entities import norm_name
+        from tiers.graph.names import USER_ENTITY, norm_name, own_attributes
 
         ids: dict[str, str] = {}
         for entity in entities:
@@ -124,7 +138,8 @@ class GraphBatch:
                 continue
             known = self._entity(key)
             if known is not None:
-                known.attributes = {**known.attributes, **entity.attributes}
+                known.attributes = {**known.attributes, **(own_attributes(entity.attributes) if known.user
+                                                           else entity.attributes)}
                 known.type = entity.type if known.type == "thing" else known.type
                 known.mentions += 1
                 known.last_seen = now if known.last_seen is None else max(known.last_seen, now)
@@ -132,7 +147,7 @@ class GraphBatch:
                 ids[key] = known.id
             else:
                 row = _Entity(new_id("ent"), entity.type, dict(entity.attributes), True, entity.name.strip(), now,
-                              now, dumps(metadata or {}), 1, key=key)
+                              now, dumps(metadata or {}), 1, key=key, user=key == USER_ENTITY)
                 self._entities[key] = row
                 self._created.append(row)
                 ids[key] = row.id
@@ -146,6 +161,17 @@ class GraphBatch:
 
         ids: list[str] = []
         for triple in triples:
+            predicate = re.sub(r"\W+", "_", triple.predicate.strip().casefold()).strip("_") or "related_to"
+            if predicate == "name":
+                subject = norm_name(triple.subject)
+                known = None if subject == USER_ENTITY else self._entity(subject)
+                if subject == USER_ENTITY or (known is not None and known.user):
+                    # the user says their name: the node is renamed (and may take in an entity), as item by item
+                    self.flush()
+                    node_id, changed = self.graph.name_user(self.scope, triple.object, now=now, metadata=metadata)
+                    ids.append(node_id)
+                    touched.update(changed)
+                    continue
             names = {}
             for name in (triple.subject, triple.object):
                 key = norm_name(name)
@@ -154,9 +180,9 @@ class GraphBatch:
                     [ExtractedEntity(name=name, type="person" if key == USER_ENTITY else "thing")], now=now,
                     metadata=metadata)[key]
             subject_id, object_id = names[triple.subject], names[triple.object]
-            predicate = re.sub(r"\W+", "_", triple.predicate.strip().casefold()).strip("_") or "related_to"
             row = self._triple(subject_id, predicate, object_id)
             if row is not None:
+                row.single = row.single or triple.single
                 row.mentions += 1
                 row.updated_at = now
                 row.valid_to = row.superseded_by = None
@@ -164,13 +190,13 @@ class GraphBatch:
                                                                                       triple.confidence)
             else:
                 row = _Triple(new_id("tri"), subject_id, predicate, object_id, True, None, None, triple.confidence,
-                              1, now, now, source_message_id, dumps(metadata or {}))
+                              1, now, now, source_message_id, dumps(metadata or {}), single=triple.single)
                 self._triples[subject_id, predicate, object_id] = row
                 self._groups.setdefault((subject_id, predicate), []).append(row)
                 self._added.append(row)
             ids.append(row.id)
             touched.update((subject_id, object_id))
-            if single_valued(predicate):
+            if single_valued(predicate, row.single):
                 touched.update(self._end_others(subject_id, predicate, row.id, now))
         return ids
 
@@ -179,9 +205,10 @@ class GraphBatch:
         if key in self._triples:
             return self._triples[key]
         found = self.graph.storage.execute(
-            "SELECT id, valid_to FROM triples WHERE user_id = ? AND agent_id = ? AND subject_id = ? AND predicate = ? "
-            "AND object_id = ?", [self.scope.user_id, self.scope.agent_id, *key]).fetchone()
-        row = None if found is None else _Triple(found[0], subject_id, predicate, object_id, False, found[1])
+            "SELECT id, valid_to, single FROM triples WHERE user_id = ? AND agent_id = ? AND subject_id = ? "
+            "AND predicate = ? AND object_id = ?", [self.scope.user_id, self.scope.agent_id, *key]).fetchone()
+        row = None if found is None else _Triple(found[0], subject_id, predicate, object_id, False, found[1],
+                                                 single=bool(found[2]))
         self._triples[key] = row
         if row is not None:
             self._groups.setdefault((subject_id, predicate), []).append(row)
@@ -193,12 +220,12 @@ class GraphBatch:
         if group not in self._live_read:  # the stored live rows, once (later changes are the batch's own)
             self._live_read.add(group)
             storage = self.graph.storage
-            for triple_id, object_id in storage.execute(
-                    f"SELECT id, object_id FROM triples {storage.dialect.hint('triples_subject')} WHERE subject_id = ? "
+            for triple_id, object_id, single in storage.execute(
+                    f"SELECT id, object_id, single FROM triples {storage.dialect.hint('triples_subject')} WHERE subject_id = ? "
                     "AND predicate = ? AND valid_to IS NULL AND user_id = ? AND agent_id = ?",
                     [subject_id, predicate, self.scope.user_id, self.scope.agent_id]).fetchall():
                 if (subject_id, predicate, object_id) not in self._triples:
-                    row = _Triple(triple_id, subject_id, predicate, object_id, False, None)
+                    row = _Triple(triple_id, subject_id, predicate, object_id, False, None, single=bool(single))
                     self._triples[subject_id, predicate, object_id] = row
                     self._groups.setdefault(group, []).append(row)
         ended: set[str] = set()
@@ -219,7 +246,7 @@ class GraphBatch:
                 [[e.id, scope.user_id, scope.agent_id, e.name, e.key, e.type, dumps(e.attributes), e.mentions,
                   e.first_seen, e.last_seen, e.metadata] for e in self._created])
             storage.rows_added("entities", len(self._created))
-        changed = [e for e in self._entities.values() if e is not None and not e.new and e.changed]
+        changed = list({e.id: e for e in self._entities.values() if e is not None and not e.new and e.changed}.values())
         if changed:
             storage.executemany(
                 f"UPDATE entities SET mention_count = mention_count + ?, last_seen = {d.greatest('last_seen', '?')}, "
@@ -228,18 +255,19 @@ class GraphBatch:
         if self._added:
             storage.executemany(
                 "INSERT INTO triples (id, user_id, agent_id, subject_id, predicate, object_id, confidence, "
-                "mention_count, created_at, updated_at, source_message_id, metadata, valid_to, superseded_by) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                "mention_count, created_at, updated_at, source_message_id, metadata, valid_to, superseded_by, single) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 [[t.id, scope.user_id, scope.agent_id, t.subject_id, t.predicate, t.object_id, t.confidence,
                   t.mentions, t.created_at, t.updated_at, t.source_message_id, t.metadata, t.valid_to,
-                  t.superseded_by] for t in self._added])
+                  t.superseded_by, int(t.single)] for t in self._added])
             storage.rows_added("triples", len(self._added))
         known = [t for t in self._triples.values() if t is not None and not t.new]
         if any(t.mentions for t in known):
             storage.executemany(
                 "UPDATE triples SET mention_count = mention_count + ?, updated_at = ?, valid_to = ?, superseded_by = ?, "
-                f"confidence = {d.greatest('confidence', '?')} WHERE id = ?",
-                [[t.mentions, t.updated_at, t.valid_to, t.superseded_by, t.confidence, t.id] for t in known if t.mentions])
+                f"confidence = {d.greatest('confidence', '?')}, single = ? WHERE id = ?",
+                [[t.mentions, t.updated_at, t.valid_to, t.superseded_by, t.confidence, int(t.single), t.id]
+                 for t in known if t.mentions])
         if any(t.ended and not t.mentions for t in known):
             storage.executemany("UPDATE triples SET valid_to = ?, superseded_by = ? WHERE id = ?",
                                 [[t.valid_to, t.superseded_by, t.id] for t in known if t.ended and not t.mentions])

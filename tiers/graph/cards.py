@@ -63,15 +63,24 @@ def relations(storage: Storage, entity_ids: Sequence[str], *,
     return out
 
 
+def _attributes(attributes: dict[str, Any]) -> list[str]:
+    """Attributes as ``key: value``; the other names an entity goes by (``aliases``) as ``also: ...``."""
+    return [f"also: {', '.join(map(str, v))}" if k == "aliases" and isinstance(v, list) else f"{k}: {v}"
+            for k, v in sorted(attributes.items())]
+
+
 def describe(entity: Entity, relations: Sequence[tuple[str, str, str, bool]]) -> str:
-    """One readable line for an entity: name, type, attributes, relations.
+    """One readable line for an entity: name, type, attributes (other names: ``also``), relations.
 
     >>> from tiers.records.types import utc_from_timestamp as t
     >>> describe(Entity(id="e", name="Maria", type="person", attributes={"relation": "sister"},
     ...                 first_seen=t(0), last_seen=t(0)), [("Maria", "lives in", "Lisbon", True)])
     'Maria (person; relation: sister): Maria lives in Lisbon'
+    >>> describe(Entity(id="e", name="Ada", type="person", attributes={"aliases": ["user"]},
+    ...                 first_seen=t(0), last_seen=t(0)), [("Ada", "lives in", "Berlin", True)])
+    'Ada (person; also: user): Ada lives in Berlin'
     """
-    details = [entity.type] + [f"{k}: {v}" for k, v in sorted(entity.attributes.items())]
+    details = [entity.type, *_attributes(entity.attributes)]
     text = f"{entity.name} ({'; '.join(details)})"
     lines = list(dict.fromkeys(f"{s} {p} {o}" for s, p, o, _ in relations))
     return f"{text}: {'; '.join(lines)}" if lines else text
@@ -88,7 +97,9 @@ def index_text(entity: Entity, relations: Sequence[tuple[str, str, str, bool]], 
     ...            [("Maria", "lives in", "Lisbon", True)])
     'Maria person lives in Lisbon'
     """
-    parts = [entity.name, entity.type, *(f"{k} {v}" for k, v in sorted(entity.attributes.items()))]
+    parts = [entity.name, entity.type, *(" ".join(str(a) for a in v if str(a) != "user") if k == "aliases"
+                                         and isinstance(v, list) else f"{k} {v}"
+                                         for k, v in sorted(entity.attributes.items()))]
     for subject, predicate, obj, is_subject in relations:
         other = obj if is_subject else subject
         named = "" if other.casefold() in selves else other

@@ -32,15 +32,15 @@ from typing import Any
 from scoring.text import term_set
 from tiers.candidates import CandidateQuery, EntityDetail, LinkedCandidate, RecallCandidate
 from tiers.graph.cards import ENTITY_COLUMNS, describe, description, index_text, relations, to_entity
+from tiers.graph.names import USER_ENTITY, alias_keys, aliases_of, is_user_node, norm_name, own_attributes
 from tiers.graph.triples import neighborhood, triples_of
 from tiers.indexes.documents import Candidate, DocumentIndex, SearchMode
 from tiers.records.types import Entity, ExtractedEntity, ExtractedTriple, Triple
 from tiers.storage.backend import Scope, Storage, dumps, loads, new_id, recall_filter
 
 __all__ = ["EntityGraph", "norm_name", "single_valued", "entity_importance", "USER_ENTITY", "FUNCTIONAL_PREDICATES",
-           "ENTITY_LENGTH_NORMALISATION"]
+           "ENTITY_LENGTH_NORMALISATION", "is_user_node"]
 
-USER_ENTITY = "user"
 #: BM25 ``b`` for entity documents: their length grows with how connected an entity is,
 #: not with verbosity, so length counts for less than in facts and messages.
 ENTITY_LENGTH_NORMALISATION = 0.3
@@ -49,19 +49,16 @@ FUNCTIONAL_PREDICATES = frozenset({"lives_in", "works_at", "works_as", "name", "
                                    "relationship_status", "diet"})
 
 
-def single_valued(predicate: str) -> bool:
+def single_valued(predicate: str, single: bool = False) -> bool:
     """Whether a subject holds one object of ``predicate`` at a time (a new one ends the old):
-    the :data:`FUNCTIONAL_PREDICATES`, and the speaker's slots (``my_car``, ``my_gp``...)."""
-    return predicate in FUNCTIONAL_PREDICATES or predicate.startswith("my_")
+    the :data:`FUNCTIONAL_PREDICATES` by name, and a relation stated or stored as single
+    (``single``: :attr:`ExtractedTriple.single <tiers.records.types.ExtractedTriple.single>`,
+    the ``triples.single`` column; the speaker's slots: ``car``, ``gp``...).
 
-
-def norm_name(name: str) -> str:
-    """The key an entity is stored under: case-folded, inner whitespace collapsed.
-
-    >>> norm_name("  New   York ")
-    'new york'
+    >>> single_valued("lives_in"), single_valued("car"), single_valued("car", True)
+    (True, False, True)
     """
-    return re.sub(r"\s+", " ", name.strip()).casefold()
+    return single or predicate in FUNCTIONAL_PREDICATES
 
 
 class EntityGraph:
@@ -86,22 +83,24 @@ class EntityGraph:
         related = relations(self.storage, [r["id"] for r in rows])
         entities = {r["id"]: to_entity(r) for r in rows}
         selves = self._selves(user_id)
-        # The user (and speakers, "relation: self") are in nearly every relation: indexing
-        # them, or their names in others' documents, would make every query naming them match.
-        docs = {i: None if e.name.casefold() in selves else index_text(e, related[i], selves=selves)
-                for i, e in entities.items()}
+        # The user (and speakers, "relation: self") are in nearly every relation: their names in
+        # others' documents would make every query naming them match. A speaker is not indexed, nor
+        # the user before their name is known; the user's named node is ("who is Ada?").
+        keys = {r["id"]: r["norm_name"] for r in rows}
+        docs = {i: None if (e.name == USER_ENTITY if keys[i] == USER_ENTITY else e.name.casefold() in selves)
+                else index_text(e, related[i], selves=selves) for i, e in entities.items()}
         self.storage.executemany("UPDATE entities SET description = ?, doc = ? WHERE id = ?",
                                  [[describe(entities[i], related[i]), docs[i], i] for i in entities])
         self.index.remove(user_id, [i for i, doc in docs.items() if doc is None])
         self.index.add(user_id, [(i, doc) for i, doc in docs.items() if doc is not None])
 
     def _selves(self, user_id: str) -> set[str]:
-        """Case-folded names of the user entity and of speakers ("relation: self")."""
+        """Case-folded names of the user's node (every name it goes by) and of speakers ("relation: self")."""
         rows = self.storage.execute(  # two indexed lookups (an OR would scan the user's entities)
-            "SELECT name FROM entities WHERE user_id = ? AND norm_name = ? UNION ALL SELECT name FROM entities "
-            f"WHERE user_id = ? AND {self.storage.dialect.json_text('attributes', 'relation')} = 'self'",
+            "SELECT name, attributes FROM entities WHERE user_id = ? AND norm_name = ? UNION ALL SELECT name, "
+            f"NULL FROM entities WHERE user_id = ? AND {self.storage.dialect.json_text('attributes', 'relation')} = 'self'",
             [user_id, USER_ENTITY, user_id]).fetchall()
-        return {row[0].casefold() for row in rows} | {USER_ENTITY}
+        return {name.casefold() for row in rows for name in (row[0], *aliases_of(loads(row[1], {})))} | {USER_ENTITY}
 
     def ended_only(self, entity_ids: Sequence[str]) -> set[str]:
         """Those of ``entity_ids`` whose every relation has ended (a former home or employer):
@@ -138,7 +137,9 @@ class EntityGraph:
         return {row[0] for row in rows}
 
     def own_names(self, user_id: str) -> list[str]:
-        """The names the user goes by: current ``name`` relations of the user entity.
+        """The names the user goes by, the current one first: the name of the user's node, then
+        the former names it keeps (newest first); and, in a graph written before the user was one
+        node, current ``name`` relations of the user entity.
 
         >>> from tiers.storage.backend import Storage, Scope
         >>> from tiers.records.types import ExtractedTriple
@@ -149,11 +150,16 @@ class EntityGraph:
         >>> graph.own_names("u1")
         ['Ada']
         """
+        names: list[str] = []
+        for name, attributes in self.storage.execute(
+                "SELECT name, attributes FROM entities WHERE user_id = ? AND norm_name = ? ORDER BY seq",
+                [user_id, USER_ENTITY]).fetchall():
+            names += [n for n in (name, *reversed(aliases_of(loads(attributes, {})))) if norm_name(n) != USER_ENTITY]
         rows = self.storage.execute(
             "SELECT o.name FROM triples t JOIN entities s ON s.id = t.subject_id AND s.user_id = t.user_id JOIN entities o ON o.id = t.object_id AND o.user_id = t.user_id "
             "WHERE t.user_id = ? AND s.norm_name = ? AND t.predicate = 'name' AND t.valid_to IS NULL "
             "ORDER BY t.seq", [user_id, USER_ENTITY]).fetchall()
-        return list(dict.fromkeys(row[0] for row in rows))
+        return list(dict.fromkeys([*names, *(row[0] for row in rows)]))
 
     def _load_documents(self, user_id: str) -> Iterable[tuple[str, str]]:
         rows = self.storage.execute(
@@ -170,11 +176,10 @@ class EntityGraph:
             key = norm_name(entity.name)
             if not key:
                 continue
-            row = self.storage.query(
-                "SELECT id, type, attributes FROM entities WHERE user_id = ? AND agent_id = ? AND norm_name = ?",
-                [scope.user_id, scope.agent_id, key])
+            row = self._find(scope, key)
             if row:
-                attributes = {**loads(row[0]["attributes"], {}), **entity.attributes}
+                attributes = {**loads(row[0]["attributes"], {}), **(
+                    own_attributes(entity.attributes) if row[0]["norm_name"] == USER_ENTITY else entity.attributes)}
                 kind = entity.type if row[0]["type"] == "thing" else row[0]["type"]
                 self.storage.execute(
                     "UPDATE entities SET mention_count = mention_count + 1, "
@@ -202,41 +207,159 @@ class EntityGraph:
         ids: list[str] = []
         reindex, touched = touched is None, set() if touched is None else touched
         for triple in triples:
+            predicate = re.sub(r"\W+", "_", triple.predicate.strip().casefold()).strip("_") or "related_to"
+            if predicate == "name" and self._is_user(scope, norm_name(triple.subject)):
+                node_id, changed = self.name_user(scope, triple.object, now=now, metadata=metadata)
+                ids.append(node_id)
+                touched.update(changed)
+                continue
             names = {}
             for name in (triple.subject, triple.object):
                 key = norm_name(name)
                 kind = "person" if key == USER_ENTITY else "thing"
-                existing = self.storage.execute(
-                    "SELECT id FROM entities WHERE user_id = ? AND agent_id = ? AND norm_name = ?",
-                    [scope.user_id, scope.agent_id, key]).fetchone()
-                names[name] = existing[0] if existing else self.upsert(
+                existing = self._find(scope, key)
+                names[name] = existing[0]["id"] if existing else self.upsert(
                     scope, [ExtractedEntity(name=name, type=kind)], now=now, metadata=metadata, reindex=False)[key]
             subject_id, object_id = names[triple.subject], names[triple.object]
-            predicate = re.sub(r"\W+", "_", triple.predicate.strip().casefold()).strip("_") or "related_to"
             row = self.storage.execute(
-                "SELECT id FROM triples WHERE user_id = ? AND agent_id = ? AND subject_id = ? AND predicate = ? "
+                "SELECT id, single FROM triples WHERE user_id = ? AND agent_id = ? AND subject_id = ? AND predicate = ? "
                 "AND object_id = ?", [scope.user_id, scope.agent_id, subject_id, predicate, object_id]).fetchone()
+            single = triple.single or bool(row and row[1])  # once stated single, the relation stays so
             if row:
                 triple_id = row[0]
                 self.storage.execute(
                     "UPDATE triples SET mention_count = mention_count + 1, updated_at = ?, valid_to = NULL, "
-                    f"superseded_by = NULL, confidence = {self.storage.dialect.greatest('confidence', '?')} WHERE id = ?",
-                    [now, triple.confidence, triple_id])
+                    f"superseded_by = NULL, confidence = {self.storage.dialect.greatest('confidence', '?')}, "
+                    "single = ? WHERE id = ?", [now, triple.confidence, int(single), triple_id])
             else:
                 triple_id = new_id("tri")
                 self.storage.execute(
                     "INSERT INTO triples (id, user_id, agent_id, subject_id, predicate, object_id, confidence, "
-                    "created_at, updated_at, source_message_id, metadata) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    "created_at, updated_at, source_message_id, metadata, single) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     [triple_id, scope.user_id, scope.agent_id, subject_id, predicate, object_id,
-                     triple.confidence, now, now, source_message_id, dumps(metadata or {})])
+                     triple.confidence, now, now, source_message_id, dumps(metadata or {}), int(single)])
                 self.storage.rows_added("triples", 1)
             ids.append(triple_id)
             touched.update((subject_id, object_id))
-            if single_valued(predicate):
+            if single_valued(predicate, single):
                 touched.update(self._end_others(scope, subject_id, predicate, triple_id, now))
         if reindex:
             self.refresh(scope.user_id, touched)
         return ids
+
+    def _find(self, scope: Scope, key: str) -> list[dict[str, Any]]:
+        """The entity stored under ``key`` (``id, norm_name, type, attributes``), or else the user's
+        node when ``key`` is one of the user's names (at most one row)."""
+        row = self.storage.query("SELECT id, norm_name, type, attributes FROM entities WHERE user_id = ? "
+                                 "AND agent_id = ? AND norm_name = ?", [scope.user_id, scope.agent_id, key])
+        if row or key == USER_ENTITY:
+            return row
+        node = self.storage.query("SELECT id, norm_name, type, attributes, name FROM entities WHERE user_id = ? "
+                                  "AND agent_id = ? AND norm_name = ?", [scope.user_id, scope.agent_id, USER_ENTITY])
+        return node if node and key in alias_keys(node[0]["name"], loads(node[0]["attributes"], {})) else []
+
+    def _is_user(self, scope: Scope, key: str) -> bool:
+        """Whether ``key`` names the user's node (``user``, or a name the user goes by)."""
+        return key == USER_ENTITY or any(r["norm_name"] == USER_ENTITY for r in self._find(scope, key))
+
+    def name_user(self, scope: Scope, name: str, *, now: float, metadata: dict[str, Any] | None = None,
+                  ) -> tuple[str, set[str]]:
+        """The user says their name ("I'm Ada", "call me Addy"): the user's node is named so and keeps
+        the names it went by as ``aliases``; an entity of that name (or one a ``name`` relation of a
+        graph written before the user was one node named) becomes the node: its relations, mentions
+        and sightings move to it. Returns the node's id and the entities whose documents change.
+
+        >>> from tiers.storage.backend import Storage, Scope
+        >>> graph = EntityGraph(Storage(None))
+        >>> with graph.storage.atomic():
+        ...     _ = graph.add_triples(Scope("u1"), [ExtractedTriple(subject="user", predicate="lives_in",
+        ...                                                         object="Lisbon")], now=0.0)
+        ...     _ = graph.name_user(Scope("u1"), "Ada", now=1.0)
+        ...     _ = graph.name_user(Scope("u1"), "Addy", now=2.0)
+        >>> [(e.name, e.attributes) for e in graph.entities(Scope("u1")) if is_user_node(e)]
+        [('Addy', {'aliases': ['user', 'Ada']})]
+        >>> [t.as_text() for t in graph.triples(Scope("u1"), entity="Ada")]
+        ['Addy lives in Lisbon']
+        """
+        key = norm_name(name)
+        node = self._find(scope, USER_ENTITY)
+        if not node:
+            self.upsert(scope, [ExtractedEntity(name=USER_ENTITY, type="person")], now=now, metadata=metadata,
+                        reindex=False)
+            node = self._find(scope, USER_ENTITY)
+        node_id, attributes = node[0]["id"], loads(node[0]["attributes"], {})
+        current = self.storage.execute("SELECT name FROM entities WHERE id = ?", [node_id]).fetchone()[0]
+        if not key:
+            return node_id, set()
+        legacy = self.storage.execute(  # a graph written before the user was one node: "user name Ada"
+            "SELECT t.id, o.id, o.name FROM triples t JOIN entities o ON o.id = t.object_id AND o.user_id = t.user_id "
+            "WHERE t.subject_id = ? AND t.predicate = 'name' AND t.user_id = ? AND t.agent_id = ? ORDER BY t.seq",
+            [node_id, scope.user_id, scope.agent_id]).fetchall()
+        history = [*aliases_of(attributes), current, *(row[2] for row in legacy)]
+        aliases = list({norm_name(n): n for n in reversed(history) if norm_name(n) not in ("", key)}.values())[::-1]
+        self.storage.executemany("DELETE FROM triples WHERE id = ?", [[row[0]] for row in legacy])
+        same = self.storage.execute("SELECT id FROM entities WHERE user_id = ? AND agent_id = ? AND norm_name = ?",
+                                    [scope.user_id, scope.agent_id, key]).fetchall()
+        touched = {node_id}
+        for other in dict.fromkeys([*(row[1] for row in legacy), *(row[0] for row in same)]):
+            if other != node_id:
+                touched |= self._merge_into(scope, node_id, other)
+        attributes = {**loads(self.storage.execute("SELECT attributes FROM entities WHERE id = ?", [node_id])
+                              .fetchone()[0], {}), "aliases": aliases}
+        self.storage.execute(
+            f"UPDATE entities SET name = ?, type = 'person', attributes = ?, last_seen = "
+            f"{self.storage.dialect.greatest('last_seen', '?')} WHERE id = ?",
+            [name.strip(), dumps(attributes), now, node_id])
+        return node_id, touched
+
+    def _merge_into(self, scope: Scope, node_id: str, other: str) -> set[str]:
+        """Make the entity ``other`` the node ``node_id``: its relations move (one that the node
+        already has is merged into it: mentions summed, the earlier creation, live if either
+        was), its mentions, sightings and attributes join the node's; it is deleted. Returns the
+        entities whose documents change."""
+        storage, user, agent = self.storage, scope.user_id, scope.agent_id
+        touched: set[str] = set()
+        rows = storage.query(
+            "SELECT id, subject_id, predicate, object_id, mention_count, created_at, updated_at, confidence, valid_to, "
+            "superseded_by, single FROM triples WHERE subject_id = ? AND user_id = ? AND agent_id = ? UNION "
+            "SELECT id, subject_id, predicate, object_id, mention_count, created_at, updated_at, confidence, valid_to, "
+            "superseded_by, single FROM triples WHERE object_id = ? AND user_id = ? AND agent_id = ?",
+            [other, user, agent, other, user, agent])
+        for row in rows:
+            subject = node_id if row["subject_id"] == other else row["subject_id"]
+            obj = node_id if row["object_id"] == other else row["object_id"]
+            touched.update((subject, obj))
+            twin = storage.query(
+                "SELECT id, mention_count, created_at, updated_at, confidence, valid_to, superseded_by, single "
+                "FROM triples WHERE user_id = ? AND agent_id = ? AND subject_id = ? AND predicate = ? AND object_id = ?",
+                [user, agent, subject, row["predicate"], obj])
+            if not twin:
+                storage.execute("UPDATE triples SET subject_id = ?, object_id = ? WHERE id = ?", [subject, obj, row["id"]])
+                continue
+            kept = twin[0]
+            live = kept["valid_to"] is None or row["valid_to"] is None
+            later = row if not live and row["valid_to"] > kept["valid_to"] else kept
+            storage.execute(
+                "UPDATE triples SET mention_count = ?, created_at = ?, updated_at = ?, confidence = ?, valid_to = ?, "
+                "superseded_by = ?, single = ? WHERE id = ?",
+                [kept["mention_count"] + row["mention_count"], min(kept["created_at"], row["created_at"]),
+                 max(kept["updated_at"], row["updated_at"]), max(kept["confidence"], row["confidence"]),
+                 None if live else later["valid_to"], None if live else later["superseded_by"],
+                 max(kept["single"], row["single"]), kept["id"]])
+            storage.execute("DELETE FROM triples WHERE id = ?", [row["id"]])
+            storage.execute("UPDATE triples SET superseded_by = ? WHERE superseded_by = ? AND user_id = ?",
+                            [kept["id"], row["id"], user])
+        mine, theirs = (storage.query("SELECT mention_count, first_seen, last_seen, attributes FROM entities WHERE id = ?",
+                                      [i])[0] for i in (node_id, other))
+        storage.execute(
+            "UPDATE entities SET mention_count = ?, first_seen = ?, last_seen = ?, attributes = ? WHERE id = ?",
+            [mine["mention_count"] + theirs["mention_count"], min(mine["first_seen"], theirs["first_seen"]),
+             max(mine["last_seen"], theirs["last_seen"]),
+             dumps({**own_attributes(loads(theirs["attributes"], {})), **loads(mine["attributes"], {})}), node_id])
+        storage.execute("DELETE FROM entities WHERE id = ?", [other])
+        self.index.remove(user, [other])
+        return touched - {other}
 
     def _end_others(self, scope: Scope, subject_id: str, predicate: str, current: str, now: float) -> set[str]:
         """End the subject's other live relations of a single-valued predicate; returns
@@ -354,7 +477,8 @@ class EntityGraph:
             if chunk and len(by_id) < limit:
                 by_id.update((row["id"], row) for row in self.storage.query(
                     f"SELECT {ENTITY_COLUMNS} FROM entities {self.storage.dialect.hint('entities_id')} WHERE id IN "
-                    f"({','.join('?' * len(chunk))}) AND {sql} AND doc IS NOT NULL", [*chunk, *params]))  # not the user's
+                    f"({','.join('?' * len(chunk))}) AND {sql} AND doc IS NOT NULL AND norm_name != ?",
+                    [*chunk, *params, USER_ENTITY]))  # not the user's node, nor a speaker
         out = []
         for other, (origin, predicate) in via.items():
             row = by_id.get(other)

@@ -21,6 +21,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from tiers.graph.names import resolve_key
 from tiers.records.types import Triple, utc_from_timestamp
 from tiers.storage.backend import Scope, Storage, loads
 
@@ -47,6 +48,7 @@ def triples_of(storage: Storage, scope: Scope, *, key: str | None = None) -> lis
     sql = f"t.user_id = ? AND {agent_sql}"
     params = [scope.user_id, *params]
     if key is not None:
+        key = resolve_key(storage, scope, key)  # a name of the user's: the user's node
         sql += " AND (s.norm_name = ? OR o.norm_name = ?)"
         params += [key, key]
     return _triple_rows(storage, sql, params)
@@ -55,6 +57,7 @@ def triples_of(storage: Storage, scope: Scope, *, key: str | None = None) -> lis
 def neighborhood(storage: Storage, scope: Scope, key: str, *, depth: int = 1) -> list[Triple]:
     """Triples reachable from the entity stored under ``key`` within ``depth`` hops (either direction)."""
     agent_sql, agent_params = scope.agent_clause()
+    key = resolve_key(storage, scope, key)
     start = storage.execute(
         f"SELECT id FROM entities WHERE user_id = ? AND {agent_sql} AND norm_name = ?",
         [scope.user_id, *agent_params, key]).fetchall()

@@ -159,7 +159,7 @@ def mentioned_only_in(storage: Storage, user_id: str, items: Sequence[Mapping[st
         chunk = moments[start:start + 500]
         for entity_id, name, seen in storage.execute(
                 "SELECT id, name, first_seen FROM entities e WHERE user_id = ? AND mention_count <= 1 "
-                f"AND first_seen IN ({','.join('?' * len(chunk))}) AND name != 'user' "
+                f"AND first_seen IN ({','.join('?' * len(chunk))}) AND norm_name != 'user' "
                 f"AND COALESCE({storage.dialect.json_text('attributes', 'relation')}, '') != 'self' "
                 "AND NOT EXISTS (SELECT 1 FROM triples t WHERE (t.subject_id = e.id OR t.object_id = e.id) AND t.user_id = e.user_id)",
                 [user_id, *chunk]).fetchall():

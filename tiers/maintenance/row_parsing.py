@@ -28,7 +28,7 @@ from scoring.errors import ConflictError, MemoryValueError
 from tiers.maintenance.row_export import FORMAT, FORMAT_VERSION
 from tiers.records.values import MAX_JSON_DEPTH, holds_nul, json_depth
 from tiers.storage.backend import SCHEMA_VERSION
-from tiers.storage.schema import upgrade_row
+from tiers.storage.schema import merge_slot_rows, upgrade_row
 from tiers.storage.user_tables import Column, TableInfo, is_derived
 
 __all__ = ["ParsedExport", "parse_export", "import_error"]
@@ -143,6 +143,7 @@ def parse_export(lines: Iterable[str], *, source: str, tables: Sequence[TableInf
     header: dict[str, Any] | None = None
     rows: list[tuple[int, TableInfo, dict[str, Any]]] = []
     users: list[str] = []
+    slots = False  # a relation named as schema 4 named the speaker's slots ("my_car")
     for number, text in enumerate(lines, start=1):
         if not text.strip():
             continue
@@ -173,6 +174,7 @@ def parse_export(lines: Iterable[str], *, source: str, tables: Sequence[TableInf
             raise import_error(source, number, f"unknown kind {kind!r}; this memory holds {sorted(by_name)}")
         if set(obj) != {"kind", "row"} or not isinstance(obj["row"], dict):
             raise import_error(source, number, 'expected {"kind": ..., "row": {...}}')
+        slots = slots or (kind == "triples" and str(obj["row"].get("predicate", "")).startswith("my_"))
         row = upgrade_row(kind, dict(obj["row"]))  # an older export's values and columns, as stored now
         names = table.column_names
         if set(row) != set(names):
@@ -192,6 +194,9 @@ def parse_export(lines: Iterable[str], *, source: str, tables: Sequence[TableInf
         rows.append((number, table, checked))
     if header is None:
         raise import_error(source, None, "empty: no header line")
+    if slots:  # "my_car" and "car" of the same subject and object: one relation now
+        kept = {id(row) for row in merge_slot_rows([row for _, table, row in rows if table.name == "triples"])}
+        rows = [(number, table, row) for number, table, row in rows if table.name != "triples" or id(row) in kept]
     return ParsedExport(source, header, rows, users)
 
 

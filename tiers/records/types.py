@@ -316,6 +316,10 @@ class ExtractedTriple(Record):
     predicate: str = Field(min_length=1, description="snake_case relation, e.g. 'lives_in'.")
     object: str = Field(min_length=1)
     confidence: float = Field(default=1.0, ge=0.0, le=1.0)
+    single: bool = Field(default=False, description=(
+        "The subject holds one object of this relation at a time: a new object ends the old "
+        "(the speaker's slots: 'my car is a Civic', then 'my car is a Golf now'). The relations of "
+        "tiers.graph.entities.FUNCTIONAL_PREDICATES are single-valued whatever this says."))
 
 
 class Extraction(Record):

@@ -23,7 +23,7 @@ The ``ingested`` table (:mod:`tiers.maintenance.ingested`) is created on first u
 :data:`INGESTED_PG` is its DDL.
 
 Version history: PostgreSQL schemas start at :data:`tiers.storage.schema.SCHEMA_VERSION` 3;
-:data:`MIGRATIONS_PG` holds what each later version adds (4: ``keyed_items.vectors``).
+:data:`MIGRATIONS_PG` holds what each later version adds (4: ``keyed_items.vectors``; 5: ``triples.single``, the ``my_`` slots renamed).
 
     >>> from tiers.storage.schema import SCHEMA_OBJECTS
     >>> sorted(SCHEMA_OBJECTS_PG ^ SCHEMA_OBJECTS)  # the trigger is a foreign key here
@@ -38,7 +38,7 @@ import re
 from typing import TYPE_CHECKING, Any
 
 from scoring.errors import StorageError
-from tiers.storage.schema import SCHEMA_VERSION, stored_version
+from tiers.storage.schema import MERGE_SLOT_PREDICATES, SCHEMA_VERSION, stored_version
 
 if TYPE_CHECKING:
     import psycopg
@@ -173,6 +173,7 @@ CREATE TABLE IF NOT EXISTS triples (
     metadata TEXT COLLATE "C" NOT NULL DEFAULT '{}',
     valid_to DOUBLE PRECISION,
     superseded_by TEXT COLLATE "C",
+    single BIGINT NOT NULL DEFAULT 0,
     UNIQUE (user_id, agent_id, subject_id, predicate, object_id)
 );
 CREATE UNIQUE INDEX IF NOT EXISTS triples_id ON triples(id);
@@ -276,6 +277,7 @@ FIRST_VERSION_PG = 3
 #: so they can run twice (``ADD COLUMN IF NOT EXISTS``).
 MIGRATIONS_PG: dict[int, tuple[str, ...]] = {
     4: ('ALTER TABLE keyed_items ADD COLUMN IF NOT EXISTS vectors TEXT COLLATE "C"',),
+    5: ("ALTER TABLE triples ADD COLUMN IF NOT EXISTS single BIGINT NOT NULL DEFAULT 0", *MERGE_SLOT_PREDICATES),
 }
 
 #: The oldest server accepted, as ``server_version_num``.

@@ -11,7 +11,10 @@ Versions: 1, the first; 2, a fact pushed out by ``long_term_limit`` is ``archive
 3, facts are bi-temporal: besides when they were true (``valid_from``, ``valid_to``)
 they keep when the memory stored them (``recorded_at``) and retired them
 (``superseded_at``); 4, a keyed item may carry the vectors of its indexed fields
-(``keyed_items.vectors``, :mod:`tiers.items.vectors`).
+(``keyed_items.vectors``, :mod:`tiers.items.vectors`); 5, a relation says whether it is
+single-valued (``triples.single``) instead of its predicate starting ``my_``: the speaker's
+slots lose the prefix (``my_car`` is ``car``, single), a relation stored under both names
+merged into one (:data:`MERGE_SLOT_PREDICATES`).
 """
 
 from __future__ import annotations
@@ -26,10 +29,10 @@ import sqlite_utils
 
 from scoring.errors import StorageError
 
-__all__ = ["SCHEMA_VERSION", "SCHEMA", "TRIGGERS", "SCHEMA_OBJECTS", "MIGRATIONS", "refuse_foreign_file", "check_ownership",
-           "stored_version", "migrate", "upgrade_row"]
+__all__ = ["SCHEMA_VERSION", "SCHEMA", "TRIGGERS", "SCHEMA_OBJECTS", "MIGRATIONS", "MERGE_SLOT_PREDICATES",
+           "refuse_foreign_file", "check_ownership", "stored_version", "migrate", "upgrade_row", "merge_slot_rows"]
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 SQLITE_MAGIC = b"SQLite format 3\x00"
 
 SCHEMA = """
@@ -159,6 +162,7 @@ CREATE TABLE IF NOT EXISTS triples (
     metadata TEXT NOT NULL DEFAULT '{}',
     valid_to REAL,
     superseded_by TEXT,
+    single INTEGER NOT NULL DEFAULT 0,
     UNIQUE (user_id, agent_id, subject_id, predicate, object_id)
 );
 CREATE UNIQUE INDEX IF NOT EXISTS triples_id ON triples(id);
@@ -259,7 +263,46 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
         "UPDATE facts SET superseded_at = valid_to WHERE status = 'superseded' AND superseded_at IS NULL"),
     # Keyed items carry the vectors of their indexed fields (none for the items stored before).
     4: ("ALTER TABLE keyed_items ADD COLUMN vectors TEXT",),
+    # Single-valued relations say so (triples.single); the speaker's slots lose their "my_" prefix.
+    5: ("ALTER TABLE triples ADD COLUMN single INTEGER NOT NULL DEFAULT 0",),
 }
+
+_TWIN = ("o.user_id = triples.user_id AND o.agent_id = triples.agent_id AND o.subject_id = triples.subject_id "
+         "AND o.object_id = triples.object_id")
+_SLOT = "substr({0}.predicate, 1, 3) = 'my_' AND length({0}.predicate) > 3"
+
+#: Schema 5's renaming of the speaker's slots, the same SQL on SQLite and PostgreSQL: a ``my_X``
+#: relation becomes ``X`` marked single; where the same ``X`` relation (same user, agent, subject
+#: and object) is stored too, the two become one row (the ``X`` row's id): mentions summed, the
+#: earlier creation and the later update, the higher confidence, live if either was (else the
+#: later end and what superseded it), references to the ``my_X`` row (``superseded_by``) moved to it.
+MERGE_SLOT_PREDICATES: tuple[str, ...] = (
+    # references to a my_X row that has a twin point to the twin
+    "UPDATE triples SET superseded_by = (SELECT t.id FROM triples o JOIN triples t ON t.user_id = o.user_id "
+    "AND t.agent_id = o.agent_id AND t.subject_id = o.subject_id AND t.object_id = o.object_id "
+    "AND o.predicate = 'my_' || t.predicate WHERE o.id = triples.superseded_by AND o.user_id = triples.user_id) "
+    "WHERE superseded_by IN (SELECT o.id FROM triples o JOIN triples t ON t.user_id = o.user_id "
+    "AND t.agent_id = o.agent_id AND t.subject_id = o.subject_id AND t.object_id = o.object_id "
+    "AND o.predicate = 'my_' || t.predicate WHERE o.user_id = triples.user_id)",
+    # the twin takes in the my_X row
+    "UPDATE triples SET mention_count = triples.mention_count + o.mention_count, "
+    "created_at = CASE WHEN o.created_at < triples.created_at THEN o.created_at ELSE triples.created_at END, "
+    "updated_at = CASE WHEN o.updated_at > triples.updated_at THEN o.updated_at ELSE triples.updated_at END, "
+    "confidence = CASE WHEN o.confidence > triples.confidence THEN o.confidence ELSE triples.confidence END, "
+    "source_message_id = CASE WHEN triples.source_message_id IS NULL OR (o.source_message_id IS NOT NULL "
+    "AND o.created_at < triples.created_at) THEN o.source_message_id ELSE triples.source_message_id END, "
+    "metadata = CASE WHEN triples.metadata = '{}' THEN o.metadata ELSE triples.metadata END, "
+    "valid_to = CASE WHEN triples.valid_to IS NULL OR o.valid_to IS NULL THEN NULL "
+    "WHEN o.valid_to > triples.valid_to THEN o.valid_to ELSE triples.valid_to END, "
+    "superseded_by = CASE WHEN triples.valid_to IS NULL OR o.valid_to IS NULL THEN NULL "
+    "WHEN o.valid_to > triples.valid_to THEN o.superseded_by ELSE triples.superseded_by END, "
+    f"single = 1 FROM triples o WHERE {_TWIN} AND o.predicate = 'my_' || triples.predicate",
+    f"DELETE FROM triples WHERE {_SLOT.format('triples')} AND EXISTS (SELECT 1 FROM triples o WHERE {_TWIN} "
+    "AND triples.predicate = 'my_' || o.predicate)",
+    f"UPDATE triples SET predicate = substr(predicate, 4), single = 1 WHERE {_SLOT.format('triples')}",
+    "UPDATE triples SET superseded_by = NULL WHERE superseded_by = id",
+)
+MIGRATIONS[5] += MERGE_SLOT_PREDICATES
 
 _ADD_COLUMN = re.compile(r"ALTER TABLE (\w+) ADD COLUMN (\w+)")
 
@@ -383,4 +426,51 @@ def upgrade_row(table: str, row: dict[str, Any]) -> dict[str, Any]:
     if table == "facts" and "created_at" in row:
         row.setdefault("recorded_at", row["created_at"])
         row.setdefault("superseded_at", row.get("valid_to") if row.get("status") == "superseded" else None)
+    if table == "triples" and "predicate" in row:
+        row.setdefault("single", 0)
+        predicate = row["predicate"]
+        if isinstance(predicate, str) and predicate.startswith("my_") and len(predicate) > 3:
+            row["predicate"], row["single"] = predicate[3:], 1  # schema 5: a slot named by its attribute
     return row
+
+
+def merge_slot_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Of an older export's ``triples`` rows (upgraded by :func:`upgrade_row`), one per relation:
+    where a ``my_X`` row, renamed ``X``, meets an ``X`` row of the same user, agent, subject and
+    object, the two become one as :data:`MERGE_SLOT_PREDICATES` merges them in a file (the first
+    row's id; the other's references follow). Rows are dicts with the ``triples`` columns.
+
+    >>> a = {"id": "tri_a", "user_id": "u", "agent_id": "", "subject_id": "e1", "predicate": "car", "object_id": "e2",
+    ...      "confidence": 0.5, "mention_count": 1, "created_at": 2.0, "updated_at": 2.0, "source_message_id": None,
+    ...      "metadata": "{}", "valid_to": 3.0, "superseded_by": "tri_c", "single": 1}
+    >>> b = {**a, "id": "tri_b", "confidence": 0.9, "created_at": 1.0, "valid_to": None, "superseded_by": None}
+    >>> [(r["id"], r["mention_count"], r["created_at"], r["valid_to"], r["confidence"]) for r in merge_slot_rows([a, b])]
+    [('tri_a', 2, 1.0, None, 0.9)]
+    """
+    kept: dict[tuple[Any, ...], dict[str, Any]] = {}
+    moved: dict[tuple[Any, Any], Any] = {}  # (user, merged id) -> kept id
+    for row in rows:
+        key = (row.get("user_id"), row.get("agent_id"), row.get("subject_id"), row.get("predicate"), row.get("object_id"))
+        first = kept.get(key)
+        if first is None:
+            kept[key] = row
+            continue
+        moved[row.get("user_id"), row.get("id")] = first.get("id")
+        live = first.get("valid_to") is None or row.get("valid_to") is None
+        later = row if not live and row["valid_to"] > first["valid_to"] else first
+        first.update(
+            mention_count=first["mention_count"] + row["mention_count"],
+            created_at=min(first["created_at"], row["created_at"]), updated_at=max(first["updated_at"], row["updated_at"]),
+            confidence=max(first["confidence"], row["confidence"]),
+            source_message_id=first.get("source_message_id") if first.get("source_message_id") is not None and (
+                row.get("source_message_id") is None or first["created_at"] <= row["created_at"])
+            else row.get("source_message_id"),
+            metadata=row.get("metadata") if first.get("metadata") == "{}" else first.get("metadata"),
+            valid_to=None if live else later["valid_to"], superseded_by=None if live else later.get("superseded_by"),
+            single=max(int(first.get("single") or 0), int(row.get("single") or 0)))
+    out = list(kept.values())
+    for row in out:
+        target = moved.get((row.get("user_id"), row.get("superseded_by")))
+        if target is not None:
+            row["superseded_by"] = None if target == row.get("id") else target
+    return out

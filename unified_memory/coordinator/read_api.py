@@ -18,7 +18,7 @@ from datetime import datetime
 from typing import Any, Literal
 
 from tiers.graph.cards import describe
-from tiers.graph.entities import USER_ENTITY
+from tiers.graph.entities import is_user_node
 from tiers.storage.backend import SCHEMA_VERSION
 from unified_memory.config import MemoryConfig
 from unified_memory.coordinator.backend import Backend
@@ -254,7 +254,7 @@ class ReadingAPI:
             sections["entities"] = [
                 RecallHit(id=e.id, tier="entity", text=describe(e, []), score=float(e.mention_count), components={"mentions": e.mention_count},
                           metadata=e.metadata, created_at=e.last_seen)
-                for e in entities if e.name != USER_ENTITY]
+                for e in entities if not is_user_node(e)]
         conversation = self._window_until_written() if include_conversation else []
         if moment is not None:
             conversation = [m for m in conversation if m.created_at is None or m.created_at.timestamp() <= moment]

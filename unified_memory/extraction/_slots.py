@@ -6,8 +6,8 @@ Private: used by :mod:`unified_memory.extraction.rules`. :func:`slot_hits` retur
 attribute names the slot: a possessed noun ("my swim coach" -> ``swim_coach``), a
 kind of device or vehicle known by its brand ("an iPhone 12" -> ``phone``), what is
 counted ("three cats" -> ``number_of_cats``), a partner, a sport, an instrument, a
-language being learnt. Their triples use predicates starting ``my_``, which the graph
-treats as single-valued.
+language being learnt. Their triples are named by the attribute (``swim_coach``) and marked
+single-valued (:attr:`~tiers.records.types.ExtractedTriple.single`): a new value ends the old.
 
     >>> [(h.attribute, h.value) for h in slot_hits("My swim coach is Petra.")]
     [('swim_coach', 'Petra')]
@@ -279,8 +279,8 @@ def slot_hits(sentence: str) -> list[Hit]:
             clause = re.split(r"[;,]|\s[-\u2013\u2014]\s", before)[-1]
             if hit is not None and not _PAST.search(clause) and not _FROM.search(clause):
                 hits.append(hit)
-    known = {h.value.casefold() for h in hits if h.predicate[3:] in _BRANDS}
-    hits = [h for h in hits if h.predicate[3:] in _BRANDS or h.value.casefold() not in known]  # the kind wins
+    known = {h.value.casefold() for h in hits if h.attribute in _BRANDS}
+    hits = [h for h in hits if h.attribute in _BRANDS or h.value.casefold() not in known]  # the kind wins
     hits.sort(key=lambda h: h.start)
     return hits
 
@@ -292,10 +292,10 @@ _frames: GateChoices[tuple[str, re.Pattern[str]]] = GateChoices(lambda: _GATED_F
 def _make(m: re.Match[str], attribute: str | None, value: str, category: str,
           predicate: str | None = None) -> Hit | None:
     """A slot hit (none without an attribute or a value, or with a value too long to be one); its triple's
-    predicate is ``my_<attribute>``."""
+    predicate is the attribute (unless ``predicate`` is given), single-valued."""
     if not attribute or not value or len(value) > MAX_VALUE:
         return None
-    return Hit(m.start(), _USER, predicate or "my_" + attribute, value, attribute, "value", category, extra=_FRAME)
+    return Hit(m.start(), _USER, predicate or attribute, value, attribute, "value", category, extra=_FRAME)
 
 
 def _hit(sentence: str, kind: str, m: re.Match[str]) -> Hit | None:

@@ -78,6 +78,8 @@ class TripleReply(_Strict):
     subject: str = Field(description="An entity name, or 'user' for the speaker.")
     predicate: str = Field(description="snake_case relation, e.g. 'lives_in', 'has_sister'.")
     object: str
+    single: bool = Field(default=False, description="true when the subject has one object of this relation at "
+                         "a time, so a new object replaces the old (e.g. 'car', 'favorite_band', 'gp').")
 
 
 class ExtractionReply(_Strict):
@@ -155,7 +157,7 @@ def _convert(reply: ExtractionReply) -> Extraction:
     entities = [ExtractedEntity(name=e.name.strip(), type=e.type.strip() or "thing", attributes=dict(e.attributes))
                 for e in reply.entities if e.name.strip()]
     triples = [ExtractedTriple(subject=t.subject.strip(), predicate=re.sub(r"\s+", "_", t.predicate.strip()),
-                               object=t.object.strip())
+                               object=t.object.strip(), single=t.single)
                for t in reply.triples if t.subject.strip() and t.predicate.strip() and t.object.strip()]
     return Extraction(facts=facts, entities=entities, triples=triples)
 

@@ -203,7 +203,7 @@ class Promoter:
         flat = [item for batch in batches for item in batch]
         written = self.facts.add(scope, flat, now=now) if flat else []
         retired = [old for write in written for old in write.superseded]
-        if retired:  # what the old facts stated in the graph ("my_car Civic") ends with them
+        if retired:  # what the old facts stated in the graph ("car Civic") ends with them
             end_stated(self.graph, scope, statements(self.facts.storage, scope, retired), now=now)
         for write in written:
             (report.facts_created if write.action == "created" else report.facts_reinforced).append(write.id)

@@ -116,21 +116,21 @@ _QUESTIONS: tuple[tuple[re.Pattern[str], str, str], ...] = tuple((re.compile(q, 
 
 
 def _one_name_per_relation(hits: list[Hit]) -> list[Hit]:
-    """One hit per relation the sentence states: where the speaker's slot (``my_<attribute>``)
-    and another pattern name the same attribute and value, the one the graph keeps single-valued
-    stays (a new value must end the old): the named relation when it is single-valued ("My
-    birthday is May 3": ``birthday``), else the slot ("My favorite band is Big Thief":
-    ``my_favorite_band``, not ``favorite_band``).
+    """One hit per relation the sentence states: where the speaker's slot (a single-valued
+    relation named by its attribute) and another pattern name the same attribute and value, the
+    one the graph keeps single-valued stays (a new value must end the old): the named relation
+    when it is single-valued ("My birthday is May 3": ``birthday``), else the slot ("My favorite
+    band is Big Thief": ``favorite_band``, single-valued).
 
     >>> from unified_memory.extraction._patterns import find_hits
     >>> from unified_memory.extraction._slots import slot_hits
     >>> def kept(sentence):
     ...     return sorted({h.predicate for h in _one_name_per_relation(find_hits(sentence) + slot_hits(sentence))})
     >>> kept("My birthday is May 3."), kept("My favorite band is Big Thief.")
-    (['birthday'], ['my_favorite_band'])
+    (['birthday'], ['favorite_band'])
     """
     def key(hit: Hit) -> tuple[Any, str, str]:
-        return hit.who, hit.attribute or hit.predicate.removeprefix("my_"), hit.value.casefold()
+        return hit.who, hit.attribute or hit.predicate, hit.value.casefold()
 
     slots = {key(h) for h in hits if h.extra.get("frame") == "slot"}
     named = {key(h): single_valued(h.predicate) for h in hits if h.extra.get("frame") != "slot" and key(h) in slots}
@@ -376,10 +376,15 @@ class _Builder:
         if known.type == "thing" and kind != "thing":
             known.type = kind
 
-    def triple(self, subject: str, predicate: str, obj: str) -> None:
-        if subject and predicate and obj and (subject, predicate, obj) not in self.triples:
+    def triple(self, subject: str, predicate: str, obj: str, *, single: bool = False) -> None:
+        if not (subject and predicate and obj):
+            return
+        known = self.triples.get((subject, predicate, obj))
+        if known is None:
             self.triples[subject, predicate, obj] = trusted_record(
-                ExtractedTriple, subject=subject, predicate=predicate, object=obj, confidence=1.0)
+                ExtractedTriple, subject=subject, predicate=predicate, object=obj, confidence=1.0, single=single)
+        elif single:
+            known.single = True
 
     def add_hit(self, hit: Hit) -> None:
         who = hit.who
@@ -403,7 +408,7 @@ class _Builder:
             self.entity(hit.value, hit.kind, {})
         elif hit.kind == "animal":
             self.entity(hit.value, "animal", dict(hit.extra))
-        self.triple(display, hit.predicate, hit.value)
+        self.triple(display, hit.predicate, hit.value, single=hit.extra.get("frame") == "slot")
 
 
 _ANIMALS = frozenset("dog cat puppy kitten parrot rabbit hamster horse bird turtle snake lizard fish pony".split())

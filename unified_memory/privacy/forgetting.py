@@ -102,7 +102,7 @@ def _forget_items(backend: Backend, user_id: str, ids: list[str]) -> dict[str, i
     if gone_messages:  # facts and relations taken only from forgotten turns derive from them: they go too
         derived = derived_from_messages(storage, user_id, gone_messages)
     removed = delete_items(storage, user_id, derived) if derived else {}
-    # relations a remembered fact stated ("My PIN is 4711": user my_pin 4711) go with the fact
+    # relations a remembered fact stated ("My PIN is 4711": user pin 4711) go with the fact
     gone_facts = [*deleted.get("facts", []), *removed.get("facts", [])]
     stated = delete_items(storage, user_id, derived_from_facts(storage, user_id, gone_facts)) if gone_facts else {}
     for table, rows in stated.items():

@@ -184,7 +184,7 @@ class Scrubber:
             from tiers.facts.writes import fact_key
 
             out["norm_key"] = fact_key(out["text"])
-        if table == "entities" and out.get("name") != row.get("name"):
+        if table == "entities" and out.get("name") != row.get("name") and row.get("norm_name") != "user":  # the user keeps its key
             from tiers.graph.entities import norm_name
 
             out["norm_name"] = norm_name(out["name"])

@@ -488,7 +488,7 @@ def test_a_verb_after_and_shares_the_sentences_i_only():
 ])
 def test_prepositions_nouns_and_clauses_are_no_preference_or_team(text):
     out = extract(text, name="Caroline")
-    assert not [t for t in out.triples if t.predicate in ("likes", "dislikes", "my_team") and t.object not in ("tattoo", "having you in my corner")]
+    assert not [t for t in out.triples if t.predicate in ("likes", "dislikes", "team") and t.object not in ("tattoo", "having you in my corner")]
 
 
 @pytest.mark.parametrize(("text", "expected"), [
@@ -497,7 +497,7 @@ def test_prepositions_nouns_and_clauses_are_no_preference_or_team(text):
     ("Maria does love hiking.", ("Maria", "likes", "hiking")),
     ("Jon and Gina love dancing.", ("Gina", "likes", "dancing")),
     ("I love camping trips with my fam, 'cause nature brings such peace.", ("Nate", "likes", "camping trips")),
-    ("I support Arsenal.", ("Nate", "my_team", "Arsenal")),
+    ("I support Arsenal.", ("Nate", "team", "Arsenal")),
     ("I love all the yellow leaves.", ("Nate", "likes", "yellow leaves")),
     ("I love Will Smith.", ("Nate", "likes", "Will Smith")),  # a name is no auxiliary
 ])
@@ -513,20 +513,22 @@ def test_verbs_of_preference_and_teams_still_found(text, expected):
 def test_how_something_is_fills_no_slot(text):
     """An evaluation is not a value: a later "my family is always there" must not supersede it."""
     out = extract(text, name="John")
-    assert not [t for t in out.triples if t.predicate.startswith("my_")], out.triples
+    assert not [t for t in out.triples if t.single], out.triples
     assert all(f.attribute is None for f in out.facts)
 
 
 @pytest.mark.parametrize(("text", "expected"), [
-    ("My coach is Petra.", ("John", "my_coach", "Petra")),
+    ("My coach is Petra.", ("John", "coach", "Petra")),
     ("My favorite dairy-free treat is this amazing chocolate tart.",
-     ("John", "my_favorite_dairy_free_treat", "this amazing chocolate tart")),
-    ("Our team lead is Sofia.", ("John", "my_team_lead", "Sofia")),
-    ("My car is a Honda Civic.", ("John", "my_car", "Honda Civic")),
-    ("My favorite band is Big Thief.", ("John", "my_favorite_band", "Big Thief")),  # a name is no evaluation
+     ("John", "favorite_dairy_free_treat", "this amazing chocolate tart")),
+    ("Our team lead is Sofia.", ("John", "team_lead", "Sofia")),
+    ("My car is a Honda Civic.", ("John", "car", "Honda Civic")),
+    ("My favorite band is Big Thief.", ("John", "favorite_band", "Big Thief")),  # a name is no evaluation
 ])
 def test_what_something_is_still_fills_its_slot(text, expected):
-    assert expected in triples(extract(text, name="John"))
+    out = extract(text, name="John")
+    assert expected in triples(out)
+    assert [t.single for t in out.triples if (t.subject, t.predicate, t.object) == expected] == [True]  # a slot
 
 
 @pytest.mark.parametrize("text", ["Look [shares a photo of a laptop on a black surface]",
@@ -535,13 +537,15 @@ def test_what_something_is_still_fills_its_slot(text, expected):
 def test_a_thing_is_its_head_word_and_a_word_brand_needs_its_capital(text):
     """"a black surface" is no Microsoft Surface, and "a bed using a laptop" is a bed: neither is a
     computer (a later one would supersede the computer the user named)."""
-    assert not [t for t in extract(text, name="John").triples if t.predicate == "my_computer"]
+    assert not [t for t in extract(text, name="John").triples if t.predicate == "computer"]
 
 
 @pytest.mark.parametrize(("text", "expected"), [
-    ("I use a Surface Pro.", ("John", "my_computer", "Surface Pro")),
-    ("I drive a silver 2019 Honda Civic.", ("John", "my_car", "silver 2019 Honda Civic")),
-    ("I got a Galaxy S23.", ("John", "my_phone", "Galaxy S23")),
+    ("I use a Surface Pro.", ("John", "computer", "Surface Pro")),
+    ("I drive a silver 2019 Honda Civic.", ("John", "car", "silver 2019 Honda Civic")),
+    ("I got a Galaxy S23.", ("John", "phone", "Galaxy S23")),
 ])
 def test_brands_still_name_their_kind(text, expected):
-    assert expected in triples(extract(text, name="John"))
+    out = extract(text, name="John")
+    assert expected in triples(out)
+    assert all(t.single for t in out.triples if (t.subject, t.predicate, t.object) == expected)
