@@ -11,9 +11,9 @@ import uuid
 
 import pytest
 from fastapi.testclient import TestClient
-from markupsafe import escape
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from markupsafe import escape
 
 from tests.console.conftest import XSS, Site, form_value, sign_in
 from tiers.maintenance.keys import KeyRing

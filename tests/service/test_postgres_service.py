@@ -110,4 +110,4 @@ def test_a_service_on_postgresql_with_pgvector_needs_no_local_disk(pgvector_url,
             assert elsewhere.recall("which instrument does Maria play?")[0].text == "My sister Maria plays the cello"
             logs = host_a.log() + host_b.log()
     assert "Traceback" not in logs and "ERROR" not in logs, logs[-3000:]
-    assert "(API docs at /docs)" in logs and "MCP at /mcp" not in logs  # --no-mcp: not announced
+    assert "(API docs at /docs, console at /ui)" in logs and "MCP at /mcp" not in logs  # --no-mcp: not announced

@@ -81,9 +81,10 @@ def test_a_graph_written_before_is_merged_on_the_next_write_naming_the_user():
     user's name is next stated; nothing the two held is lost."""
     from tiers.records.types import ExtractedEntity, ExtractedTriple
     from tiers.storage.backend import Scope
+    from unified_memory.testing import internals
 
     with UnifiedMemory(user_id="ada", retrieval="lexical", clock=lambda: NOW) as mem:
-        graph = mem._view.backend.graph
+        graph = internals(mem).graph
         scope = Scope("ada")
         with graph.storage.atomic():  # as the old code wrote it
             graph.upsert(scope, [ExtractedEntity(name="Ada", type="person", attributes={"relation": "self"})], now=1.0)

@@ -3,4 +3,7 @@ a filtered, sorted page of facts and how many there are, facts over time, the me
 from and the facts a message produced, conversations and their turns, and what forgetting an item
 would take with it. Every query is about one user (``user_id = ?`` in every statement and join),
 parameterised, and bounded (a page, a number of buckets, a capped list).
+
+May import: :mod:`tiers.facts`, :mod:`tiers.graph`, :mod:`tiers.maintenance`, :mod:`tiers.candidates`
+(the modules at the top of tiers: the episodic log), :mod:`tiers.storage`, :mod:`tiers.records`, :mod:`scoring`.
 """

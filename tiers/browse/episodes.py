@@ -25,8 +25,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from tiers.facts.listing import _columns, row_to_fact
 from tiers.facts.access import USES_JOIN
+from tiers.facts.listing import _columns, row_to_fact
 from tiers.records.scope import NO_SCOPE, Scope
 from tiers.records.types import Episode, Fact
 from tiers.storage.backend import Storage

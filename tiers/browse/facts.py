@@ -65,27 +65,27 @@ class FactQuery:
         """``WHERE`` conditions over ``facts`` and their parameters."""
         agent_sql, params = scope.agent_clause("facts.agent_id")
         sql = f"facts.user_id = ? AND {agent_sql}"
-        params = [scope.user_id, *params]
+        values: list[Any] = [scope.user_id, *params]
         stored = [s for s in self.statuses if s != "expired"]
         parts: list[str] = []
         if stored:
             parts.append(f"status IN ({', '.join('?' * len(stored))})")
-            params += stored
+            values += stored
         if "expired" in self.statuses and self.now is not None:
             parts.append("(status = 'active' AND expires_at IS NOT NULL AND expires_at <= ?)")
-            params.append(self.now)
+            values.append(self.now)
         sql += f" AND ({' OR '.join(parts)})" if parts else " AND 1 = 0"
-        for condition, value in ((f"category = ?", self.category), ("importance >= ?", self.min_importance),
+        for condition, value in (("category = ?", self.category), ("importance >= ?", self.min_importance),
                                  ("importance <= ?", self.max_importance), (f"{VALID_FROM} >= ?", self.since),
                                  (f"{VALID_FROM} < ?", self.until)):
             if value is not None:
                 sql += f" AND {condition}"
-                params.append(value)
+                values.append(value)
         if self.contains:
             escaped = self.contains.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
             sql += f" AND text {storage.dialect.like_any_case} ? ESCAPE '\\'"
-            params.append(f"%{escaped}%")
-        return sql, params
+            values.append(f"%{escaped}%")
+        return sql, values
 
 
 @dataclass(frozen=True)

@@ -45,14 +45,14 @@ class EntityCard:
 
 
 def entity_card(storage: Storage, scope: Scope, name: str) -> EntityCard | None:
-    """The user's entity called ``name`` (any case), or None."""
-    from tiers.graph.entities import norm_name
+    """The user's entity called ``name`` (any case; the user's own names find the user's node), or None."""
+    from tiers.graph.names import norm_name, resolve_key
 
     agent_sql, agent = scope.agent_clause()
     row = storage.execute(
         f"SELECT id, name, type, COALESCE(description, ''), mention_count, first_seen, last_seen FROM entities "
         f"WHERE user_id = ? AND {agent_sql} AND norm_name = ? ORDER BY seq LIMIT 1",
-        [scope.user_id, *agent, norm_name(name)]).fetchone()
+        [scope.user_id, *agent, resolve_key(storage, scope, norm_name(name))]).fetchone()
     return None if row is None else EntityCard(row[0], row[1], row[2], row[3], int(row[4]), float(row[5]),
                                                 float(row[6]))
 

@@ -32,6 +32,7 @@ from typing import Any
 from scoring.text import term_set
 from tiers.candidates import CandidateQuery, EntityDetail, LinkedCandidate, RecallCandidate
 from tiers.graph.cards import ENTITY_COLUMNS, describe, description, index_text, relations, to_entity
+from tiers.graph.merging import merge_entity
 from tiers.graph.names import USER_ENTITY, alias_keys, aliases_of, is_user_node, norm_name, own_attributes
 from tiers.graph.triples import neighborhood, triples_of
 from tiers.indexes.documents import Candidate, DocumentIndex, SearchMode
@@ -314,52 +315,11 @@ class EntityGraph:
         return node_id, touched
 
     def _merge_into(self, scope: Scope, node_id: str, other: str) -> set[str]:
-        """Make the entity ``other`` the node ``node_id``: its relations move (one that the node
-        already has is merged into it: mentions summed, the earlier creation, live if either
-        was), its mentions, sightings and attributes join the node's; it is deleted. Returns the
-        entities whose documents change."""
-        storage, user, agent = self.storage, scope.user_id, scope.agent_id
-        touched: set[str] = set()
-        rows = storage.query(
-            "SELECT id, subject_id, predicate, object_id, mention_count, created_at, updated_at, confidence, valid_to, "
-            "superseded_by, single FROM triples WHERE subject_id = ? AND user_id = ? AND agent_id = ? UNION "
-            "SELECT id, subject_id, predicate, object_id, mention_count, created_at, updated_at, confidence, valid_to, "
-            "superseded_by, single FROM triples WHERE object_id = ? AND user_id = ? AND agent_id = ?",
-            [other, user, agent, other, user, agent])
-        for row in rows:
-            subject = node_id if row["subject_id"] == other else row["subject_id"]
-            obj = node_id if row["object_id"] == other else row["object_id"]
-            touched.update((subject, obj))
-            twin = storage.query(
-                "SELECT id, mention_count, created_at, updated_at, confidence, valid_to, superseded_by, single "
-                "FROM triples WHERE user_id = ? AND agent_id = ? AND subject_id = ? AND predicate = ? AND object_id = ?",
-                [user, agent, subject, row["predicate"], obj])
-            if not twin:
-                storage.execute("UPDATE triples SET subject_id = ?, object_id = ? WHERE id = ?", [subject, obj, row["id"]])
-                continue
-            kept = twin[0]
-            live = kept["valid_to"] is None or row["valid_to"] is None
-            later = row if not live and row["valid_to"] > kept["valid_to"] else kept
-            storage.execute(
-                "UPDATE triples SET mention_count = ?, created_at = ?, updated_at = ?, confidence = ?, valid_to = ?, "
-                "superseded_by = ?, single = ? WHERE id = ?",
-                [kept["mention_count"] + row["mention_count"], min(kept["created_at"], row["created_at"]),
-                 max(kept["updated_at"], row["updated_at"]), max(kept["confidence"], row["confidence"]),
-                 None if live else later["valid_to"], None if live else later["superseded_by"],
-                 max(kept["single"], row["single"]), kept["id"]])
-            storage.execute("DELETE FROM triples WHERE id = ?", [row["id"]])
-            storage.execute("UPDATE triples SET superseded_by = ? WHERE superseded_by = ? AND user_id = ?",
-                            [kept["id"], row["id"], user])
-        mine, theirs = (storage.query("SELECT mention_count, first_seen, last_seen, attributes FROM entities WHERE id = ?",
-                                      [i])[0] for i in (node_id, other))
-        storage.execute(
-            "UPDATE entities SET mention_count = ?, first_seen = ?, last_seen = ?, attributes = ? WHERE id = ?",
-            [mine["mention_count"] + theirs["mention_count"], min(mine["first_seen"], theirs["first_seen"]),
-             max(mine["last_seen"], theirs["last_seen"]),
-             dumps({**own_attributes(loads(theirs["attributes"], {})), **loads(mine["attributes"], {})}), node_id])
-        storage.execute("DELETE FROM entities WHERE id = ?", [other])
-        self.index.remove(user, [other])
-        return touched - {other}
+        """Make the entity ``other`` the node ``node_id`` (:func:`~tiers.graph.merging.merge_entity`) and
+        drop it from the index; returns the entities whose documents change."""
+        touched = merge_entity(self.storage, scope, node_id, other)
+        self.index.remove(scope.user_id, [other])
+        return touched
 
     def _end_others(self, scope: Scope, subject_id: str, predicate: str, current: str, now: float) -> set[str]:
         """End the subject's other live relations of a single-valued predicate; returns

@@ -239,6 +239,7 @@ def build_parser() -> argparse.ArgumentParser:
                      help="PostgreSQL: connections per process for the memory and for the keys (default 4: "
                           "one for writes, up to N - 1 more for reads beside them); a SQLite file ignores it")
     sub.add_argument("--no-mcp", action="store_true", help="do not mount the MCP server at /mcp")
+    sub.add_argument("--no-console", action="store_true", help="do not serve the web console at /ui")
     sub.add_argument("--log-level", choices=("debug", "info", "warning", "error"), default="info",
                      help="log level (the access log is one JSON line per request at info)")
 

@@ -101,7 +101,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     except ImportError as exc:
         raise DependencyError(f"serve needs the server extra: {INSTALL_HINT} ({exc})") from None
     settings = {"max_body_bytes": args.max_body_bytes, "max_failed_auth": args.max_failed_auth,
-                "mcp": not args.no_mcp, "trusted_proxies": args.trusted_proxies,
+                "mcp": not args.no_mcp, "console": not args.no_console, "trusted_proxies": args.trusted_proxies,
                 "header_timeout": args.header_timeout, "body_timeout": args.body_timeout,
                 "max_connections": args.max_connections}
     try:
@@ -115,7 +115,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     workers = f", {args.workers} worker processes" if args.workers > 1 else ""
     target = db_path(args)
     shown = repr(target) if isinstance(target, DatabaseURL) else repr(str(target))  # a URL without its password
-    mounted = "API docs at /docs" + ("" if args.no_mcp else ", MCP at /mcp")
+    mounted = "API docs at /docs" + ("" if args.no_mcp else ", MCP at /mcp") + ("" if args.no_console else ", console at /ui")
     print(f"unified-memory: serving {shown} on http://{args.host}:{args.port}{workers} ({mounted})",
           file=sys.stderr, flush=True)
     if args.workers == 1:

@@ -11,11 +11,11 @@ from fastapi.responses import Response
 from starlette.datastructures import FormData
 
 from unified_memory.console import reads
-from unified_memory.console.app import Denied
 from unified_memory.console.security import apply_headers, same_token
+from unified_memory.console.visits import Denied
 
 if TYPE_CHECKING:
-    from unified_memory.console.app import Console, Visit
+    from unified_memory.console.visits import Console, Visit
 
 __all__ = ["edit_fact", "forget_form", "forget", "export", "KINDS"]
 
@@ -44,6 +44,7 @@ def _text(form: FormData, name: str, limit: int = 100_000) -> str | None:
 
 
 async def edit_fact(console: Console, request: Request) -> Response:
+    """``POST /ui/fact/edit``: correct a fact (a new version; the old one stays in its history)."""
     visit, form = await _checked_form(console, request)
     fact_id, text, category = _text(form, "id", 200) or "", _text(form, "text"), _text(form, "category", 200)
     raw = _text(form, "importance", 40)
@@ -54,12 +55,12 @@ async def edit_fact(console: Console, request: Request) -> Response:
     memory = visit.need_memory()
     versions = await memory.afact_history(fact_id)
     old = next(f for f in versions if f.id == fact_id)
-    changes = {"text": text.strip() if text is not None and text.strip() != old.text else None,
-               "importance": importance if importance is not None and importance != old.importance else None,
-               "category": category if category is not None and category != (old.category or "") else None}
-    if all(value is None for value in changes.values()):
+    new_text = text.strip() if text is not None and text.strip() != old.text else None
+    new_importance = importance if importance is not None and importance != old.importance else None
+    new_category = category if category is not None and category != (old.category or "") else None
+    if new_text is None and new_importance is None and new_category is None:
         return console.redirect(visit.url("/fact", id=fact_id, done="unchanged"))
-    new = await memory.acorrect(fact_id, **changes)
+    new = await memory.acorrect(fact_id, text=new_text, importance=new_importance, category=new_category)
     return console.redirect(visit.url("/fact", id=new, done="corrected"))
 
 
@@ -70,6 +71,7 @@ def _kind(value: object) -> str:
 
 
 async def forget_form(console: Console, request: Request) -> Response:
+    """``GET /ui/forget``: what forgetting a fact, an entity or a conversation would take, and the button."""
     visit = await console.visit(request)
     kind, item = _kind(request.query_params.get("kind")), (request.query_params.get("id") or "")[:200]
     if not item and kind != "session":
@@ -82,6 +84,7 @@ async def forget_form(console: Console, request: Request) -> Response:
 
 
 async def forget(console: Console, request: Request) -> Response:
+    """``POST /ui/forget``: forget the item (and what goes with it, read again now), then back to its listing."""
     visit, form = await _checked_form(console, request)
     kind, item = _kind(form.get("kind")), _text(form, "id", 200) or ""
     memory = visit.need_memory()
@@ -93,6 +96,7 @@ async def forget(console: Console, request: Request) -> Response:
 
 
 async def export(console: Console, request: Request) -> Response:
+    """``GET /ui/export``: the user's rows as a JSON Lines download (the API's export, streamed)."""
     from unified_memory.service.routes import export as export_route
 
     visit = await console.visit(request)

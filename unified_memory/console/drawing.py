@@ -101,11 +101,11 @@ def neighbourhood(center: str, edges: Sequence[Edge], *, max_nodes: int = MAX_NO
     names: dict[str, str] = {}
     links: dict[str, list[str]] = {}
     for edge in edges:
-        a, b = edge.subject.casefold(), edge.object.casefold()
-        names.setdefault(a, edge.subject)
-        names.setdefault(b, edge.object)
-        links.setdefault(a, []).append(b)
-        links.setdefault(b, []).append(a)
+        ka, kb = edge.subject.casefold(), edge.object.casefold()
+        names.setdefault(ka, edge.subject)
+        names.setdefault(kb, edge.object)
+        links.setdefault(ka, []).append(kb)
+        links.setdefault(kb, []).append(ka)
     key = center.casefold()
     names.setdefault(key, center)
     first = sorted(dict.fromkeys(k for k in links.get(key, []) if k != key), key=lambda k: names[k].casefold())
@@ -146,5 +146,8 @@ def neighbourhood(center: str, edges: Sequence[Edge], *, max_nodes: int = MAX_NO
             continue
         pair = frozenset((a.name, b.name))
         nth = pairs[pair] = pairs.get(pair, -1) + 1  # a second relation between the same two: label below
-        lines.append(Line(edge, a.x, a.y, b.x, b.y, round((a.x + b.x) / 2, 1), round((a.y + b.y) / 2 + 14 * nth, 1)))
+        # the label two thirds of the way out, where the lines of a busy entity have spread apart
+        t = 0.5 if a.ring == b.ring else (0.68 if b.ring > a.ring else 0.32)
+        lines.append(Line(edge, a.x, a.y, b.x, b.y, round(a.x + (b.x - a.x) * t, 1),
+                          round(a.y + (b.y - a.y) * t + 14 * nth, 1)))
     return Picture(list(nodes.values()), lines, left_out)

@@ -15,10 +15,10 @@ from fastapi.responses import Response
 from tiers.browse.facts import SORTS, STATUSES, FactQuery
 from tiers.records.types import TIERS
 from unified_memory.console import drawing, reads
-from unified_memory.console.app import Denied
+from unified_memory.console.visits import Denied
 
 if TYPE_CHECKING:
-    from unified_memory.console.app import Console, Visit
+    from unified_memory.console.visits import Console
 
 __all__ = ["home", "users", "overview", "facts", "fact", "graph", "episodes", "recall", "PAGE"]
 
@@ -71,11 +71,13 @@ def _pages(total: int, offset: int, size: int) -> dict[str, Any]:
 
 
 async def home(console: Console, request: Request) -> Response:
+    """``GET /ui/``: the users page for an admin key, the overview for a user's key."""
     visit = await console.visit(request, user_page=False)
     return console.redirect("/ui/users" if visit.admin else "/ui/overview")
 
 
 async def users(console: Console, request: Request) -> Response:
+    """``GET /ui/users``: the users (admin keys), those whose id holds ``q``, a page at a time."""
     visit = await console.visit(request, user_page=False)
     if not visit.admin:
         return console.redirect("/ui/overview")
@@ -87,6 +89,7 @@ async def users(console: Console, request: Request) -> Response:
 
 
 async def overview(console: Console, request: Request) -> Response:
+    """``GET /ui/overview``: counts per tier, the profile, the top entities, facts over time."""
     visit = await console.visit(request)
     data = await reads.on_lane(visit.need_memory(), reads.overview)
     bars = drawing.timeline_bars([b.count for b in data.timeline])
@@ -95,6 +98,8 @@ async def overview(console: Console, request: Request) -> Response:
 
 
 async def facts(console: Console, request: Request) -> Response:
+    """``GET /ui/facts``: the facts, filtered (``q``, ``status``, ``category``, ``min`` / ``max``,
+    ``since`` / ``until``), sorted (``sort``) and paged (``offset``)."""
     visit = await console.visit(request)
     params = request.query_params
     statuses = tuple(s for s in params.getlist("status") if s in STATUSES) or ("active",)
@@ -117,6 +122,7 @@ async def facts(console: Console, request: Request) -> Response:
 
 
 async def fact(console: Console, request: Request) -> Response:
+    """``GET /ui/fact?id=``: a fact, its history, the messages it came from, its entities, the correction form."""
     visit = await console.visit(request)
     fact_id = request.query_params.get("id") or ""
     if not fact_id:
@@ -127,6 +133,7 @@ async def fact(console: Console, request: Request) -> Response:
 
 
 async def graph(console: Console, request: Request) -> Response:
+    """``GET /ui/graph``: an entity's card and its neighbourhood (``hops`` 1 or 2), drawn and listed."""
     visit = await console.visit(request)
     name = (request.query_params.get("entity") or "")[:200]
     hops = _int(request, "hops", 1, 1, 2)
@@ -141,6 +148,7 @@ async def graph(console: Console, request: Request) -> Response:
 
 
 async def episodes(console: Console, request: Request) -> Response:
+    """``GET /ui/episodes``: the conversations, and a page of one (``session``) with the facts of each turn."""
     visit = await console.visit(request)
     session = request.query_params.get("session")
     offset = _int(request, "offset", 0, 0, 10**9)
@@ -151,6 +159,8 @@ async def episodes(console: Console, request: Request) -> Response:
 
 
 async def recall(console: Console, request: Request) -> Response:
+    """``GET /ui/recall``: the recall playground: hits with their score parts, and the context block at
+    ``budget`` tokens with its sections."""
     visit = await console.visit(request)
     params = request.query_params
     query = (params.get("q") or "")[:2000]

@@ -5,6 +5,10 @@ of the JSON API. The queries themselves are :mod:`tiers.browse`'s (one user each
 
 from __future__ import annotations
 
+import asyncio
+import contextvars
+import dataclasses
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -24,6 +28,7 @@ from tiers.browse.forgetting import ForgetPreview, preview_entity, preview_fact,
 from tiers.browse.graph import EntityCard, around, entity_card, find_entities, top_entities
 from tiers.records.scope import Scope
 from tiers.storage.backend import Storage
+from unified_memory.coordinator.lanes import lanes_for
 from unified_memory.memory import UnifiedMemory
 from unified_memory.types import Episode, Fact, MemoryStats, Profile, Triple
 
@@ -34,12 +39,15 @@ T = TypeVar("T")
 
 
 async def on_lane(memory: UnifiedMemory, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
-    """``fn(memory, *args, **kwargs)`` on the memory's worker, in its user's lane."""
-    return await memory._run(fn, memory, *args, **kwargs)
+    """``fn(memory, *args, **kwargs)`` on the memory's workers, in its user's lane (as its async
+    twins run: after the user's calls queued before, beside other users' calls)."""
+    view = memory.view
+    call = functools.partial(contextvars.copy_context().run, fn, memory, *args, **kwargs)
+    return await asyncio.wrap_future(lanes_for(view.backend.storage).submit(call, (view.scope.user_id,)))
 
 
 def _where(memory: UnifiedMemory) -> tuple[Storage, Scope]:
-    view = memory._view
+    view = memory.view
     return view.backend.storage, view.scope
 
 
@@ -54,6 +62,7 @@ class Overview:
 
 
 def overview(memory: UnifiedMemory) -> Overview:
+    """The overview: stats, 30 spans of facts over time, the 10 most mentioned entities, the profile."""
     storage, scope = _where(memory)
     return Overview(memory.stats(), fact_timeline(storage, scope, buckets=30), top_entities(storage, scope, limit=10),
                     memory.profile())
@@ -62,7 +71,7 @@ def overview(memory: UnifiedMemory) -> Overview:
 def facts_page(memory: UnifiedMemory, query: FactQuery) -> tuple[FactPage, list[str]]:
     """A page of facts and the user's categories (for the filter)."""
     storage, scope = _where(memory)
-    page = browse_facts(storage, scope, FactQuery(**{**query.__dict__, "now": memory._view.backend.clock()}))
+    page = browse_facts(storage, scope, dataclasses.replace(query, now=memory.view.backend.clock()))
     categories = [row[0] for row in storage.execute(
         "SELECT DISTINCT category FROM facts WHERE user_id = ? AND category IS NOT NULL ORDER BY category LIMIT 200",
         [scope.user_id]).fetchall()]
@@ -80,6 +89,7 @@ class FactDetail:
 
 
 def fact_detail(memory: UnifiedMemory, fact_id: str) -> FactDetail:
+    """A fact, its versions, the messages they came from and the entities of those messages' relations."""
     storage, scope = _where(memory)
     versions = memory.fact_history(fact_id)  # NotFoundError for another user's id
     fact = next(f for f in versions if f.id == fact_id)
@@ -97,6 +107,7 @@ class GraphView:
 
 
 def graph_view(memory: UnifiedMemory, name: str | None, hops: int) -> GraphView:
+    """The entity called ``name`` (the most mentioned one when None) and its relations, or matches."""
     storage, scope = _where(memory)
     if not name:
         top = top_entities(storage, scope, limit=1)
@@ -120,6 +131,7 @@ class EpisodesView:
 
 
 def episodes_view(memory: UnifiedMemory, session_id: str | None, offset: int, limit: int) -> EpisodesView:
+    """The conversations, and a page of ``session_id``'s (the latest when None) with the facts of each turn."""
     storage, scope = _where(memory)
     listed = conversations(storage, scope, limit=100)
     chosen = session_id if session_id is not None else (listed[0].session_id if listed else None)
@@ -130,6 +142,7 @@ def episodes_view(memory: UnifiedMemory, session_id: str | None, offset: int, li
 
 
 def forget_preview(memory: UnifiedMemory, kind: str, item: str) -> ForgetPreview | None:
+    """What forgetting the ``kind`` (fact, entity, session) ``item`` would take; None: not this user's."""
     storage, scope = _where(memory)
     if kind == "fact":
         return preview_fact(storage, scope, item)

@@ -10,7 +10,9 @@ where a redirect may go.
 from __future__ import annotations
 
 import hmac
-from collections.abc import MutableMapping
+from typing import Any
+
+from starlette.datastructures import MutableHeaders
 
 __all__ = ["CSP", "HEADERS", "SESSION_COOKIE", "LOGIN_COOKIE", "apply_headers", "same_token", "safe_next",
            "cookie_options"]
@@ -34,7 +36,7 @@ SESSION_COOKIE = "um_console"
 LOGIN_COOKIE = "um_console_login"
 
 
-def apply_headers(headers: MutableMapping[str, str]) -> None:
+def apply_headers(headers: MutableHeaders) -> None:
     """Set the console's security headers on a response."""
     for name, value in HEADERS.items():
         headers[name] = value
@@ -53,7 +55,7 @@ def safe_next(target: object) -> str:
     return "/ui/"
 
 
-def cookie_options(secure: bool) -> dict[str, object]:
+def cookie_options(secure: bool) -> dict[str, Any]:
     """The attributes of the console's cookies: not readable by scripts, not sent by other sites,
     only under /ui, and only over HTTPS when the page came over HTTPS."""
     return {"httponly": True, "samesite": "strict", "path": "/ui", "secure": secure}

@@ -16,11 +16,17 @@ from typing import TYPE_CHECKING
 from fastapi import Request
 from fastapi.responses import Response
 
-from unified_memory.console.security import LOGIN_COOKIE, SESSION_COOKIE, cookie_options, safe_next, same_token
+from unified_memory.console.security import (
+    LOGIN_COOKIE,
+    SESSION_COOKIE,
+    cookie_options,
+    safe_next,
+    same_token,
+)
 from unified_memory.service.auth import Refusal
 
 if TYPE_CHECKING:
-    from unified_memory.console.app import Console
+    from unified_memory.console.visits import Console
 
 __all__ = ["login_form", "login", "logout"]
 
@@ -34,12 +40,14 @@ def _form(console: Console, request: Request, *, status: int = 200, error: str |
 
 
 async def login_form(console: Console, request: Request) -> Response:
+    """``GET /ui/login``: the sign-in form (a signed-in visitor goes on to ``next``)."""
     if await console.signed_in(request) is not None:
         return console.redirect(safe_next(request.query_params.get("next")))
     return _form(console, request)
 
 
 async def login(console: Console, request: Request) -> Response:
+    """``POST /ui/login``: check the key (the service's gate and its limit on failures), open a session."""
     form = await request.form()
     if not same_token(form.get("nonce"), request.cookies.get(LOGIN_COOKIE, "")):
         return _form(console, request, status=400, error="The sign-in form expired: please try again.")
@@ -64,6 +72,7 @@ async def login(console: Console, request: Request) -> Response:
 
 
 async def logout(console: Console, request: Request) -> Response:
+    """``POST /ui/logout``: end the session (with its form token) and drop the cookie."""
     signin = await console.signed_in(request)
     form = await request.form()
     if signin is not None and same_token(form.get("csrf"), signin.csrf):
