@@ -304,11 +304,21 @@ def _allocate_by_shares(candidates: dict[str, list[_Item]], headers: dict[str, i
     return chosen, used, budgets
 
 
+def _said(item: _Item) -> str:
+    """What an item says, to compare with another's: its text without the "[date] speaker: " part,
+    case-folded, words only ("" for one too short to tell: under 12 characters)."""
+    said = " ".join(re.findall(r"\w+", item.plain[item.prefix:].casefold()))
+    return said if len(said) >= 12 else ""
+
+
 def _allocate_by_score(candidates: dict[str, list[_Item]], headers: dict[str, int], demand: dict[str, int],
                        available: int, ranked: list[str], config: ContextConfig, count: Callable[[str], int],
-                       ) -> tuple[dict[str, list[_Item]], dict[str, int], dict[str, int]]:
+                       shown_elsewhere: Sequence[_Item] = ()) -> tuple[dict[str, list[_Item]], dict[str, int], dict[str, int]]:
     """The recalled sections share one budget, filled by recall score across them (so the
-    best memories get in whichever section they belong to); the conversation keeps its share."""
+    best memories get in whichever section they belong to); the conversation keeps its share.
+    An item whose words another shown item (or ``shown_elsewhere``: the profile) holds in full is
+    left out, and one that holds a shown item's words in full replaces it (a turn and the fact
+    promoted from it are said once), so the budget goes to memories not yet in the block."""
     group = {"recalled": sum(demand[n] for n in ranked)}
     weights = {"recalled": sum(config.shares.get(n, 0.0) for n in ranked)}
     if "conversation" in candidates:
@@ -329,12 +339,24 @@ def _allocate_by_score(candidates: dict[str, list[_Item]], headers: dict[str, in
     merged = sorted(((item, n, rank) for n in ranked for rank, item in enumerate(candidates[n])),
                     key=lambda entry: (-_score(entry[0]), ranked.index(entry[1]), entry[2]))
     spent = 0
+    on_show = [_said(i) for i in shown_elsewhere]  # the profile's lines: what the block says anyway
     for item, n, _ in merged:
+        said = _said(item)
+        if said and any(said in other for other in on_show):
+            continue  # says nothing the block does not (a fact whose turn is shown, a profile fact)
         cost = item.cost + (0 if chosen[n] else headers[n])
         if spent + cost <= room:
+            for m in ranked:  # what this says in full (a fact of this very turn) gives its room back
+                for old in [o for o in chosen[m] if said and _said(o) and _said(o) in said]:
+                    chosen[m].remove(old)
+                    freed = old.cost + (0 if chosen[m] else headers[m])
+                    used[m] -= freed
+                    spent -= freed
+            cost = item.cost + (0 if chosen[n] else headers[n])
             chosen[n].append(item)
             used[n] += cost
             spent += cost
+            on_show.append(said)
     for n in ranked:
         budgets[n] = used[n]
     return chosen, used, budgets
@@ -418,6 +440,7 @@ def assemble(*, query: str | None, max_tokens: int, sections: Mapping[str, Seque
     profile_chosen, profile_used = _fill(profile_items, profile_header, profile_room, count_tokens, False)
     available -= profile_used
     seen = {i.hit.id for i in profile_chosen if i.hit is not None}  # what the profile shows is not repeated
+    profile_said = [_said(i) for i in profile_chosen]  # (nor what it says, under another id)
     candidates: dict[str, list[_Item]] = {}
     for name in order:
         items: list[_Item] = []
@@ -430,7 +453,10 @@ def assemble(*, query: str | None, max_tokens: int, sections: Mapping[str, Seque
                 prefix, text = _hit_parts(name, hit)
                 if text and hit.id not in seen:
                     seen.add(hit.id)
-                    items.append(_item(prefix, text, hit, count_tokens, max_item_chars))
+                    item = _item(prefix, text, hit, count_tokens, max_item_chars)
+                    said = _said(item)
+                    if not (said and any(said in other for other in profile_said)):  # the profile says it
+                        items.append(item)
         if items:
             candidates[name] = items
     headers = {n: count_tokens(f"## {_TITLES[n]}\n") for n in candidates}
@@ -438,7 +464,7 @@ def assemble(*, query: str | None, max_tokens: int, sections: Mapping[str, Seque
     ranked = [n for n in candidates if n != "conversation"]
     if query and query.strip() and config.allocation == "score" and len(ranked) > 1:
         chosen, used, budgets = _allocate_by_score(candidates, headers, demand, available, ranked, config,
-                                                   count_tokens)
+                                                   count_tokens, profile_chosen)
     else:
         chosen, used, budgets = _allocate_by_shares(candidates, headers, demand, available, config, count_tokens)
     if profile_chosen:

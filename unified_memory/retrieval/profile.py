@@ -19,7 +19,9 @@ rank           categories (``scoring.importance.CATEGORIES``)
 6. standing    ``preference`` (likes, dislikes, favourites)
 =============  =============================================================
 
-Within a rank the more important fact comes first, then the more recently stated one. The
+Within a rank the more important fact comes first, then the more recently stated one. A fact
+that says too little on its own ("I love to.": one content term) is left out, unless it fills a
+slot or is about health. The
 user's name, when the graph knows it (``name`` relations of the user entity), is kept as
 :attr:`~unified_memory.types.Profile.name`. :func:`profile_hits` turns the facts into the hits
 of the context block's ``profile`` section (:mod:`unified_memory.retrieval.context`), which
@@ -57,9 +59,18 @@ def key_facts(facts: Sequence[Fact], *, limit: int = MAX_PROFILE_FACTS) -> list[
     """The facts of the profile's categories among ``facts``, safety first (see above). ``facts``
     are those valid at the profile's moment, as the facts tier lists them: the active ones now,
     or, ``as_of`` a past moment, those valid then (a value superseded since among them)."""
-    chosen = [f for f in facts if (f.category or "") in _RANK]
+    chosen = [f for f in facts if (f.category or "") in _RANK and _says_enough(f)]
     chosen.sort(key=lambda f: (_RANK[f.category or ""], -f.importance, -f.updated_at.timestamp(), f.id))
     return chosen[:limit]
+
+
+#: A fact with fewer distinct content terms ("I love to.", "Me too!") says too little out of its
+#: conversation to stand in a profile, unless it fills a slot ("I'm Ada.": the name) or is about health.
+MIN_PROFILE_TERMS = 2
+
+
+def _says_enough(fact: Fact) -> bool:
+    return bool(fact.attribute) or fact.category == "health" or len(term_set(fact.text)) >= MIN_PROFILE_TERMS
 
 
 def build_profile(facts: Sequence[Fact], *, name: str | None = None, limit: int = MAX_PROFILE_FACTS) -> Profile:
@@ -75,9 +86,10 @@ def build_profile(facts: Sequence[Fact], *, name: str | None = None, limit: int 
 
 def profile_hits(profile: Profile, query: str | None = None) -> list[RecallHit]:
     """The profile's facts as the hits of a context block's ``profile`` section, in order (a hit's
-    score falls with its rank: the block's budget keeps the first). With a ``query``, the facts of
-    one category that share more of its terms come first within it (safety stays first): at a
-    tight budget, "where does my sister live?" keeps the sister over the brother.
+    score falls with its rank: the block's budget keeps the first). With a ``query``, safety stays
+    first, then the facts that share more of its terms, whatever their category, then the rest in
+    the profile's order: at a tight budget, "where does my sister live?" keeps the sister over the
+    brother, and at any budget the key facts the question is about come before the others.
 
     >>> from datetime import UTC, datetime
     >>> when = datetime(2024, 1, 1, tzinfo=UTC)
@@ -89,10 +101,10 @@ def profile_hits(profile: Profile, query: str | None = None) -> list[RecallHit]:
     """
     facts = list(profile.facts)
     asked = term_set(query) if query else frozenset()
-    if asked:
+    if asked:  # safety first; then what the question is about, whatever its category; then the rest in order
         shared = {f.id: len(asked & term_set(f.text)) for f in facts}
         position = {f.id: i for i, f in enumerate(facts)}
-        facts.sort(key=lambda f: (_RANK.get(f.category or "", len(_RANK)), -shared[f.id], position[f.id]))
+        facts.sort(key=lambda f: (f.category != "health", -shared[f.id], position[f.id]))
     count = len(facts)
     return [RecallHit(id=f.id, tier="long_term", text=f.text, score=float(count - i),
                       components={"importance": f.importance, "category": f.category, "profile": True},

@@ -145,7 +145,13 @@ def test_no_room_is_wasted_on_a_hit_that_would_fit(data):
         for h in sections[name]:
             if h.id not in ids:
                 prefix, text = context._hit_parts(name, h)
-                assert context._item(prefix, text, h, count, MAX_ITEM_CHARS).cost + header > spare
+                item = context._item(prefix, text, h, count, MAX_ITEM_CHARS)
+                said = context._said(item)
+                if said and any(said in context._said(context._item(*context._hit_parts(n, s), s, count,
+                                                                           MAX_ITEM_CHARS))
+                                for n in ("facts", "entities", "episodes") for s in sections[n] if s.id in ids):
+                    continue  # left out because a shown item says it in full
+                assert item.cost + header > spare
 
 
 @settings(max_examples=60, deadline=None)
@@ -453,3 +459,27 @@ def test_forget_drops_the_remembered_window_lines(tmp_path):
         mem.forget(ids=[secret])
         assert not any("zebra" in item.line for item in context._MESSAGE_ITEMS.values())
         assert "zebra" not in mem.context("locker", max_tokens=500).text
+
+
+def scored(i: int, text: str, section: str, score: float) -> RecallHit:
+    return RecallHit(id=f"h{i}", tier=TIERS[section], text=text, score=score)
+
+
+@pytest.mark.parametrize("fact_first", [True, False])
+def test_a_fact_and_the_turn_it_came_from_are_said_once(fact_first: bool):
+    """A fact promoted from a turn says part of the turn: with both recalled, the block shows the
+    turn (which says more) and gives the fact's room to another memory."""
+    fact = scored(1, "I'm allergic to peanuts", "facts", 0.9 if fact_first else 0.7)
+    turn = scored(2, "First, something important: I'm allergic to peanuts, so no recipes with them.", "episodes", 0.8)
+    other = scored(3, "My sister Maria lives in Porto", "facts", 0.5)
+    block = build({"facts": [fact, other], "entities": [], "episodes": [turn]}, [], 400, words)
+    assert block.text.count("allergic to peanuts") == 1 and "so no recipes" in block.text
+    assert [h.id for h in block.hits if h.id != "h3"] == ["h2"] and "Maria" in block.text
+    assert block.sections["facts"].items == 1 and block.sections["episodes"].items == 1
+
+
+def test_what_the_profile_says_is_not_repeated_under_another_id():
+    shown = scored(1, "I'm allergic to peanuts", "facts", 0.9)
+    again = scored(2, "I'm allergic to peanuts!", "episodes", 0.8)
+    block = build({"facts": [], "entities": [], "episodes": [again]}, [], 400, words, profile=[shown])
+    assert block.text.count("allergic to peanuts") == 1 and [h.id for h in block.hits] == ["h1"]
