@@ -57,9 +57,14 @@ def sign_in(client: TestClient, key: str, *, next_: str = "/ui/") -> None:
     assert answer.status_code == 303, answer.text
 
 
-@pytest.fixture
-def site(tmp_path) -> Iterator[Site]:
-    path = str(tmp_path / "memory.db")
+@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgresql),
+                        pytest.param("pgvector", marks=[pytest.mark.postgresql, pytest.mark.pgvector])])
+def site(request, tmp_path) -> Iterator[Site]:
+    """On a SQLite file, on PostgreSQL 15, and on PostgreSQL with pgvector (the database search path)."""
+    if request.param == "sqlite":
+        path = str(tmp_path / "memory.db")
+    else:
+        path = request.getfixturevalue("pg_url" if request.param == "postgresql" else "pgvector_url")
     with UnifiedMemory(path, user_id="ada", retrieval="lexical") as mem:
         conversation(mem)
         for text in XSS:
