@@ -32,13 +32,16 @@ messages and repeated hit ids are skipped.
 **Profile.** The user's key facts (:mod:`unified_memory.retrieval.profile`: health and safety
 first, then who they are, their people, home, work, standing preferences) open the block under
 ``## Profile``, whatever the query, within ``config.profile_share`` of the budget (20% by
-default) and at most ``config.profile_max_tokens`` (150), filled in order; the rest of the budget, and what the profile leaves unused, goes to
-the sections below, which do not repeat a fact the profile shows. The final trimming takes from
-the profile last.
+default) and at most ``config.profile_max_tokens`` (150), filled in order (safety first, then the
+key facts the query recalled, best first, then the rest); the rest of the budget, and what the
+profile leaves unused, goes to the sections below, which do not repeat a fact the profile shows
+(nor its words under another id). The final trimming takes from the profile last.
 
 **Budget.** With a query and ``config.allocation == "score"`` (the default), the
 recalled sections (facts, entities, episodes) share one budget, filled greedily by
-recall score across them, so the best memories get in whatever their tier; the
+recall score across them, so the best memories get in whatever their tier (a memory whose
+words a shown one holds in full is left out, and one that holds a shown one's words replaces it:
+a fact and the turn it came from are said once); the
 conversation keeps its water-filled share (below) against them, and what it leaves
 unused goes to them (their ``SectionUsage.budget`` is what each used). Otherwise
 ``max_tokens`` minus the ``<memory>`` frame is shared between the
@@ -430,6 +433,11 @@ def assemble(*, query: str | None, max_tokens: int, sections: Mapping[str, Seque
     available = max(max_tokens - count_tokens(f"<{tag}>\n</{tag}>"), 0)
     seen: set[str] = set()
     profile_items: list[_Item] = []
+    recalled = {h.id: h.score for name in HIT_SECTIONS for h in sections.get(name, ())}
+    # safety first; then the key facts this query recalled, best first (shown here, they are not
+    # repeated below: no room lost); then the rest in the profile's order
+    profile = sorted(profile, key=lambda h: (h.components.get("category") != "health",
+                                             -recalled.get(h.id, float("-inf"))))
     for hit in profile if config.profile_share > 0 else ():
         prefix, text = _hit_parts("facts", hit)
         if text and hit.id not in seen:
