@@ -118,11 +118,11 @@ def measure(db: Path, ids: dict[str, str], runs: int) -> list[tuple[str, list[fl
                 assert signed.status_code == 200, (who, signed.status_code)
                 for name, path in listing:
                     before = len(server_times(service.log()))
-                    for _ in range(runs):
+                    for _ in range(runs + 1):  # the first is reported apart: it may load the user's index
                         answer = client.get(path)
                         assert answer.status_code == 200, (path, answer.status_code, answer.text[:300])
                     timed = [ms for p, ms in server_times(service.log())[before:] if path.startswith(p)]
-                    results.append((name, timed[-runs:]))
+                    results.append((name, timed[-runs - 1:]))
     return results
 
 
@@ -191,7 +191,8 @@ def main() -> int:
         return 0
     db = args.db or Path(tempfile.mkdtemp()) / "console.db"
     started = time.perf_counter()
-    ids = build(db, args.facts, args.turns) if not db.exists() else None
+    reused = db.exists()
+    ids = build(db, args.facts, args.turns) if not reused else None
     if ids is None:
         from unified_memory import UnifiedMemory
 
@@ -201,15 +202,18 @@ def main() -> int:
     results = measure(db, ids, args.runs)
     lines = [f"# Console: server time per page, {args.facts:,} facts for one user",
              "", f"`python benchmarks/console.py --facts {args.facts} --turns {args.turns} --runs {args.runs}` "
-             f"({machine()}; file built in {built:.0f} s). Server time from the service's access log; "
+             f"({machine()}; " + (f"the file {db} reused" if reused else f"file built in {built:.0f} s") + "). Server time from the service's access log; "
              f"target ≤ {TARGET_MS:.0f} ms.", "",
-             "| page | p50 ms | p95 ms | max ms | within target |", "|---|---|---|---|---|"]
+             "| page | first ms | p50 ms | p95 ms | max ms | p95 within target |", "|---|---|---|---|---|---|"]
     worst = 0.0
-    for name, times in results:
+    for name, (first, *times) in results:
         worst = max(worst, max(times))
-        lines.append(f"| {name} | {statistics.median(times):.1f} | {percentile(times, 0.95):.1f} | {max(times):.1f} | "
-                     f"{'yes' if percentile(times, 0.95) <= TARGET_MS else '**no**'} |")
-    lines += ["", f"Slowest single answer: {worst:.1f} ms."]
+        lines.append(f"| {name} | {first:.1f} | {statistics.median(times):.1f} | {percentile(times, 0.95):.1f} | "
+                     f"{max(times):.1f} | {'yes' if percentile(times, 0.95) <= TARGET_MS else '**no**'} |")
+    lines += ["", "*first*: the page's first answer in this service process (pages are asked in the order above, "
+              "so the recall playground's first recall loads the user's lexical index from the file: a cost of the "
+              "first recall of a user in a process, the JSON API's too); the other columns are the next "
+              f"{args.runs} answers. Slowest of those: {worst:.1f} ms."]
     report = "\n".join(lines) + "\n"
     if args.out:
         publish(report, args.out)
