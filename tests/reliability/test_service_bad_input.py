@@ -119,6 +119,10 @@ ENDPOINTS: dict[tuple[str, str], Endpoint] = {
     ("GET", f"{USER}/stats"): Endpoint(),
     ("GET", f"{USER}/export"): Endpoint(),
     ("DELETE", f"{USER}/facts/{{fact_id}}"): Endpoint(fact_path=True),
+    # a valid correction changes nothing a later case reads (the same importance and category)
+    ("PATCH", f"{USER}/facts/{{fact_id}}"): Endpoint({"importance": 0.5}, {
+        "text": "str", "importance": "float", "category": "str"}, fact_path=True),
+    ("GET", f"{USER}/facts/{{fact_id}}/history"): Endpoint(fact_path=True),
     ("DELETE", USER): Endpoint(),
     ("GET", "/v1/users"): Endpoint(scoped=False, admin=True),
     ("GET", "/healthz"): Endpoint(scoped=False, open=True),
@@ -326,8 +330,9 @@ def draw_case(data: st.DataObject, key: tuple[str, str], fuzz: Fuzzed) -> Case:
     if kind == "fact_id":
         fact = data.draw(st.one_of(st.sampled_from([fuzz.ids["bob_fact"], "fact_0", "fact_", "msg_x", "x" * 600]),
                                    STRANGE_TEXT.filter(lambda t: t not in ("", ".", "..") and "/" not in t)))
-        return Case(f"fact id {fact!r:.40}", method, path.rsplit("/", 1)[0] + "/" + _pct(fact), headers=auth,
-                    refuse=frozenset({404, 422}), field="fact_id")
+        head, _, tail = path.partition(fuzz.ids["ada_fact"])  # the id's segment, whatever follows it
+        return Case(f"fact id {fact!r:.40}", method, head + _pct(fact) + tail, content=content,
+                    headers=json_headers, refuse=frozenset({404, 422}), field="fact_id")
     if kind == "jsonl":
         return _jsonl_case(data, method, path, auth, fuzz)
     if kind == "malformed":

@@ -12,6 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import unified_memory.retrieval.context as context
+import unified_memory.retrieval.lines as lines
 from unified_memory.config import ContextConfig
 from unified_memory.errors import MemoryTypeError, MemoryValueError
 from unified_memory.retrieval.context import MAX_ITEM_CHARS, assemble, clean_item
@@ -288,8 +289,8 @@ def test_clean_item():
 @given(st.text(st.sampled_from(" aé\u00a0\t\n\r\x00\x1c\x85\u200e\u2028\ufeff\ud800#<") | st.characters(), max_size=30))
 def test_clean_item_fast_path_changes_nothing(text):
     """Printable text skips the substitutions: the result is what they would have given."""
-    slow = context.LONE_SURROGATE.sub("\ufffd", context._DROP.sub("", text)).strip()
-    slow = context._BREAKS.sub(" ⏎ ", slow).replace("\t", " ").strip()
+    slow = lines.LONE_SURROGATE.sub("\ufffd", lines._DROP.sub("", text)).strip()
+    slow = lines._BREAKS.sub(" ⏎ ", slow).replace("\t", " ").strip()
     assert clean_item(text) == slow
 
 
