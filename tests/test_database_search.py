@@ -292,8 +292,11 @@ def test_a_recall_searches_the_tiers_at_once_and_finds_what_one_after_the_other_
         for question in questions:
             threads.clear()
             together.append([(h.id, h.score) for h in mem.recall(question)])
-            assert len(threads) == 3 and len(set.union(*threads.values())) == 3  # each tier on a thread of its own
+            assert len(threads) == 3
             assert threads["LongTermFacts"] == {threading.get_ident()}  # the caller searches the first itself
+            # the others on the fan-out's threads meanwhile (one thread may take both, one after the
+            # other, when the first is done before the second is handed over)
+            assert threading.get_ident() not in threads["EntityGraph"] | threads["ShortTermWindow"]
         threads.clear()
         storage = internals(mem).storage
         with storage.atomic():
