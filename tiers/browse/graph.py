@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tiers.graph.triples import _triple_rows
+from tiers.graph.triples import reach
 from tiers.records.scope import Scope
 from tiers.records.types import Triple
 from tiers.storage.backend import Storage
@@ -59,26 +59,7 @@ def entity_card(storage: Storage, scope: Scope, name: str) -> EntityCard | None:
 
 def around(storage: Storage, scope: Scope, entity_id: str, *, hops: int = 1, per_hop: int = PER_HOP) -> list[Triple]:
     """The relations within ``hops`` (1 or 2) of the entity, at most ``per_hop`` more per hop."""
-    frontier, seen_entities, seen = {entity_id}, {entity_id}, []
-    for _ in range(max(1, min(int(hops), 2))):
-        if not frontier:
-            break
-        marks = ",".join("?" * len(frontier))
-        rows = storage.execute(
-            f"SELECT id, subject_id, object_id, seq FROM triples WHERE user_id = ? AND subject_id IN ({marks}) "
-            f"UNION SELECT id, subject_id, object_id, seq FROM triples WHERE user_id = ? AND object_id IN ({marks}) "
-            "ORDER BY seq DESC LIMIT ?", [scope.user_id, *frontier, scope.user_id, *frontier, per_hop]).fetchall()
-        frontier = set()
-        for triple_id, subject_id, object_id, _seq in rows:
-            if triple_id not in seen:
-                seen.append(triple_id)
-            for end in (subject_id, object_id):
-                if end not in seen_entities:
-                    seen_entities.add(end)
-                    frontier.add(end)
-    if not seen:
-        return []
-    return _triple_rows(storage, f"t.user_id = ? AND t.id IN ({','.join('?' * len(seen))})", [scope.user_id, *seen])
+    return reach(storage, scope, [entity_id], depth=max(1, min(int(hops), 2)), per_hop=per_hop)
 
 
 def top_entities(storage: Storage, scope: Scope, *, limit: int = 10) -> list[EntityCard]:

@@ -25,7 +25,7 @@ from tiers.graph.names import resolve_key
 from tiers.records.types import Triple, utc_from_timestamp
 from tiers.storage.backend import Scope, Storage, loads
 
-__all__ = ["triples_of", "neighborhood"]
+__all__ = ["triples_of", "neighborhood", "reach"]
 
 
 def _triple_rows(storage: Storage, sql: str, params: Sequence[Any]) -> list[Triple]:
@@ -61,25 +61,31 @@ def neighborhood(storage: Storage, scope: Scope, key: str, *, depth: int = 1) ->
     start = storage.execute(
         f"SELECT id FROM entities WHERE user_id = ? AND {agent_sql} AND norm_name = ?",
         [scope.user_id, *agent_params, key]).fetchall()
-    frontier = {row[0] for row in start}
-    seen_entities = set(frontier)
-    seen_triples: set[str] = set()
+    return reach(storage, scope, [row[0] for row in start], depth=depth)
+
+
+def reach(storage: Storage, scope: Scope, entity_ids: Sequence[str], *, depth: int,
+          per_hop: int | None = None) -> list[Triple]:
+    """The user's triples within ``depth`` hops of the entities ``entity_ids`` (either direction),
+    breadth first; with ``per_hop``, at most that many more per hop, the newest first."""
+    frontier, seen_entities = set(entity_ids), set(entity_ids)
+    seen: dict[str, None] = {}
+    limit, params = ("", []) if per_hop is None else (" ORDER BY seq DESC LIMIT ?", [int(per_hop)])
     for _ in range(max(0, depth)):
         if not frontier:
             break
         marks = ",".join("?" * len(frontier))
         rows = storage.execute(
-            f"SELECT id, subject_id, object_id FROM triples WHERE subject_id IN ({marks}) AND user_id = ? "
-            f"UNION SELECT id, subject_id, object_id FROM triples WHERE object_id IN ({marks}) AND user_id = ?",
-            [*frontier, scope.user_id, *frontier, scope.user_id]).fetchall()
+            f"SELECT id, subject_id, object_id, seq FROM triples WHERE subject_id IN ({marks}) AND user_id = ? "
+            f"UNION SELECT id, subject_id, object_id, seq FROM triples WHERE object_id IN ({marks}) AND user_id = ?"
+            f"{limit}", [*frontier, scope.user_id, *frontier, scope.user_id, *params]).fetchall()
         frontier = set()
-        for triple_id, subject_id, object_id in rows:
-            seen_triples.add(triple_id)
+        for triple_id, subject_id, object_id, _seq in rows:
+            seen[triple_id] = None
             for endpoint in (subject_id, object_id):
                 if endpoint not in seen_entities:
                     seen_entities.add(endpoint)
                     frontier.add(endpoint)
-    if not seen_triples:
+    if not seen:
         return []
-    marks = ",".join("?" * len(seen_triples))
-    return _triple_rows(storage, f"t.id IN ({marks})", sorted(seen_triples))
+    return _triple_rows(storage, f"t.user_id = ? AND t.id IN ({','.join('?' * len(seen))})", [scope.user_id, *seen])

@@ -11,7 +11,6 @@ id (a ``/`` in it too) is one value.
 from __future__ import annotations
 
 import asyncio
-import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -29,8 +28,6 @@ from unified_memory.memory import UnifiedMemory
 from unified_memory.service.auth import Gate
 
 __all__ = ["CONSOLE_PATH", "Console", "Visit", "Denied"]
-
-log = logging.getLogger("unified_memory.console")
 
 #: Where the console lives on the service.
 CONSOLE_PATH = "/ui"
@@ -95,7 +92,6 @@ class Console:
         from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
 
         self.memory = memory
-        self.keys = keys
         self.gate = gate
         self.sign_ins = SignIns(keys.storage)
         self.templates = Environment(loader=PackageLoader("unified_memory.console", "templates"),

@@ -291,14 +291,15 @@ def _allocate_by_score(candidates: dict[str, list[_Item]], headers: dict[str, in
                     key=lambda entry: (-_score(entry[0]), ranked.index(entry[1]), entry[2]))
     spent = 0
     on_show = [_said(i) for i in shown_elsewhere]  # the profile's lines: what the block says anyway
+    says = {id(item): _said(item) for item, _, _ in merged}  # once per item, not once per comparison
     for item, n, _ in merged:
-        said = _said(item)
+        said = says[id(item)]
         if said and any(said in other for other in on_show):
             continue  # says nothing the block does not (a fact whose turn is shown, a profile fact)
         cost = item.cost + (0 if chosen[n] else headers[n])
         if spent + cost <= room:
             for m in ranked:  # what this says in full (a fact of this very turn) gives its room back
-                for old in [o for o in chosen[m] if said and _said(o) and _said(o) in said]:
+                for old in [o for o in chosen[m] if said and says[id(o)] and says[id(o)] in said]:
                     chosen[m].remove(old)
                     freed = old.cost + (0 if chosen[m] else headers[m])
                     used[m] -= freed
@@ -410,7 +411,7 @@ def assemble(*, query: str | None, max_tokens: int, sections: Mapping[str, Seque
                 if text and hit.id not in seen:
                     seen.add(hit.id)
                     item = _item(prefix, text, hit, count_tokens, max_item_chars)
-                    said = _said(item)
+                    said = _said(item) if profile_said else ""
                     if not (said and any(said in other for other in profile_said)):  # the profile says it
                         items.append(item)
         if items:
