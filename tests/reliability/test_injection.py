@@ -63,7 +63,8 @@ def _report():
 
 
 def check_block(text: str, header: str = "memory", max_item_chars: int = 2000) -> None:
-    """The block is one frame, known headers only, one ``- `` line per item."""
+    """The block is one frame, known headers only, one ``- `` line per item (and the episodes'
+    days, each once, made by the block from a time, never from stored text)."""
     CHECKED["blocks"] += 1
     if text == "":
         return
@@ -71,13 +72,15 @@ def check_block(text: str, header: str = "memory", max_item_chars: int = 2000) -
     assert text.splitlines() == lines, "a line break hides in an item"
     assert lines[0] == f"<{header}>" and lines[-1] == f"</{header}>"
     assert text.count("<") == 2 and text.count(">") == 2, "a fence or tag leaked out of an item"
-    headers = [ln for ln in lines[1:-1] if not ln.startswith("- ")]
+    days = [ln for ln in lines[1:-1] if re.fullmatch(r"### \d{4}-\d\d-\d\d", ln)]
+    assert len(days) == len(set(days)), "a day appears twice"
+    headers = [ln for ln in lines[1:-1] if not ln.startswith("- ") and ln not in days]
     assert all(h in TITLES.values() for h in headers), headers
     assert len(headers) == len(set(headers)), "a section header appears twice"
     assert lines[1] in TITLES.values(), "an item before the first header"
     for line in lines[1:-1]:
         plain = line.replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&")  # the cap is before escaping
-        assert len(plain) <= max_item_chars + 2 or line in TITLES.values(), len(line)
+        assert len(plain) <= max_item_chars + 2 or line in TITLES.values() or line in days, len(line)
         assert not re.search("[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]", line), repr(line)
 
 

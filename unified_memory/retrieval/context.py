@@ -7,22 +7,28 @@ fenced block of text for the next LLM call::
     ## Facts
     - I'm allergic to peanuts
     ## Episodes
-    - [2023-05-08] Caroline: I went to the LGBTQ support group yesterday
+    ### 2023-05-08
+    - Caroline: I went to the LGBTQ support group yesterday
+    - Melanie: That's cool, Caroline!
     ## Conversation
     - user: what should I cook tonight?
     </memory>
 
 **Rendering.** Sections follow ``config.sections``; an empty section is left out,
 header and all, and a block with no item at all is ``""``. Every stored item is
-ONE line starting with ``"- "``, cleaned by :func:`clean_item` (line breaks become
+ONE line starting with ``"- "`` (the only other lines are the block's fence, the section headers
+``## ...`` and the episodes' days ``### YYYY-MM-DD``, all made here), cleaned by :func:`clean_item` (line breaks become
 ``" ⏎ "``, tabs spaces, other control and bidi characters are removed, ``& < >``
 are escaped as ``&amp; &lt; &gt;``), so stored text can neither forge a section
 header nor open or close the block. Facts and entities show ``hit.text``; history
 is marked as such: a superseded fact ends in ``(until YYYY-MM)``, the month its
 validity ended, and a message that stated one in ``(no longer current)``; an
-episode shows ``[YYYY-MM-DD] speaker: text`` from ``hit.created_at`` (UTC) and the
-speaker from ``hit.components["speaker"]``, else ``["role"]`` (set by recall)
-(each part left out when missing, a name cut at 40 characters); a conversation message shows
+episode shows ``speaker: text``, the speaker from ``hit.components["speaker"]``, else
+``["role"]`` (set by recall; left out when missing, a name cut at 40 characters), under the line
+of its day ``### YYYY-MM-DD`` (``hit.created_at``, UTC): the episodes are shown by day, oldest
+first, a day's turns in the order they were said (so a date is said once for all the turns of a
+day, and a conversation reads as it went; an episode without a time comes first, under no day;
+``block.hits`` follows the order shown); a conversation message shows
 ``name: content`` (``role: content`` without a name; a name that is another role's
 word keeps the real role beside it, ``system (user): ...``; an assistant turn with only
 tool calls shows ``[tool call: name, ...]``). An item is capped at
@@ -57,7 +63,7 @@ the sections that left items out, in ``config.sections`` order (waterfall).
 ``SectionUsage.budget`` is the room a section was last filled against (header
 included): its water-filled share, or its use plus the room then unused when
 the waterfall gave it more; ``tokens`` is its line-by-line cost.
-Item costs are measured line by line; because a real tokenizer is not additive,
+Item costs are measured line by line (a day's line is paid by the first episode of that day shown); because a real tokenizer is not additive,
 the whole text is counted at the end and, while it exceeds ``max_tokens``, the
 lowest-ranked item (the oldest message for the conversation) of the section with
 the most items (ties: the later section) is dropped. So
@@ -66,261 +72,61 @@ the most items (ties: the later section) is dropped. So
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
-from datetime import UTC, datetime
+from datetime import datetime
 
 from scoring.text import term_set
 from unified_memory.config import ContextConfig
 from unified_memory.errors import invalid, wrong_type
-from unified_memory.retrieval.lines import ESCAPES, clean_item, escape_item, speaker
+from unified_memory.retrieval.allocation import (
+    Allocation,
+    allocate_by_score,
+    allocate_by_shares,
+    fill,
+    said_by,
+    section_cost,
+)
+from unified_memory.retrieval.items import Item, day_line, forget_rendered, hit_item, message_item, said
+from unified_memory.retrieval.lines import clean_item, escape_item
 from unified_memory.types import ContextBlock, Message, RecallHit, SectionUsage
 
-__all__ = ["assemble", "clean_item", "escape_item", "informative", "MAX_ITEM_CHARS", "HIT_SECTIONS"]
+__all__ = ["assemble", "clean_item", "escape_item", "forget_rendered", "informative", "MAX_ITEM_CHARS",
+           "HIT_SECTIONS"]
 
 MAX_ITEM_CHARS = 2000
 """The longest an item's text may be, in characters, before it is cut with "…"."""
 HIT_SECTIONS = ("facts", "entities", "episodes")
 _TITLES = {"profile": "Profile", "facts": "Facts", "entities": "Entities", "episodes": "Episodes",
            "conversation": "Conversation"}
-_MIN_KEPT = 12  # a truncated item keeps at least this many characters of its own text
 
 
-@dataclass(slots=True)  # not frozen: one per hit and per window message of every context (3x faster)
-class _Item:
-    plain: str  # cleaned, not yet escaped
-    prefix: int  # length of the "[date] speaker: " part of plain
-    line: str
-    cost: int
-    hit: RecallHit | None
-    key: str | None = None  # the hit's id, or the conversation message's id
+_NEVER = datetime.min  # an episode without a time: before every other
 
 
-def _score(item: _Item) -> float:
-    """A recalled item's recall score (every item of a recalled section has its hit)."""
-    return item.hit.score if item.hit is not None else 0.0
+def _as_shown(name: str, items: Sequence[Item]) -> list[Item]:
+    """A section's items in the order the block shows them: the conversation oldest first; the
+    episodes by day, oldest first, a day's turns in the order they were said (one without a
+    day first); the others best first."""
+    if name == "conversation":
+        return list(reversed(items))
+    if name != "episodes":
+        return list(items)
+    order = sorted(range(len(items)), key=lambda k: (
+        items[k].day or "", (h.created_at.replace(tzinfo=None) if (h := items[k].hit) and h.created_at else _NEVER), k))
+    return [items[k] for k in order]
 
 
-def _item(prefix: str, text: str, hit: RecallHit | None, count: Callable[[str], int], cap: int,
-          key: str | None = None) -> _Item:
-    plain = prefix + text
-    if len(plain) > cap:
-        plain = plain[: max(cap - 1, 1)].rstrip() + "…"
-    line = "- " + (plain.translate(ESCAPES) if "&" in plain or "<" in plain or ">" in plain else plain)
-    return _Item(plain, len(prefix), line, count(line + "\n"), hit, key if key is not None else (hit.id if hit else None))
-
-
-_MESSAGE_ITEMS: dict[tuple[object, ...], _Item] = {}  # a window message's item, for the next context
-_MESSAGE_ITEMS_MAX = 4096
-_MESSAGE_ITEM_TEXT = 8192  # a longer message is not remembered (the memory held stays small)
-
-
-def _message_item(message: Message, count: Callable[[str], int], cap: int) -> _Item | None:
-    """The conversation item of ``message`` (``None`` when it shows nothing). Context renders the
-    whole window on every call: an item is remembered by everything it is made of (never a
-    message with tool calls or a long one), so only new messages are cleaned and counted again."""
-    content = message.content
-    key = ((message.id, message.role, message.name, content, count, cap)
-           if not message.tool_calls and (content is None or len(content) <= _MESSAGE_ITEM_TEXT) else None)
-    if key is not None:
-        try:
-            known = _MESSAGE_ITEMS.get(key)
-        except TypeError:  # a counter that cannot be a key (an object with __eq__ and no __hash__)
-            key = known = None
-        if known is not None:
-            return known
-    prefix, text = _message_parts(message)
-    item = _item(prefix, text, None, count, cap, key=message.id) if text else None
-    if key is not None and item is not None:
-        if len(_MESSAGE_ITEMS) >= _MESSAGE_ITEMS_MAX:
-            _MESSAGE_ITEMS.clear()
-        _MESSAGE_ITEMS[key] = item
-    return item
-
-
-def forget_rendered() -> None:
-    """Drop every remembered conversation line (``forget`` calls it: a line quotes a message's text)."""
-    _MESSAGE_ITEMS.clear()
-
-
-def _not_shown(items: list[_Item], shown: set[str]) -> list[_Item]:
-    """``items`` without those the conversation section already shows (a recalled turn of the window)."""
-    return [i for i in items if i.key not in shown] if shown else items
-
-
-def _day(when: datetime) -> str:
-    return (when.astimezone(UTC) if when.tzinfo else when).date().isoformat()
-
-
-def _past(hit: RecallHit) -> str:
-    """How a hit that is history says so: `` (until 2025-03)`` for a superseded fact (the
-    month its validity ended), `` (no longer current)`` for a message that stated one."""
-    components = hit.components
-    if components.get("status") != "superseded" and components.get("superseded") is not True:
-        return ""
-    ended = components.get("valid_to")
-    if isinstance(ended, str) and len(ended) >= 7:
-        return f" (until {ended[:7]})"
-    return " (no longer current)"
-
-
-def _hit_parts(section: str, hit: RecallHit) -> tuple[str, str]:
-    text = clean_item(hit.text)
-    text = text + _past(hit) if text else text
-    if not text or section != "episodes":
-        return "", text
-    prefix = f"[{_day(hit.created_at)}] " if hit.created_at is not None else ""
-    who = next((v for k in ("speaker", "role") if isinstance(v := hit.components.get(k), str)
-                and clean_item(v)), None)
-    role = hit.components.get("role")
-    return prefix + (f"{speaker(who, role if isinstance(role, str) else None)}: " if who else ""), text
-
-
-def _message_parts(message: Message) -> tuple[str, str]:
-    text = clean_item(message.content or "")
-    if not text and message.tool_calls:
-        names = [str(f.get("name") or "?") if isinstance(f := call.get("function"), dict) else "?"
-                 for call in message.tool_calls]
-        text = clean_item("[tool call: " + ", ".join(names) + "]")
-    return f"{speaker(message.name or '', message.role) or message.role}: ", text
-
-
-def _truncate(item: _Item, room: int, count: Callable[[str], int]) -> _Item | None:
-    """The longest head of ``item`` (cut with "…") whose line costs at most ``room``."""
-    best, low, high = None, item.prefix + _MIN_KEPT, len(item.plain) - 1
-    while low <= high:
-        mid = (low + high) // 2
-        line = "- " + (item.plain[:mid].rstrip() + "…").translate(ESCAPES)
-        cost = count(line + "\n")
-        if cost <= room:
-            best, low = replace(item, plain=item.plain[:mid].rstrip() + "…", line=line, cost=cost), mid + 1
-        else:
-            high = mid - 1
-    return best
-
-
-def _fill(items: list[_Item], header: int, budget: int, count: Callable[[str], int],
-          contiguous: bool) -> tuple[list[_Item], int]:
-    """Greedy by rank within ``budget`` (header included); returns (chosen, tokens used)."""
-    room, chosen, used = budget - header, [], 0
-    for i, item in enumerate(items):
-        if i == 0 and item.cost > room:
-            item = _truncate(item, room, count) or item
-        if used + item.cost <= room:
-            chosen.append(item)
-            used += item.cost
-        elif contiguous:
-            break
-    return chosen, (header + used if chosen else 0)
-
-
-def _water_fill(available: int, demand: dict[str, int], weights: dict[str, float]) -> dict[str, int]:
-    budgets: dict[str, int] = {}
-    open_, remaining = list(demand), float(available)
-    while open_:
-        total = sum(weights[n] for n in open_)
-        share = {n: remaining * (weights[n] / total if total > 0 else 1 / len(open_)) for n in open_}
-        satisfied = [n for n in open_ if demand[n] <= share[n]]
-        if not satisfied:
-            budgets.update((n, int(share[n])) for n in open_)
-            break
-        for n in satisfied:
-            budgets[n] = demand[n]
-            remaining -= demand[n]
-            open_.remove(n)
-    return budgets
-
-
-def _allocate_by_shares(candidates: dict[str, list[_Item]], headers: dict[str, int], demand: dict[str, int],
-                        available: int, config: ContextConfig, count: Callable[[str], int],
-                        ) -> tuple[dict[str, list[_Item]], dict[str, int], dict[str, int]]:
-    """Each section filled by rank within its water-filled share, then the waterfall."""
-    budgets = _water_fill(available, demand, {n: config.shares.get(n, 0.0) for n in candidates})
-    chosen: dict[str, list[_Item]] = {}
-    used: dict[str, int] = {}
-    for n in sorted(candidates, key=lambda n: n != "conversation"):  # the conversation first: what it shows
-        if n != "conversation":                                       # is not repeated by the recalled sections
-            candidates[n] = _not_shown(candidates[n], {i.key for i in chosen.get("conversation", ()) if i.key})
-        chosen[n], used[n] = _fill(candidates[n], headers[n], budgets[n], count, n == "conversation")
-    for n in candidates:  # waterfall: room left unused goes to sections that left items out
-        spare = available - sum(used.values())
-        if used[n] < demand[n] and used[n] + spare > budgets[n]:
-            budgets[n] = used[n] + spare
-            chosen[n], used[n] = _fill(candidates[n], headers[n], budgets[n], count, n == "conversation")
-    shown = {i.key for i in chosen.get("conversation", ()) if i.key}  # the conversation may have grown
-    for n in candidates:
-        if n != "conversation" and len(kept := _not_shown(chosen[n], shown)) < len(chosen[n]):
-            chosen[n], used[n] = kept, (headers[n] + sum(i.cost for i in kept) if kept else 0)
-    return chosen, used, budgets
-
-
-def _said(item: _Item) -> str:
-    """What an item says, to compare with another's: its text without the "[date] speaker: " part,
-    case-folded, words only ("" for one too short to tell: under 12 characters)."""
-    said = " ".join(re.findall(r"\w+", item.plain[item.prefix:].casefold()))
-    return said if len(said) >= 12 else ""
-
-
-def _allocate_by_score(candidates: dict[str, list[_Item]], headers: dict[str, int], demand: dict[str, int],
-                       available: int, ranked: list[str], config: ContextConfig, count: Callable[[str], int],
-                       shown_elsewhere: Sequence[_Item] = ()) -> tuple[dict[str, list[_Item]], dict[str, int], dict[str, int]]:
-    """The recalled sections share one budget, filled by recall score across them (so the
-    best memories get in whichever section they belong to); the conversation keeps its share.
-    An item whose words another shown item (or ``shown_elsewhere``: the profile) holds in full is
-    left out, and one that holds a shown item's words in full replaces it (a turn and the fact
-    promoted from it are said once), so the budget goes to memories not yet in the block."""
-    group = {"recalled": sum(demand[n] for n in ranked)}
-    weights = {"recalled": sum(config.shares.get(n, 0.0) for n in ranked)}
-    if "conversation" in candidates:
-        group["conversation"] = demand["conversation"]
-        weights["conversation"] = config.shares.get("conversation", 0.0)
-    shares = _water_fill(available, group, weights)
-    chosen: dict[str, list[_Item]] = {n: [] for n in candidates}
-    used: dict[str, int] = dict.fromkeys(candidates, 0)
-    budgets: dict[str, int] = {}
-    if "conversation" in candidates:
-        budgets["conversation"] = shares["conversation"]
-        chosen["conversation"], used["conversation"] = _fill(
-            candidates["conversation"], headers["conversation"], shares["conversation"], count, True)
-    room = available - used.get("conversation", 0)  # the conversation's unused share is not lost
-    shown = {i.key for i in chosen.get("conversation", ()) if i.key}
-    for n in ranked:
-        candidates[n] = _not_shown(candidates[n], shown)
-    merged = sorted(((item, n, rank) for n in ranked for rank, item in enumerate(candidates[n])),
-                    key=lambda entry: (-_score(entry[0]), ranked.index(entry[1]), entry[2]))
-    spent = 0
-    on_show = [_said(i) for i in shown_elsewhere]  # the profile's lines: what the block says anyway
-    says = {id(item): _said(item) for item, _, _ in merged}  # once per item, not once per comparison
-    for item, n, _ in merged:
-        said = says[id(item)]
-        if said and any(said in other for other in on_show):
-            continue  # says nothing the block does not (a fact whose turn is shown, a profile fact)
-        cost = item.cost + (0 if chosen[n] else headers[n])
-        if spent + cost <= room:
-            for m in ranked:  # what this says in full (a fact of this very turn) gives its room back
-                for old in [o for o in chosen[m] if said and says[id(o)] and says[id(o)] in said]:
-                    chosen[m].remove(old)
-                    freed = old.cost + (0 if chosen[m] else headers[m])
-                    used[m] -= freed
-                    spent -= freed
-            cost = item.cost + (0 if chosen[n] else headers[n])
-            chosen[n].append(item)
-            used[n] += cost
-            spent += cost
-            on_show.append(said)
-    for n in ranked:
-        budgets[n] = used[n]
-    return chosen, used, budgets
-
-
-def _render(tag: str, order: Sequence[str], chosen: Mapping[str, list[_Item]]) -> str:
+def _render(tag: str, order: Sequence[str], chosen: Mapping[str, list[Item]]) -> str:
     lines = [f"<{tag}>"]
     for name in order:
-        items = chosen.get(name) or []
-        if items:
+        if items := chosen.get(name):
             lines.append(f"## {_TITLES[name]}")
-            lines.extend(i.line for i in (reversed(items) if name == "conversation" else items))
+            day = None
+            for item in _as_shown(name, items):
+                if item.day is not None and item.day != day:  # an episode's day, on its own line
+                    day = item.day
+                    lines.append(day_line(day))
+                lines.append(item.line)
     return "\n".join([*lines, f"</{tag}>"])
 
 
@@ -381,49 +187,62 @@ def assemble(*, query: str | None, max_tokens: int, sections: Mapping[str, Seque
     tag, order = config.header, tuple(config.sections)
     available = max(max_tokens - count_tokens(f"<{tag}>\n</{tag}>"), 0)
     seen: set[str] = set()
-    profile_items: list[_Item] = []
+    profile_items: list[Item] = []
     recalled = {h.id: h.score for name in HIT_SECTIONS for h in sections.get(name, ())}
     # safety first; then the key facts this query recalled, best first (shown here, they are not
     # repeated below: no room lost); then the rest in the profile's order
     profile = sorted(profile, key=lambda h: (h.components.get("category") != "health",
                                              -recalled.get(h.id, float("-inf"))))
     for hit in profile if config.profile_share > 0 else ():
-        prefix, text = _hit_parts("facts", hit)
-        if text and hit.id not in seen:
+        if hit.id not in seen and (line := hit_item("facts", hit, count_tokens, max_item_chars)) is not None:
             seen.add(hit.id)
-            profile_items.append(_item(prefix, text, hit, count_tokens, max_item_chars))
+            profile_items.append(line)
     profile_header = count_tokens(f"## {_TITLES['profile']}\n")
     profile_room = min(int(available * config.profile_share), config.profile_max_tokens)
-    profile_chosen, profile_used = _fill(profile_items, profile_header, profile_room, count_tokens, False)
+    profile_chosen, profile_used = fill(profile_items, profile_header, profile_room, count_tokens, False)
     available -= profile_used
     seen = {i.hit.id for i in profile_chosen if i.hit is not None}  # what the profile shows is not repeated
-    profile_said = [_said(i) for i in profile_chosen]  # (nor what it says, under another id)
-    candidates: dict[str, list[_Item]] = {}
+    profile_said = [said(i) for i in profile_chosen]  # (nor what it says, under another id)
+    candidates: dict[str, list[Item]] = {}
     for name in order:
-        items: list[_Item] = []
+        items: list[Item] = []
         if name == "conversation":
             for message in reversed(conversation):  # newest first: recency is the rank
-                if (found := _message_item(message, count_tokens, max_item_chars)) is not None:
+                if (found := message_item(message, count_tokens, max_item_chars)) is not None:
                     items.append(found)
         else:
             for hit in sections.get(name, ()):
-                prefix, text = _hit_parts(name, hit)
-                if text and hit.id not in seen:
+                if hit.id not in seen and (item := hit_item(name, hit, count_tokens, max_item_chars)) is not None:
                     seen.add(hit.id)
-                    item = _item(prefix, text, hit, count_tokens, max_item_chars)
-                    said = _said(item) if profile_said else ""
-                    if not (said and any(said in other for other in profile_said)):  # the profile says it
+                    words = said(item) if profile_said else ""
+                    if not (words and any(words in other for other in profile_said)):  # the profile says it
                         items.append(item)
         if items:
             candidates[name] = items
     headers = {n: count_tokens(f"## {_TITLES[n]}\n") for n in candidates}
-    demand = {n: headers[n] + sum(i.cost for i in candidates[n]) for n in candidates}
+    demand = {n: section_cost(candidates[n], headers[n]) for n in candidates}
     ranked = [n for n in candidates if n != "conversation"]
-    if query and query.strip() and config.allocation == "score" and len(ranked) > 1:
-        chosen, used, budgets = _allocate_by_score(candidates, headers, demand, available, ranked, config,
-                                                   count_tokens, profile_chosen)
-    else:
-        chosen, used, budgets = _allocate_by_shares(candidates, headers, demand, available, config, count_tokens)
+
+    def allocate(room: int, profile_lines: Sequence[Item]) -> tuple[*Allocation, dict[str, list[Item]]]:
+        """(chosen, used, budgets, the candidates left: those the conversation shows are out)."""
+        pool = {n: list(items) for n, items in candidates.items()}
+        if query and query.strip() and config.allocation == "score" and len(ranked) > 1:
+            return *allocate_by_score(pool, headers, demand, room, ranked, config, count_tokens, profile_lines), pool
+        return *allocate_by_shares(pool, headers, demand, room, config, count_tokens), pool
+
+    chosen, used, budgets, candidates = allocate(available, profile_chosen)
+    # a profile line a shown memory says in full (the turn the fact came from) is said once: its
+    # room goes to the memories below, if they then still show it (else the block stays as it was);
+    # never a health line: safety stays at the head of the block
+    redundant = [i for i in said_by(profile_chosen, [i for n in ranked for i in chosen[n]])
+                 if i.hit is None or i.hit.components.get("category") != "health"]
+    if redundant:
+        kept = [i for i in profile_chosen if all(i is not r for r in redundant)]
+        freed = profile_used - (profile_header + sum(i.cost for i in kept) if kept else 0)
+        again = allocate(available + freed, kept)
+        if len(said_by(redundant, [i for n in ranked for i in again[0][n]])) == len(redundant):
+            (chosen, used, budgets, candidates), profile_chosen = again, kept
+            profile_used -= freed
     if profile_chosen:
         chosen = {"profile": profile_chosen, **chosen}
         used["profile"], budgets["profile"], headers["profile"] = profile_used, profile_used, profile_header
@@ -444,8 +263,8 @@ def assemble(*, query: str | None, max_tokens: int, sections: Mapping[str, Seque
     for n in order:
         got = chosen.get(n, [])
         usage[n] = SectionUsage(name=n, budget=budgets.get(n, 0), items=len(got),
-                                tokens=headers[n] + sum(i.cost for i in got) if got else 0,
+                                tokens=section_cost(got, headers[n]) if got else 0,
                                 dropped=len(candidates.get(n, ())) - len(got))
-    hits = [i.hit for n in order for i in chosen.get(n, []) if i.hit is not None]
+    hits = [i.hit for n in order for i in _as_shown(n, chosen.get(n, [])) if i.hit is not None]
     return ContextBlock(text=text, tokens=tokens, max_tokens=max_tokens, hits=hits, sections=usage,
                         query=query)

@@ -19,10 +19,23 @@ rank           categories (``scoring.importance.CATEGORIES``)
 6. standing    ``preference`` (likes, dislikes, favourites)
 =============  =============================================================
 
-Within a rank the more important fact comes first, then the more recently stated one. A fact
-that says too little on its own ("I love to.": one content term) is left out, unless it fills a
-slot or is about health. The
-user's name, when the graph knows it (``name`` relations of the user entity), is kept as
+Every health fact comes first, the more important first. Then the other categories take turns
+in this order, the best fact of each, then the next best of each, and so on, so a tight budget
+shows who the user is, their people, home, work and tastes rather than five ways of one; within a
+category a fact that fills a slot ("I work at Kestrel Robotics": the employer) comes first, then
+the more important, then the more recently stated one. A key fact must stand on its own, out of
+the conversation it was said in; unless it fills a slot or is about health, a fact is left out
+when it
+
+- says too little ("I love to.": one content term);
+- leans on what was said before it: it opens with a pronoun or a demonstrative that points back
+  ("It's still a work in progress", "They're some of my fave memories", after a name or a word
+  said to someone: "Caroline, they're ...");
+- mostly repeats the profile so far: half or more of its terms are those of the facts already
+  chosen ("Losing my job was hard" after "Lost my job as a banker, so I'm starting my own
+  business"), so ten ways of saying one thing do not fill the profile.
+
+The user's name, when the graph knows it (``name`` relations of the user entity), is kept as
 :attr:`~unified_memory.types.Profile.name`. :func:`profile_hits` turns the facts into the hits
 of the context block's ``profile`` section (:mod:`unified_memory.retrieval.context`), which
 takes up to ``context.profile_share`` of the budget, in this order: when the budget is tight,
@@ -41,7 +54,9 @@ the safety facts are the ones that stay.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
+from itertools import zip_longest
 
 from scoring.text import term_set
 from unified_memory.types import Fact, Profile, RecallHit
@@ -59,9 +74,26 @@ def key_facts(facts: Sequence[Fact], *, limit: int = MAX_PROFILE_FACTS) -> list[
     """The facts of the profile's categories among ``facts``, safety first (see above). ``facts``
     are those valid at the profile's moment, as the facts tier lists them: the active ones now,
     or, ``as_of`` a past moment, those valid then (a value superseded since among them)."""
-    chosen = [f for f in facts if (f.category or "") in _RANK and _says_enough(f)]
-    chosen.sort(key=lambda f: (_RANK[f.category or ""], -f.importance, -f.updated_at.timestamp(), f.id))
-    return chosen[:limit]
+    by_category: dict[str, list[Fact]] = {c: [] for c in PROFILE_CATEGORIES}
+    for fact in facts:
+        if (fact.category or "") in _RANK and (_kept_whatever(fact) or _stands_alone(fact.text)):
+            by_category[fact.category or ""].append(fact)
+    for category, group in by_category.items():  # health: the most important first, slot or not
+        group.sort(key=lambda f: (category != "health" and not f.attribute, -f.importance,
+                                  -f.updated_at.timestamp(), f.id))
+    # every health fact first; then the other categories in turn, the best of each, then the next ...
+    health, others = by_category.pop("health"), list(by_category.values())
+    turns = [f for row in zip_longest(*others) for f in row if f is not None]
+    chosen: list[Fact] = []
+    said: set[str] = set()  # the terms of the facts chosen so far
+    for fact in [*health, *turns]:
+        if len(chosen) >= limit:
+            break
+        terms = term_set(fact.text)
+        if _kept_whatever(fact) or len(terms - said) * 2 > len(terms):  # more than half of it is new
+            chosen.append(fact)
+            said |= terms
+    return chosen
 
 
 #: A fact with fewer distinct content terms ("I love to.", "Me too!") says too little out of its
@@ -69,8 +101,31 @@ def key_facts(facts: Sequence[Fact], *, limit: int = MAX_PROFILE_FACTS) -> list[
 MIN_PROFILE_TERMS = 2
 
 
-def _says_enough(fact: Fact) -> bool:
-    return bool(fact.attribute) or fact.category == "health" or len(term_set(fact.text)) >= MIN_PROFILE_TERMS
+#: Words that, opening a fact, point back at what was said before it: out of its conversation the
+#: fact no longer says what it is about ("It's still a work in progress").
+POINTING_BACK = frozenset({"it", "its", "it's", "they", "they're", "they've", "they'll", "they'd", "them",
+                           "those", "these", "this", "that", "that's", "he", "he's", "she", "she's", "there's"})
+_OPENING = re.compile(r"^(?:[^\W\d_]+,\s+)*([^\W\d_]+(?:['’][^\W\d_]+)?)")  # "Caroline, they're" -> "they're"
+
+
+def _kept_whatever(fact: Fact) -> bool:
+    """A fact that fills a slot ("I'm Ada.": the name) or is about health is a key fact as it is."""
+    return bool(fact.attribute) or fact.category == "health"
+
+
+def _stands_alone(text: str) -> bool:
+    """Whether a fact's text says something out of its conversation: enough terms, and an opening
+    that does not point back at what was said before it (a name or a word said to someone first
+    skipped).
+
+    >>> [_stands_alone(t) for t in ("I love to.", "Caroline, they're some of my fave memories.",
+    ...                             "Painting landscapes is my favorite!")]
+    [False, False, True]
+    """
+    if len(term_set(text)) < MIN_PROFILE_TERMS:
+        return False
+    opening = _OPENING.match(text.strip())
+    return opening is None or opening.group(1).casefold().replace("\u2019", "'") not in POINTING_BACK
 
 
 def build_profile(facts: Sequence[Fact], *, name: str | None = None, limit: int = MAX_PROFILE_FACTS) -> Profile:

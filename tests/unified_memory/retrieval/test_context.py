@@ -12,6 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import unified_memory.retrieval.context as context
+import unified_memory.retrieval.items as items
 import unified_memory.retrieval.lines as lines
 from unified_memory.config import ContextConfig
 from unified_memory.errors import MemoryTypeError, MemoryValueError
@@ -95,16 +96,20 @@ def check_fenced(block, config=None):
     assert text.count("<") == 2 and text.count(">") == 2
     shown = [n for n in config.sections if block.sections[n].items]
     assert [ln for ln in lines[1:-1] if ln.startswith("## ")] == [TITLES[n] for n in shown]
-    assert all(ln.startswith(("## ", "- ")) for ln in lines[1:-1])
-    items_per_section, current = {}, None
+    assert all(ln.startswith(("## ", "- ")) or re.fullmatch(r"### \d{4}-\d\d-\d\d", ln) for ln in lines[1:-1])
+    items_per_section, current, days = {}, None, []
     for ln in lines[1:-1]:
         if ln.startswith("## "):
             current = ln
             items_per_section[current] = 0
+        elif ln.startswith("### "):  # an episode's day: only in the episodes, each day once, oldest first
+            assert current == TITLES["episodes"]
+            days.append(ln)
         else:
             assert current is not None
             items_per_section[current] += 1
     assert items_per_section == {TITLES[n]: block.sections[n].items for n in shown}
+    assert days == sorted(set(days))
 
 
 @settings(max_examples=150, deadline=None)
@@ -145,14 +150,17 @@ def test_no_room_is_wasted_on_a_hit_that_would_fit(data):
         header = 0 if block.sections[name].items else count(f"{TITLES[name]}\n")
         for h in sections[name]:
             if h.id not in ids:
-                prefix, text = context._hit_parts(name, h)
-                item = context._item(prefix, text, h, count, MAX_ITEM_CHARS)
-                said = context._said(item)
-                if said and any(said in context._said(context._item(*context._hit_parts(n, s), s, count,
-                                                                           MAX_ITEM_CHARS))
-                                for n in ("facts", "entities", "episodes") for s in sections[n] if s.id in ids):
+                item = items.hit_item(name, h, count, MAX_ITEM_CHARS)
+                if item is None:
+                    continue
+                said = items.said(item)
+                if said and any(said in items.said(other) for n in ("facts", "entities", "episodes")
+                                for s in sections[n] if s.id in ids
+                                if (other := items.hit_item(n, s, count, MAX_ITEM_CHARS)) is not None):
                     continue  # left out because a shown item says it in full
-                assert item.cost + header > spare
+                shown_days = {f"### {d}" for d in re.findall(r"^### (\S+)$", block.text, re.M)}
+                day = item.day_cost if item.day is not None and f"### {item.day}" not in shown_days else 0
+                assert item.cost + header + day > spare
 
 
 @settings(max_examples=60, deadline=None)
@@ -192,27 +200,48 @@ def test_rendering_example():
     sections = {
         "facts": [hit(1, "I'm allergic to peanuts"), hit(2, "I live in Lisbon")],
         "entities": [hit(3, "Maria: person, lives in Porto", "entities")],
-        "episodes": [hit(4, "I went to the support group", "episodes", created_at=T0,
-                         components={"speaker": "Caroline", "role": "user"})],
+        "episodes": [  # best first; shown by day, oldest first, a day's turns in the order said
+            hit(4, "I went to the support group", "episodes", created_at=T0 + timedelta(minutes=1),
+                components={"speaker": "Caroline", "role": "user"}),
+            hit(5, "I painted a sunrise", "episodes", created_at=T0 + timedelta(days=30),
+                components={"speaker": "Melanie", "role": "user"}),
+            hit(6, "How was your week?", "episodes", created_at=T0, components={"speaker": "Melanie", "role": "user"}),
+        ],
     }
     conversation = [Message(role="user", content="hi"), Message(role="assistant", content="hello", name="Bot")]
     block = build(sections, conversation, 1000)
     assert block.text == (
         "<memory>\n## Facts\n- I'm allergic to peanuts\n- I live in Lisbon\n"
         "## Entities\n- Maria: person, lives in Porto\n"
-        "## Episodes\n- [2023-05-08] Caroline: I went to the support group\n"
+        "## Episodes\n### 2023-05-08\n- Melanie: How was your week?\n- Caroline: I went to the support group\n"
+        "### 2023-06-07\n- Melanie: I painted a sunrise\n"
         "## Conversation\n- user: hi\n- Bot: hello\n</memory>")
-    assert [h.id for h in block.hits] == ["h1", "h2", "h3", "h4"]
+    assert [h.id for h in block.hits] == ["h1", "h2", "h3", "h6", "h4", "h5"]  # as shown
     assert block.tokens == chars_per_token_counter(block.text)
+    assert sum(u.tokens for u in block.sections.values()) + chars_per_token_counter("<memory>\n</memory>") \
+        >= block.tokens  # the days' lines are paid for
     assert {n: (u.items, u.dropped) for n, u in block.sections.items()} == {
-        "facts": (2, 0), "entities": (1, 0), "episodes": (1, 0), "conversation": (2, 0)}
+        "facts": (2, 0), "entities": (1, 0), "episodes": (3, 0), "conversation": (2, 0)}
+
+
+def test_a_day_is_said_once_so_more_turns_fit():
+    """Turns of one day share its line: at a budget that fits the day's line and n turns, n turns
+    are shown (with the date on every line, fewer would fit)."""
+    turns = [hit(i, f"turn number {i:02d} of the day", "episodes", created_at=T0 + timedelta(minutes=i),
+                 components={"speaker": "Ada"}) for i in range(12)]
+    count = chars_per_token_counter
+    frame, header = count("<memory>\n</memory>"), count("## Episodes\n")
+    each, day = count("- Ada: turn number 00 of the day\n"), count("### 2023-05-08\n")
+    block = build({"episodes": turns}, [], frame + header + day + 8 * each, count)
+    assert block.sections["episodes"].items == 8 and block.text.count("### 2023-05-08") == 1
+    assert 8 * count("- [2023-05-08] Ada: turn number 00 of the day\n") > 8 * each + day
 
 
 def test_episode_speaker_falls_back_to_role_and_date_is_utc():
     late = datetime(2023, 5, 8, 23, 30, tzinfo=UTC).astimezone(timezone_plus(5))
     block = build({"episodes": [hit(1, "text", "episodes", created_at=late, components={"role": "user"}),
                                 hit(2, "no date", "episodes")]}, [], 100)
-    assert "- [2023-05-08] user: text\n- no date\n" in block.text
+    assert "## Episodes\n- no date\n### 2023-05-08\n- user: text\n" in block.text  # undated first
 
 
 def timezone_plus(hours):
@@ -333,8 +362,9 @@ def test_superadditive_counter_drops_from_the_fullest_section():
 
 
 def test_docstring_examples():
-    result = doctest.testmod(context, optionflags=doctest.ELLIPSIS)
-    assert result.attempted > 0 and result.failed == 0
+    for module in (context, items):
+        result = doctest.testmod(module, optionflags=doctest.ELLIPSIS)
+        assert result.attempted > 0 and result.failed == 0
 
 
 @settings(max_examples=150, deadline=None)
@@ -391,26 +421,26 @@ def test_remembered_window_items_change_nothing(data, calls):
     block is the one made with nothing remembered."""
     sections, conversation, max_tokens = data
     windows = _variants(conversation)
-    context._MESSAGE_ITEMS.clear()
+    items.MESSAGE_ITEMS.clear()
     for which, count, cap in calls:
         got = build(sections, windows[which], max_tokens, count, max_item_chars=cap)
-        kept = dict(context._MESSAGE_ITEMS)
-        context._MESSAGE_ITEMS.clear()
+        kept = dict(items.MESSAGE_ITEMS)
+        items.MESSAGE_ITEMS.clear()
         assert got.model_dump() == build(sections, windows[which], max_tokens, count,
                                          max_item_chars=cap).model_dump()
-        context._MESSAGE_ITEMS.update(kept)
+        items.MESSAGE_ITEMS.update(kept)
 
 
 def test_remembered_window_items_are_bounded(monkeypatch):
-    monkeypatch.setattr(context, "_MESSAGE_ITEMS_MAX", 5)
-    context._MESSAGE_ITEMS.clear()
+    monkeypatch.setattr(items, "MESSAGE_ITEMS_MAX", 5)
+    items.MESSAGE_ITEMS.clear()
     window = [Message(role="user", content=f"turn {j}", id=f"m{j}") for j in range(12)]
     block = build({}, window, 400)
-    assert len(context._MESSAGE_ITEMS) <= 5 and block.sections["conversation"].items == 12
-    long = Message(role="user", content="x" * (context._MESSAGE_ITEM_TEXT + 1), id="long")
-    context._MESSAGE_ITEMS.clear()
+    assert len(items.MESSAGE_ITEMS) <= 5 and block.sections["conversation"].items == 12
+    long = Message(role="user", content="x" * (items.MESSAGE_ITEM_TEXT + 1), id="long")
+    items.MESSAGE_ITEMS.clear()
     build({}, [long], 4000)
-    assert context._MESSAGE_ITEMS == {}  # a long message is not kept in memory
+    assert items.MESSAGE_ITEMS == {}  # a long message is not kept in memory
 
 
 @pytest.mark.parametrize("count", [chars_per_token_counter, words])
@@ -420,17 +450,17 @@ def test_a_remembered_window_item_is_not_shown_for_another_message(count):
     windows = _variants(window)
     for first in windows:
         for then in windows:
-            context._MESSAGE_ITEMS.clear()
+            items.MESSAGE_ITEMS.clear()
             build({}, first, 200, count)
             got = build({}, then, 200, count).text
-            context._MESSAGE_ITEMS.clear()
+            items.MESSAGE_ITEMS.clear()
             assert got == build({}, then, 200, count).text
     other = words if count is not words else chars_per_token_counter
     for before, now in (((count, 9), (count, MAX_ITEM_CHARS)), ((other, MAX_ITEM_CHARS), (count, MAX_ITEM_CHARS))):
-        context._MESSAGE_ITEMS.clear()
+        items.MESSAGE_ITEMS.clear()
         build({}, window, 200, before[0], max_item_chars=before[1])
         got = build({}, window, 200, now[0], max_item_chars=now[1]).model_dump()
-        context._MESSAGE_ITEMS.clear()
+        items.MESSAGE_ITEMS.clear()
         assert got == build({}, window, 200, now[0], max_item_chars=now[1]).model_dump()
 
 
@@ -444,10 +474,10 @@ def test_an_unhashable_counter_is_not_remembered():
         def __call__(self, text):
             return len(text)
 
-    context._MESSAGE_ITEMS.clear()
+    items.MESSAGE_ITEMS.clear()
     window = [Message(role="user", content="hello", id="m0")]
     assert build({}, window, 200, Counter()).text == "<memory>\n## Conversation\n- user: hello\n</memory>"
-    assert context._MESSAGE_ITEMS == {}
+    assert items.MESSAGE_ITEMS == {}
 
 
 def test_forget_drops_the_remembered_window_lines(tmp_path):
@@ -456,9 +486,9 @@ def test_forget_drops_the_remembered_window_lines(tmp_path):
     with UnifiedMemory(tmp_path / "m.db", user_id="ada") as mem:
         secret, _ = mem.add_turn("my locker code is zebra-secret-4711", "noted")
         assert "zebra-secret-4711" in mem.context("locker", max_tokens=500).text
-        assert any("zebra" in item.line for item in context._MESSAGE_ITEMS.values())  # remembered
+        assert any("zebra" in item.line for item in items.MESSAGE_ITEMS.values())  # remembered
         mem.forget(ids=[secret])
-        assert not any("zebra" in item.line for item in context._MESSAGE_ITEMS.values())
+        assert not any("zebra" in item.line for item in items.MESSAGE_ITEMS.values())
         assert "zebra" not in mem.context("locker", max_tokens=500).text
 
 
