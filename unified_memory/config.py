@@ -188,10 +188,11 @@ class ContextConfig(_Config):
                     "first whatever the query: unified_memory.retrieval.profile); what it leaves goes to the "
                     "other sections. 0: no profile section.")
     profile_max_tokens: int = Field(
-        default=150, ge=0,
-        description="The most tokens the profile takes whatever the budget: at 2,000 tokens the query's own "
-                    "memories keep the room (LoCoMo dev, hybrid: evidence in context(2000) 0.9034 without a "
-                    "profile, 0.8924 with 20% of the budget, 0.8990 with this cap of 150).")
+        default=100, ge=0,
+        description="The most tokens the profile takes whatever the budget (a user's handful of key facts "
+                    "fit): at 2,000 tokens the query's own memories keep the room (LoCoMo dev, hybrid, "
+                    "evidence in context(2000): 0.9061 without a profile, 0.9027 with a cap of 150, 0.9058 "
+                    "with this cap of 100; benchmarks/results/locomo_profile.md).")
 
     @model_validator(mode="after")
     def _consistent(self) -> ContextConfig:

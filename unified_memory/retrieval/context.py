@@ -38,7 +38,7 @@ messages and repeated hit ids are skipped.
 **Profile.** The user's key facts (:mod:`unified_memory.retrieval.profile`: health and safety
 first, then who they are, their people, home, work, standing preferences) open the block under
 ``## Profile``, whatever the query, within ``config.profile_share`` of the budget (20% by
-default) and at most ``config.profile_max_tokens`` (150), filled in order (safety first, then the
+default) and at most ``config.profile_max_tokens`` (100), filled in order (safety first, then the
 key facts the query recalled, best first, then the rest); the rest of the budget, and what the
 profile leaves unused, goes to the sections below, which do not repeat a fact the profile shows
 (nor its words under another id). The final trimming takes from the profile last.
@@ -230,7 +230,8 @@ def assemble(*, query: str | None, max_tokens: int, sections: Mapping[str, Seque
             return *allocate_by_score(pool, headers, demand, room, ranked, config, count_tokens, profile_lines), pool
         return *allocate_by_shares(pool, headers, demand, room, config, count_tokens), pool
 
-    chosen, used, budgets, candidates = allocate(available, profile_chosen)
+    room = available
+    chosen, used, budgets, candidates = allocate(room, profile_chosen)
     # a profile line a shown memory says in full (the turn the fact came from) is said once: its
     # room goes to the memories below, if they then still show it (else the block stays as it was);
     # never a health line: safety stays at the head of the block
@@ -239,17 +240,33 @@ def assemble(*, query: str | None, max_tokens: int, sections: Mapping[str, Seque
     if redundant:
         kept = [i for i in profile_chosen if all(i is not r for r in redundant)]
         freed = profile_used - (profile_header + sum(i.cost for i in kept) if kept else 0)
-        again = allocate(available + freed, kept)
+        again = allocate(room + freed, kept)
         if len(said_by(redundant, [i for n in ranked for i in again[0][n]])) == len(redundant):
             (chosen, used, budgets, candidates), profile_chosen = again, kept
-            profile_used -= freed
+            profile_used, room = profile_used - freed, room + freed
+        else:
+            redundant = []
     if profile_chosen:
-        chosen = {"profile": profile_chosen, **chosen}
-        used["profile"], budgets["profile"], headers["profile"] = profile_used, profile_used, profile_header
-        candidates["profile"] = profile_items
+        headers["profile"] = profile_header
         order = ("profile", *order)
-    text = _render(tag, order, chosen)
+
+    def shown(parts: Mapping[str, list[Item]]) -> dict[str, list[Item]]:
+        return {"profile": profile_chosen, **parts} if profile_chosen else dict(parts)
+
+    text = _render(tag, order, shown(chosen))
     tokens = count_tokens(text)
+    if tokens < max_tokens and any(len(chosen.get(n, ())) < len(candidates[n]) for n in candidates):
+        # each line's cost is rounded up on its own: the whole block costs less than its lines, and
+        # the room that leaves is offered once more (kept only if the block still fits)
+        more = allocate(room + max_tokens - tokens, profile_chosen)
+        bigger = _render(tag, order, shown(more[0]))
+        if (sum(map(len, more[0].values())) > sum(map(len, chosen.values())) and (cost := count_tokens(bigger)) <= max_tokens
+                and len(said_by(redundant, [i for n in ranked for i in more[0][n]])) == len(redundant)):
+            (chosen, used, budgets, candidates), text, tokens = more, bigger, cost
+    chosen = shown(chosen)
+    if profile_chosen:
+        used["profile"] = budgets["profile"] = profile_used
+        candidates["profile"] = profile_items
     while tokens > max_tokens and any(chosen.values()):
         # ties: the later section; the profile last of all (what the agent must always know)
         others = [n for n in chosen if n != "profile" and chosen[n]] or ["profile"]
