@@ -151,3 +151,106 @@ def test_the_profile_keeps_its_share_comes_first_and_the_budget_holds(profile, f
 
 def test_profile_categories_put_safety_first():
     assert PROFILE_CATEGORIES[0] == "health"
+
+
+# -- key facts stand alone, and say different things (session 45) -------------------------------------
+
+def _fact(i, text, category, importance=0.8, attribute=None):
+    from datetime import UTC, datetime
+
+    from unified_memory.types import Fact
+
+    when = datetime(2024, 1, 1, tzinfo=UTC)
+    return Fact(id=f"f{i:02d}", user_id="ada", text=text, category=category, importance=importance,
+                attribute=attribute, created_at=when, updated_at=when)
+
+
+def test_a_key_fact_that_points_back_at_its_conversation_is_left_out():
+    from unified_memory.retrieval.profile import key_facts
+
+    facts = [_fact(1, "It's still a work in progress, but I'm doing my best.", "work"),
+             _fact(2, "Caroline, they're some of my fave memories.", "preference"),
+             _fact(3, "Those are my favourite shoes, honestly", "preference"),
+             _fact(4, "I work at Kestrel Robotics as an engineer", "work"),
+             _fact(5, "Painting landscapes is my favourite hobby", "preference"),
+             _fact(6, "It makes me sick: I'm allergic to peanuts", "health", 0.9),  # health: kept as it is
+             _fact(7, "That's Ada", "identity", 0.9, attribute="name")]            # a slot: kept as it is
+    assert [f.id for f in key_facts(facts)] == ["f06", "f07", "f04", "f05"]
+
+
+def test_ten_ways_of_saying_one_thing_do_not_fill_the_profile():
+    from unified_memory.retrieval.profile import key_facts
+
+    job = ["Losing my job as a banker pushed me to start my own dance studio",
+           "Losing my job was hard", "My job as a banker was hard to lose",
+           "Losing my job gave me the push to start my dance studio"]
+    facts = [_fact(i, t, "work", 0.9 - i / 100) for i, t in enumerate(job)]
+    facts += [_fact(10, "I'm passionate about dance and fashion", "preference"),
+              _fact(11, "My sister Maria lives in Lisbon", "relationship")]
+    chosen = [f.text for f in key_facts(facts)]
+    assert chosen[0] == "My sister Maria lives in Lisbon"  # the categories take turns: people, work, tastes
+    assert chosen[1] == job[0] and chosen[2] == "I'm passionate about dance and fashion"
+    assert chosen == [chosen[0], job[0], chosen[2]]  # the other three mostly repeat the first
+    allergies = [_fact(20, "I'm allergic to peanuts", "health", 0.9), _fact(21, "I'm allergic to shellfish", "health", 0.9)]
+    assert len(key_facts(allergies)) == 2  # health facts are never left out for being alike
+
+
+def test_the_categories_take_turns_so_a_tight_budget_shows_who_the_user_is():
+    from unified_memory.retrieval.profile import key_facts
+
+    work = [_fact(i, f"I lead the {w} team at Kestrel Robotics", "work", 0.9) for i, w in
+            enumerate(("robot arm", "vision", "navigation", "battery", "gripper"))]
+    others = [_fact(10, "I love jazz and old films", "preference", 0.7), _fact(11, "I'm Ada Lovelace", "identity"),
+              _fact(12, "I live in Porto near the river", "location"), _fact(13, "I'm allergic to peanuts", "health", 0.6)]
+    chosen = [f.id for f in key_facts([*work, *others])]
+    assert chosen[:5] == ["f13", "f11", "f12", "f00", "f10"]  # safety; then one of each category, in order
+    assert set(chosen[5:]) <= {f.id for f in work}
+    with UnifiedMemory(user_id="ada", retrieval="lexical") as mem:  # and in a tight block
+        mem.remember_many([*(f.text for f in work), *(f.text for f in others)])
+        profile = mem.context("hello there", max_tokens=250).text.partition("## Profile\n")[2].partition("\n## ")[0]
+    assert "peanuts" in profile.splitlines()[0] and "jazz" in profile
+
+
+def test_a_profile_line_a_shown_turn_says_in_full_gives_its_room_back():
+    """The profile's fact and the recalled turn it came from: said once (the turn), the room the
+    profile line took goes to another memory."""
+    from datetime import UTC, datetime
+
+    when = datetime(2024, 5, 1, tzinfo=UTC)
+    key = RecallHit(id="p1", tier="long_term", text="Painting landscapes is my favourite hobby", score=1.0,
+                    components={"category": "preference"})
+    turn = RecallHit(id="e1", tier="episodic", text="Painting landscapes is my favourite hobby, and this is my latest",
+                     score=0.9, created_at=when, components={"speaker": "Ada"})
+    others = [RecallHit(id=f"e{i}", tier="episodic", text=f"we talked about topic number {i:02d} today", score=0.8 - i / 100,
+                        created_at=when, components={"speaker": "Ada"}) for i in range(2, 12)]
+    count = chars_per_token_counter
+    budget = count("<memory>\n</memory>") + count("## Episodes\n") + count("### 2024-05-01\n") + sum(
+        count(f"- Ada: {h.text}\n") for h in [turn, *others[:3]])
+    block = assemble(query="painting", max_tokens=budget, sections={"episodes": [turn, *others]}, conversation=[],
+                     count_tokens=count, config=ContextConfig(profile_share=0.5), profile=[key])
+    assert "## Profile" not in block.text and "e1" in [h.id for h in block.hits]
+    assert block.sections["episodes"].items == 4  # the turn and three others: the profile line's room was used
+    safety = RecallHit(id="p2", tier="long_term", text="I'm allergic to peanuts, never forget", score=1.0,
+                       components={"category": "health"})
+    said = RecallHit(id="e0", tier="episodic", text="I'm allergic to peanuts, never forget it", score=0.95,
+                     created_at=when, components={"speaker": "Ada"})
+    block = assemble(query="peanuts", max_tokens=200, sections={"episodes": [said, *others]}, conversation=[],
+                     count_tokens=count, config=ContextConfig(), profile=[safety])
+    assert block.text.splitlines()[1:3] == ["## Profile", "- I'm allergic to peanuts, never forget"]  # health stays
+
+
+def test_the_room_the_blocks_rounding_leaves_is_used():
+    """Each line's cost is rounded up on its own; the whole block costs less, and what that leaves
+    is offered again: the block holds an episode it would not hold counting line by line."""
+    from datetime import UTC, datetime
+
+    when = datetime(2024, 5, 1, tzinfo=UTC)
+    turns = [RecallHit(id=f"e{i}", tier="episodic", text=f"turn {i:02d} x", score=1 - i / 100, created_at=when,
+                       components={"speaker": "Ada"}) for i in range(30)]
+    count = chars_per_token_counter
+    line = count("- Ada: turn 00 x\n")  # 17 characters: 5 tokens alone, 4.25 in a block
+    fixed = count("<memory>\n</memory>") + count("## Episodes\n") + count("### 2024-05-01\n")
+    budget = fixed + 10 * line
+    block = assemble(query="turn", max_tokens=budget, sections={"episodes": turns}, conversation=[],
+                     count_tokens=count, config=ContextConfig(profile_share=0))
+    assert block.tokens <= budget and block.sections["episodes"].items > 10
