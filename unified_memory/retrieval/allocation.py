@@ -8,7 +8,8 @@ line per day shown (:func:`cost_of_adding`, :func:`section_cost`).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
 
 from unified_memory.config import ContextConfig
 from unified_memory.retrieval.items import Item, said, score, truncate
@@ -20,11 +21,12 @@ Allocation = tuple[dict[str, list[Item]], dict[str, int], dict[str, int]]
 """(the items chosen per section, the tokens each uses, the room each was filled against)"""
 
 
-def cost_of_adding(item: Item, shown: Sequence[Item], header: int) -> int:
-    """What showing ``item`` after ``shown`` (its section's items so far) costs: its line, the
-    section's header when it is the first, its day's line when it is the first of its day."""
+def cost_of_adding(item: Item, shown: Sequence[Item], header: int, days: Mapping[str, int]) -> int:
+    """What showing ``item`` after ``shown`` (its section's items so far, ``days``: how many of
+    them each day holds) costs: its line, the section's header when it is the first, its day's
+    line when it is the first of its day."""
     cost = item.cost + (0 if shown else header)
-    if item.day is not None and all(o.day != item.day for o in shown):
+    if item.day is not None and not days.get(item.day):
         cost += item.day_cost
     return cost
 
@@ -43,15 +45,18 @@ def fill(items: list[Item], header: int, budget: int, count: Callable[[str], int
     first item alone too long for the room is cut to fit; ``contiguous`` stops at the first item
     that does not fit (the conversation keeps the most recent messages, without a gap)."""
     chosen: list[Item] = []
+    days: Counter[str] = Counter()
     used = 0
     for i, item in enumerate(items):
-        cost = cost_of_adding(item, chosen, header)
+        cost = cost_of_adding(item, chosen, header, days)
         if i == 0 and cost > budget:
             item = truncate(item, budget - header, count) or item
-            cost = cost_of_adding(item, chosen, header)
+            cost = cost_of_adding(item, chosen, header, days)
         if used + cost <= budget:
             chosen.append(item)
             used += cost
+            if item.day is not None:
+                days[item.day] += 1
         elif contiguous:
             break
     return chosen, used
@@ -139,24 +144,30 @@ def allocate_by_score(candidates: dict[str, list[Item]], headers: dict[str, int]
     merged = sorted(((item, n, rank) for n in ranked for rank, item in enumerate(candidates[n])),
                     key=lambda entry: (-score(entry[0]), ranked.index(entry[1]), entry[2]))
     spent = 0
-    on_show = [said(i) for i in shown_elsewhere]  # the profile's lines: what the block says anyway
+    days: dict[str, Counter[str]] = {n: Counter() for n in ranked}  # how many items of each day a section shows
+    # what the block says so far, the profile's lines first, one "\0" between two items' words
+    # (words never hold it, so ``words in on_show`` is "some shown item holds these words")
+    on_show = "\0".join(said(i) for i in shown_elsewhere)
     says = {id(item): said(item) for item, _, _ in merged}  # once per item, not once per comparison
     for item, n, _ in merged:
         words = says[id(item)]
-        if words and any(words in other for other in on_show):
+        if words and words in on_show:
             continue  # says nothing the block does not (a fact whose turn is shown, a profile fact)
-        if spent + cost_of_adding(item, chosen[n], headers[n]) <= room:
-            for m in ranked:  # what this says in full (a fact of this very turn) gives its room back
-                gone = [o for o in chosen[m] if words and says[id(o)] and says[id(o)] in words]
+        if spent + cost_of_adding(item, chosen[n], headers[n], days[n]) <= room:
+            for m in ranked if words else ():  # what this says in full (a fact of this very turn) gives its room back
+                gone = [o for o in chosen[m] if says[id(o)] and says[id(o)] in words]
                 if gone:
                     chosen[m] = [o for o in chosen[m] if all(o is not g for g in gone)]
+                    days[m].subtract(o.day for o in gone if o.day is not None)
                     spent -= used[m] - (now := section_cost(chosen[m], headers[m]))
                     used[m] = now
-            cost = cost_of_adding(item, chosen[n], headers[n])
+            cost = cost_of_adding(item, chosen[n], headers[n], days[n])
             chosen[n].append(item)
+            if item.day is not None:
+                days[n][item.day] += 1
             used[n] += cost
             spent += cost
-            on_show.append(words)
+            on_show += "\0" + words
     for n in ranked:
         budgets[n] = used[n]
     return chosen, used, budgets

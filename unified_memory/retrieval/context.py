@@ -7,6 +7,8 @@ fenced block of text for the next LLM call::
     ## Facts
     - I'm allergic to peanuts
     ## Episodes
+    ### 2023-06-27
+    - Caroline: I'm thinking of working with trans people
     ### 2023-05-08
     - Caroline: I went to the LGBTQ support group yesterday
     - Melanie: That's cool, Caroline!
@@ -25,10 +27,11 @@ is marked as such: a superseded fact ends in ``(until YYYY-MM)``, the month its
 validity ended, and a message that stated one in ``(no longer current)``; an
 episode shows ``speaker: text``, the speaker from ``hit.components["speaker"]``, else
 ``["role"]`` (set by recall; left out when missing, a name cut at 40 characters), under the line
-of its day ``### YYYY-MM-DD`` (``hit.created_at``, UTC): the episodes are shown by day, oldest
-first, a day's turns in the order they were said (so a date is said once for all the turns of a
-day, and a conversation reads as it went; an episode without a time comes first, under no day;
-``block.hits`` follows the order shown); a conversation message shows
+of its day ``### YYYY-MM-DD`` (``hit.created_at``, UTC): the episodes are shown by day, newest
+day first (what was said last about a thing comes before what it replaced), a day's turns in the
+order they were said (so a date is said once for all the turns of a day, and a conversation reads
+as it went; an episode without a time comes first, under no day; ``block.hits`` follows the
+order shown); a conversation message shows
 ``name: content`` (``role: content`` without a name; a name that is another role's
 word keeps the real role beside it, ``system (user): ...``; an assistant turn with only
 tool calls shows ``[tool call: name, ...]``). An item is capped at
@@ -105,15 +108,15 @@ _NEVER = datetime.min  # an episode without a time: before every other
 
 def _as_shown(name: str, items: Sequence[Item]) -> list[Item]:
     """A section's items in the order the block shows them: the conversation oldest first; the
-    episodes by day, oldest first, a day's turns in the order they were said (one without a
-    day first); the others best first."""
+    episodes by day, newest day first, a day's turns in the order they were said (those without a
+    day first: under a day's line they would read as that day's); the others best first."""
     if name == "conversation":
         return list(reversed(items))
     if name != "episodes":
         return list(items)
-    order = sorted(range(len(items)), key=lambda k: (
-        items[k].day or "", (h.created_at.replace(tzinfo=None) if (h := items[k].hit) and h.created_at else _NEVER), k))
-    return [items[k] for k in order]
+    said_order = sorted(range(len(items)), key=lambda k: (
+        (h.created_at.replace(tzinfo=None) if (h := items[k].hit) and h.created_at else _NEVER), k))
+    return [items[k] for k in sorted(said_order, key=lambda k: items[k].day or "~", reverse=True)]  # stable
 
 
 def _render(tag: str, order: Sequence[str], chosen: Mapping[str, list[Item]]) -> str:
@@ -255,9 +258,12 @@ def assemble(*, query: str | None, max_tokens: int, sections: Mapping[str, Seque
 
     text = _render(tag, order, shown(chosen))
     tokens = count_tokens(text)
-    if tokens < max_tokens and any(len(chosen.get(n, ())) < len(candidates[n]) for n in candidates):
+    shown_now = {id(i) for items in chosen.values() for i in items}
+    cheapest = min((i.cost for items in candidates.values() for i in items if id(i) not in shown_now), default=None)
+    if cheapest is not None and cheapest <= room + max_tokens - tokens - sum(used.values()):
         # each line's cost is rounded up on its own: the whole block costs less than its lines, and
-        # the room that leaves is offered once more (kept only if the block still fits)
+        # the room that leaves is offered once more when a memory left out could use it (kept only
+        # if the block still fits)
         more = allocate(room + max_tokens - tokens, profile_chosen)
         bigger = _render(tag, order, shown(more[0]))
         if (sum(map(len, more[0].values())) > sum(map(len, chosen.values())) and (cost := count_tokens(bigger)) <= max_tokens

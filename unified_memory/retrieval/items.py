@@ -25,6 +25,7 @@ from unified_memory.types import Message, RecallHit
 __all__ = ["Item", "hit_item", "message_item", "forget_rendered", "day_line", "said", "truncate", "score"]
 
 _MIN_KEPT = 12  # a truncated item keeps at least this many characters of its own text
+_WORDS = re.compile(r"\w+")
 
 
 @dataclass(slots=True)  # not frozen: one per hit and per window message of every context (3x faster)
@@ -39,6 +40,7 @@ class Item:
     key: str | None = None  # the hit's id, or the conversation message's id
     day: str | None = None  # an episode's day (YYYY-MM-DD): the line it is shown under
     day_cost: int = 0  # what that day's line costs
+    words: str | None = None  # what it says (:func:`said`), once asked
 
 
 def score(item: Item) -> float:
@@ -143,8 +145,10 @@ def forget_rendered() -> None:
 def said(item: Item) -> str:
     """What an item says, to compare with another's: its text without the "speaker: " part,
     case-folded, words only ("" for one too short to tell: under 12 characters)."""
-    words = " ".join(re.findall(r"\w+", item.plain[item.prefix:].casefold()))
-    return words if len(words) >= 12 else ""
+    if item.words is None:
+        words = " ".join(_WORDS.findall(item.plain[item.prefix:].casefold()))
+        item.words = words if len(words) >= 12 else ""
+    return item.words
 
 
 def truncate(item: Item, room: int, count: Callable[[str], int]) -> Item | None:
@@ -157,7 +161,7 @@ def truncate(item: Item, room: int, count: Callable[[str], int]) -> Item | None:
         line = "- " + (item.plain[:mid].rstrip() + "…").translate(ESCAPES)
         cost = count(line + "\n")
         if cost <= room:
-            best, low = replace(item, plain=item.plain[:mid].rstrip() + "…", line=line, cost=cost), mid + 1
+            best, low = replace(item, plain=item.plain[:mid].rstrip() + "…", line=line, cost=cost, words=None), mid + 1
         else:
             high = mid - 1
     return best

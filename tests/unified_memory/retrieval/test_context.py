@@ -102,14 +102,14 @@ def check_fenced(block, config=None):
         if ln.startswith("## "):
             current = ln
             items_per_section[current] = 0
-        elif ln.startswith("### "):  # an episode's day: only in the episodes, each day once, oldest first
+        elif ln.startswith("### "):  # an episode's day: only in the episodes, each day once, newest first
             assert current == TITLES["episodes"]
             days.append(ln)
         else:
             assert current is not None
             items_per_section[current] += 1
     assert items_per_section == {TITLES[n]: block.sections[n].items for n in shown}
-    assert days == sorted(set(days))
+    assert days == sorted(set(days), reverse=True)
 
 
 @settings(max_examples=150, deadline=None)
@@ -200,7 +200,7 @@ def test_rendering_example():
     sections = {
         "facts": [hit(1, "I'm allergic to peanuts"), hit(2, "I live in Lisbon")],
         "entities": [hit(3, "Maria: person, lives in Porto", "entities")],
-        "episodes": [  # best first; shown by day, oldest first, a day's turns in the order said
+        "episodes": [  # best first; shown by day, newest first, a day's turns in the order said
             hit(4, "I went to the support group", "episodes", created_at=T0 + timedelta(minutes=1),
                 components={"speaker": "Caroline", "role": "user"}),
             hit(5, "I painted a sunrise", "episodes", created_at=T0 + timedelta(days=30),
@@ -213,10 +213,10 @@ def test_rendering_example():
     assert block.text == (
         "<memory>\n## Facts\n- I'm allergic to peanuts\n- I live in Lisbon\n"
         "## Entities\n- Maria: person, lives in Porto\n"
-        "## Episodes\n### 2023-05-08\n- Melanie: How was your week?\n- Caroline: I went to the support group\n"
-        "### 2023-06-07\n- Melanie: I painted a sunrise\n"
+        "## Episodes\n### 2023-06-07\n- Melanie: I painted a sunrise\n"
+        "### 2023-05-08\n- Melanie: How was your week?\n- Caroline: I went to the support group\n"
         "## Conversation\n- user: hi\n- Bot: hello\n</memory>")
-    assert [h.id for h in block.hits] == ["h1", "h2", "h3", "h6", "h4", "h5"]  # as shown
+    assert [h.id for h in block.hits] == ["h1", "h2", "h3", "h5", "h6", "h4"]  # as shown
     assert block.tokens == chars_per_token_counter(block.text)
     assert sum(u.tokens for u in block.sections.values()) + chars_per_token_counter("<memory>\n</memory>") \
         >= block.tokens  # the days' lines are paid for
@@ -241,7 +241,7 @@ def test_episode_speaker_falls_back_to_role_and_date_is_utc():
     late = datetime(2023, 5, 8, 23, 30, tzinfo=UTC).astimezone(timezone_plus(5))
     block = build({"episodes": [hit(1, "text", "episodes", created_at=late, components={"role": "user"}),
                                 hit(2, "no date", "episodes")]}, [], 100)
-    assert "## Episodes\n- no date\n### 2023-05-08\n- user: text\n" in block.text  # undated first
+    assert "## Episodes\n- no date\n### 2023-05-08\n- user: text\n" in block.text  # undated first, under no day
 
 
 def timezone_plus(hours):
