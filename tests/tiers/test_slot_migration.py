@@ -151,6 +151,9 @@ def test_an_old_export_with_slot_predicates_is_normalised_on_import(tmp_path):
         obj = json.loads(line)
         if obj["kind"] == "header":
             obj["schema_version"] = 4
+        elif obj["kind"] == "entities" and obj["row"]["name"] == "Honda Civic":
+            obj["row"]["description"] = "Honda Civic (thing): user my_car Honda Civic"  # as schema 4 wrote it
+            obj["row"]["doc"] = "honda civic my_car"
         elif obj["kind"] == "triples":
             obj["row"].pop("single")
             slot = {**obj["row"], "id": "tri_slot", "predicate": "my_car", "mention_count": 2,
@@ -163,6 +166,8 @@ def test_an_old_export_with_slot_predicates_is_normalised_on_import(tmp_path):
         mem.import_jsonl(tmp_path / "old.jsonl")
         cars = [t for t in mem.triples() if "car" in t.predicate]
         assert [(t.predicate, t.object) for t in cars] == [("car", "Honda Civic")]
+        (card,) = [h.text for h in mem.recall("Honda Civic", tiers="entity")]
+        assert "my_car" not in card and "car Honda Civic" in card  # the card the old rows brought, derived again
     conn = sqlite3.connect(tmp_path / "target.db")
     assert conn.execute("SELECT mention_count, single FROM triples WHERE predicate = 'car'").fetchall() == [(3, 1)]
     conn.close()
@@ -189,3 +194,61 @@ def test_the_same_migration_runs_on_postgresql(pg_url):
                          "ORDER BY id").fetchall()
     assert got == [("t1", "car", 1, 3, None, None), ("t3", "car", 0, 1, None, None), ("t4", "bike", 1, 1, 1.0, "t1")]
     assert len(MERGE_SLOT_PREDICATES) == 5
+
+
+def _stale_cards(path):
+    """A schema-4 file whose Civic card reads the relation by its old name (as schema 4 wrote it)."""
+    _old_file(path, [_row("t1", "my_car", "c")])
+    conn = sqlite3.connect(path)
+    conn.execute("UPDATE entities SET description = 'Civic (thing): user my_car Civic', doc = 'civic my_car' "
+                 "WHERE id = 'c'")
+    conn.commit()
+    conn.close()
+
+
+def test_the_cards_of_an_upgraded_file_read_the_relations_as_they_are_named_now(tmp_path):
+    from unified_memory import UnifiedMemory
+
+    path = tmp_path / "old.db"
+    _stale_cards(path)
+    store = Storage(path)
+    assert store.get_meta("entity_cards") == "stale"  # the migration marks them
+    store.close()
+    with UnifiedMemory(path, user_id="ada", retrieval="lexical") as mem:  # the first open derives them again
+        (card,) = [h.text for h in mem.recall("Civic", tiers="entity")]
+        assert "my_car" not in card and "car Civic" in card
+    conn = sqlite3.connect(path)
+    assert conn.execute("SELECT value FROM meta WHERE key = 'entity_cards'").fetchone() == ("current",)
+    assert "my_car" not in conn.execute("SELECT description || doc FROM entities WHERE id = 'c'").fetchone()[0]
+    conn.execute("UPDATE entities SET description = 'left alone' WHERE id = 'c'")
+    conn.commit()
+    conn.close()
+    with UnifiedMemory(path, user_id="ada", retrieval="lexical") as mem:  # current: a later open derives nothing
+        assert [h.text for h in mem.recall("Civic", tiers="entity")] == ["left alone"]
+        assert mem.reindex() == 1  # reindex derives the cards again too
+        assert [h.text for h in mem.recall("Civic", tiers="entity")] != ["left alone"]
+
+
+@pytest.mark.postgresql
+def test_postgresql_marks_the_cards_stale_when_it_migrates(pg_url):
+    psycopg = pytest.importorskip("psycopg")
+    from tiers.storage.pg_schema import prepare_schema
+
+    with psycopg.connect(pg_url, autocommit=True) as pg:
+        prepare_schema(pg, "test db")
+        pg.execute("DELETE FROM meta WHERE key = 'entity_cards'")
+        prepare_schema(pg, "test db")  # up to date: nothing marked
+        assert pg.execute("SELECT value FROM meta WHERE key = 'entity_cards'").fetchall() == []
+        pg.execute("ALTER TABLE triples DROP COLUMN single")
+        pg.execute("UPDATE meta SET value = '4' WHERE key = 'schema_version'")
+        pg.execute("INSERT INTO entities (id, user_id, agent_id, name, norm_name, type, attributes, first_seen, "
+                   "last_seen, metadata, description, doc) VALUES ('c', 'ada', '', 'Civic', 'civic', 'thing', '{}', "
+                   "0, 0, '{}', 'Civic (thing): user my_car Civic', 'civic my_car')")
+        prepare_schema(pg, "test db")
+        assert pg.execute("SELECT value FROM meta WHERE key = 'entity_cards'").fetchall() == [("stale",)]
+    from unified_memory import UnifiedMemory
+
+    with UnifiedMemory(pg_url, user_id="ada", retrieval="lexical") as mem:
+        assert [h.text for h in mem.recall("Civic", tiers="entity")] == ["Civic (thing)"]  # derived again
+    with psycopg.connect(pg_url, autocommit=True) as pg:
+        assert pg.execute("SELECT value FROM meta WHERE key = 'entity_cards'").fetchall() == [("current",)]

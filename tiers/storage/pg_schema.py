@@ -38,7 +38,7 @@ import re
 from typing import TYPE_CHECKING, Any
 
 from scoring.errors import StorageError
-from tiers.storage.schema import MERGE_SLOT_PREDICATES, SCHEMA_VERSION, stored_version
+from tiers.storage.schema import MERGE_SLOT_PREDICATES, SCHEMA_VERSION, STALE_ENTITY_CARDS, stored_version
 
 if TYPE_CHECKING:
     import psycopg
@@ -277,7 +277,8 @@ FIRST_VERSION_PG = 3
 #: so they can run twice (``ADD COLUMN IF NOT EXISTS``).
 MIGRATIONS_PG: dict[int, tuple[str, ...]] = {
     4: ('ALTER TABLE keyed_items ADD COLUMN IF NOT EXISTS vectors TEXT COLLATE "C"',),
-    5: ("ALTER TABLE triples ADD COLUMN IF NOT EXISTS single BIGINT NOT NULL DEFAULT 0", *MERGE_SLOT_PREDICATES),
+    5: ("ALTER TABLE triples ADD COLUMN IF NOT EXISTS single BIGINT NOT NULL DEFAULT 0", *MERGE_SLOT_PREDICATES,
+        STALE_ENTITY_CARDS),
 }
 
 #: The oldest server accepted, as ``server_version_num``.

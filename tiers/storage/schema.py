@@ -302,7 +302,13 @@ MERGE_SLOT_PREDICATES: tuple[str, ...] = (
     f"UPDATE triples SET predicate = substr(predicate, 4), single = 1 WHERE {_SLOT.format('triples')}",
     "UPDATE triples SET superseded_by = NULL WHERE superseded_by = id",
 )
-MIGRATIONS[5] += MERGE_SLOT_PREDICATES
+#: A meta row saying the entities' stored descriptions and index texts were derived from
+#: relations as an older schema named them (``my_car``): the graph derives them again at the next
+#: open (``EntityGraph.refresh_stale_cards``) and marks them current.
+ENTITY_CARDS = "entity_cards"
+STALE_ENTITY_CARDS = ("INSERT INTO meta (key, value) VALUES ('entity_cards', 'stale') "
+                      "ON CONFLICT (key) DO UPDATE SET value = excluded.value")
+MIGRATIONS[5] += (*MERGE_SLOT_PREDICATES, STALE_ENTITY_CARDS)
 
 _ADD_COLUMN = re.compile(r"ALTER TABLE (\w+) ADD COLUMN (\w+)")
 

@@ -24,6 +24,7 @@ from scoring.importance import HeuristicImportanceScorer
 from tiers.episodic import EpisodicLog
 from tiers.facts.long_term import LongTermFacts
 from tiers.graph.entities import ENTITY_LENGTH_NORMALISATION, EntityGraph
+from tiers.graph.upkeep import refresh_stale_cards, refresh_user
 from tiers.indexes.documents import DocumentIndex
 from tiers.items.keyed_items import KeyedItems, Ranking
 from tiers.short_term import ShortTermWindow
@@ -133,17 +134,22 @@ class Backend:
                 partitions.ensure(user_id)
 
     def reindex(self, users: list[str], *, progress: Callable[[int, int], Any] | None = None) -> None:
-        """Rebuild the lexical indexes (and the vectors, when dense retrieval is on) of ``users``.
-        On the database search path the tables are rebuilt from the rows now, user by user."""
+        """Rebuild the lexical indexes (and the vectors, when dense retrieval is on) of ``users``,
+        and the entities' cards they index (derived again from the relations). On the database
+        search path the tables are rebuilt from the rows now, user by user."""
         if self.storage.search == "database":
             for done, user in enumerate(users, start=1):
                 with self.storage.atomic():
+                    refresh_user(self.graph, user)  # the entities' cards, derived again from their relations
                     for documents in self.indexes:
                         documents.reset(user)
                         documents.fill(user)
                 if progress is not None:
                     progress(done, len(users))
             return
+        for user in users:
+            with self.storage.atomic():
+                refresh_user(self.graph, user)  # the entities' cards, derived again from their relations
         for documents in self.indexes:
             for user in users:
                 documents.lexical.invalidate(user)
@@ -197,6 +203,7 @@ def open_backend(path: str | os.PathLike[str] | None, config: MemoryConfig,
         extractor = plugins.extractor or RuleExtractor(scorer)
         mode, dense = setup_dense(config, storage, [log.index, *facts.indexes, graph.index], path=path,
                                   embedder=plugins.embedder, vector_index=plugins.vector_index)
+        refresh_stale_cards(graph)  # after an upgrade: the entities' cards as relations now read
         return Backend(
             storage=storage, config=config, log=log,
             window=ShortTermWindow(log, max_messages=config.short_term_limit,

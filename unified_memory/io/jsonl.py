@@ -19,6 +19,7 @@ import logging
 from datetime import UTC, datetime
 from typing import Any
 
+from tiers.graph.upkeep import refresh_user
 from tiers.maintenance.row_export import FORMAT, FORMAT_VERSION, export_rows
 from tiers.maintenance.row_import import import_rows
 from tiers.maintenance.row_parsing import parse_export
@@ -86,6 +87,9 @@ def import_jsonl(view: MemoryView, source: Any, *, user_id: str | None = None) -
         with target.write():
             backend.facts.uses.fold()  # rows already there are compared with the file's, uses included
             result = import_rows(backend.storage, parsed, user_id=user_id)
+            if any(table.name in ("entities", "triples") for _, table, _ in parsed.rows):
+                for user in touched:  # the cards the rows brought read relations as their version named them
+                    refresh_user(backend.graph, user)
             for index in indexes:  # other processes sharing the file rebuild them too
                 for user in touched:
                     index.journal.reset(user)
