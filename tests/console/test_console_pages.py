@@ -197,3 +197,22 @@ def test_bad_parameters_are_4xx_pages_naming_them(site: Site, path: str, field: 
     answer = site.sign_in(site.ada).get(path)
     assert 400 <= answer.status_code < 500
     assert field in answer.text and "Traceback" not in answer.text
+
+
+def test_a_failure_and_an_unknown_address_are_pages_never_json(site: Site, monkeypatch, caplog):
+    client = site.sign_in(site.ada)
+    for path in ["/ui/nowhere", "/ui/facts/extra", "/ui/static/missing.css"]:
+        answer = client.get(path)
+        assert answer.status_code == 404 and answer.headers["content-type"].startswith("text/html"), path
+        assert "Not found" in answer.text and "default-src 'none'" in answer.headers["content-security-policy"]
+
+    def broken(*_args, **_kwargs):
+        raise RuntimeError("the disk caught fire")
+
+    monkeypatch.setattr(UnifiedMemory, "profile", broken)
+    with caplog.at_level("ERROR", logger="unified_memory.console"):
+        answer = client.get("/ui/overview")
+    assert answer.status_code == 500 and answer.headers["content-type"].startswith("text/html")
+    assert "Something went wrong" in answer.text and "disk caught fire" not in answer.text  # the log says it
+    assert "disk caught fire" in caplog.text
+    assert "default-src 'none'" in answer.headers["content-security-policy"]

@@ -51,4 +51,6 @@ def install_console(app: FastAPI, memory: UnifiedMemory, keys: KeyRing, gate: Ga
                       include_in_schema=False)
     for name in _STATIC:
         app.add_api_route(f"{CONSOLE_PATH}/static/{name}", _static(name), methods=["GET"], include_in_schema=False)
+    # last: any other address under the console is a page saying so (not the service's JSON 404)
+    app.add_api_route(CONSOLE_PATH + "/{rest:path}", console.not_found, methods=["GET", "POST"], include_in_schema=False)
     return console

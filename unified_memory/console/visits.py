@@ -11,6 +11,7 @@ id (a ``/`` in it too) is one value.
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -26,8 +27,11 @@ from unified_memory.console.security import SESSION_COOKIE, apply_headers
 from unified_memory.errors import ConflictError, NotFoundError, UnifiedMemoryError
 from unified_memory.memory import UnifiedMemory
 from unified_memory.service.auth import Gate
+from unified_memory.service.errors import status_of
 
 __all__ = ["CONSOLE_PATH", "Console", "Visit", "Denied"]
+
+_LOG = logging.getLogger("unified_memory.console")
 
 #: Where the console lives on the service.
 CONSOLE_PATH = "/ui"
@@ -148,7 +152,8 @@ class Console:
     def page(self, handler: Callable[[Console, Request], Awaitable[Response]]) -> Callable[[Request], Awaitable[Response]]:
         """A route answering what ``handler`` answers, or: the sign-in page for a visitor without a
         session, the users page for an admin who chose no user, an error page (4xx) for a refused
-        or bad request."""
+        or bad request, and an error page (5xx, what went wrong in the server's log) for anything
+        else: a browser never gets a JSON body."""
         async def route(request: Request) -> Response:
             try:
                 return await handler(self, request)
@@ -167,9 +172,21 @@ class Console:
             except UnifiedMemoryError as exc:
                 if isinstance(exc, ValueError | TypeError):
                     return self.render("error.html", 400, title="Bad request", message=str(exc), visit=None)
-                raise
+                status, _ = status_of(exc)  # the service's status for it: busy, read-only, ...
+                _LOG.error("console %s %s failed: %s: %s", request.method, request.url.path, type(exc).__name__, exc)
+                return self.render("error.html", status, title="Unavailable" if status == 503 else "Error",
+                                   message=str(exc), visit=None)
+            except Exception:  # a page, never a JSON body, whatever went wrong; the log says what
+                _LOG.exception("console %s %s failed", request.method, request.url.path)
+                return self.render("error.html", 500, title="Something went wrong",
+                                   message="The page could not be shown; the server's log says why.", visit=None)
 
         return route
+
+    async def not_found(self, request: Request) -> Response:
+        """The page of an address under the console that is none of its pages."""
+        return self.render("error.html", 404, title="Not found", message=f"There is no page {request.url.path}.",
+                           visit=None)
 
 
 class _Choose(Exception):  # noqa: N818
