@@ -20,8 +20,12 @@ __all__ = ["Bar", "timeline_bars", "Edge", "Node", "Line", "Picture", "neighbour
 
 #: The most entities one picture draws (the closest first); the table beside it lists every relation.
 MAX_NODES = 40
-WIDTH, HEIGHT = 800, 720
-_RINGS = (0.0, 150.0, 290.0)
+WIDTH, HEIGHT = 800, 720  # the smallest picture; a larger neighbourhood makes it larger
+_RING = 150.0  # the neighbours' ring, at least
+_FAN = 130.0  # the entities reached through a neighbour: at least this far from it
+_APART = 110.0  # between two neighbours on the ring, at least
+_FAN_APART = 95.0  # between two entities of one fan, at least
+_MARGIN_X, _MARGIN_Y = 80.0, 50.0  # room around the outermost nodes for their names
 
 
 @dataclass(frozen=True)
@@ -71,7 +75,8 @@ class Node:
 
 @dataclass(frozen=True)
 class Line:
-    """A relation drawn from one node to another, its label at (``lx``, ``ly``)."""
+    """A relation drawn from one node to another, its label at (``lx``, ``ly``) turned by
+    ``angle`` degrees to run along the line (never upside down)."""
 
     edge: Edge
     x1: float
@@ -80,24 +85,30 @@ class Line:
     y2: float
     lx: float
     ly: float
+    angle: float = 0.0
+    dy: float = -4.0  # the label's baseline this far below (negative: above) the line, across it
 
 
 @dataclass(frozen=True)
 class Picture:
-    """The nodes and lines of a neighbourhood, and how many entities were left out."""
+    """The nodes and lines of a neighbourhood, how many entities were left out, and the box that
+    holds them (the SVG's ``viewBox``: ``x``, ``y``, ``width``, ``height``)."""
 
     nodes: list[Node]
     lines: list[Line]
     left_out: int
     width: int = WIDTH
     height: int = HEIGHT
+    x: int = 0
+    y: int = 0
 
 
 def neighbourhood(center: str, edges: Sequence[Edge], *, max_nodes: int = MAX_NODES) -> Picture:
-    """``center`` in the middle, the entities one relation away evenly on a ring around it, those two
-    away on an outer ring, each near the neighbour it was reached through (within that neighbour's
-    share of the circle); at most ``max_nodes`` in all, nearest first. The relations between drawn
-    entities are the lines."""
+    """``center`` in the middle, the entities one relation away evenly on a ring around it (wider
+    as they are more), those two away in a fan around the neighbour they were reached through,
+    turned away from the centre (wider and farther as the fan holds more); at most ``max_nodes`` in
+    all, nearest first. The relations between drawn entities are the lines, each label along its
+    line; the picture's box fits what is drawn."""
     names: dict[str, str] = {}
     links: dict[str, list[str]] = {}
     for edge in edges:
@@ -118,26 +129,31 @@ def neighbourhood(center: str, edges: Sequence[Edge], *, max_nodes: int = MAX_NO
     drawn = [key, *first, *sorted(parent, key=lambda k: (first.index(parent[k]), names[k].casefold())), *rest]
     left_out = max(0, len(drawn) - max_nodes)
     drawn = drawn[:max_nodes]
-    cx, cy = WIDTH / 2, HEIGHT / 2
-    nodes: dict[str, Node] = {key: Node(names[key], cx, cy, 0)}
+    nodes: dict[str, Node] = {key: Node(names[key], 0.0, 0.0, 0)}
     ring1 = [k for k in drawn if k in first]
     share = 2 * math.pi / max(len(ring1), 1)
+    radius = max(_RING, _APART / (2 * math.sin(share / 2)) if len(ring1) > 1 else 0.0)  # neighbours _APART apart
     angles = {k: share * i - math.pi / 2 for i, k in enumerate(ring1)}
     for k, angle in angles.items():
-        nodes[k] = Node(names[k], round(cx + _RINGS[1] * math.cos(angle), 1), round(cy + _RINGS[1] * math.sin(angle), 1), 1)
-    outer = [k for k in drawn if k in parent or k in rest]
+        nodes[k] = Node(names[k], round(radius * math.cos(angle), 1), round(radius * math.sin(angle), 1), 1)
     groups: dict[str | None, list[str]] = {}
-    for k in outer:
-        groups.setdefault(parent.get(k), []).append(k)
-    free = [2 * math.pi * i / max(len(groups.get(None, [])), 1) for i in range(len(groups.get(None, [])))]
+    for k in drawn:
+        if k in parent or k in rest:
+            groups.setdefault(parent.get(k), []).append(k)
     for via, members in groups.items():
+        if via is None:  # reached through no neighbour: evenly on a ring outside the fans
+            far = radius + 2 * _FAN + _FAN_APART
+            for i, k in enumerate(members):
+                angle = 2 * math.pi * i / len(members) - math.pi / 2
+                nodes[k] = Node(names[k], round(far * math.cos(angle), 1), round(far * math.sin(angle), 1), 2)
+            continue
+        hub = nodes[via]
+        window = min(math.pi, max(share, math.pi / 3))  # the fan's angle, facing away from the centre
+        step = window / len(members)  # between two members, seen from the neighbour: _FAN_APART apart
+        reach = max(_FAN, _FAN_APART / (2 * math.sin(step / 2)) if len(members) > 1 else 0.0)
         for i, k in enumerate(members):
-            if via is None:
-                angle = free[i]
-            else:  # spread over the middle of the neighbour's share of the circle
-                angle = angles[via] + share * 0.8 * ((i + 0.5) / len(members) - 0.5)
-            nodes[k] = Node(names[k], round(cx + _RINGS[2] * math.cos(angle), 1),
-                            round(cy + _RINGS[2] * math.sin(angle), 1), 2)
+            angle = angles[via] + step * (i + 0.5) - window / 2
+            nodes[k] = Node(names[k], round(hub.x + reach * math.cos(angle), 1), round(hub.y + reach * math.sin(angle), 1), 2)
     lines: list[Line] = []
     pairs: dict[frozenset[str], int] = {}
     for edge in edges:
@@ -145,9 +161,24 @@ def neighbourhood(center: str, edges: Sequence[Edge], *, max_nodes: int = MAX_NO
         if a is None or b is None or a is b:
             continue
         pair = frozenset((a.name, b.name))
-        nth = pairs[pair] = pairs.get(pair, -1) + 1  # a second relation between the same two: label below
-        # the label two thirds of the way out, where the lines of a busy entity have spread apart
-        t = 0.5 if a.ring == b.ring else (0.68 if b.ring > a.ring else 0.32)
+        nth = pairs[pair] = pairs.get(pair, -1) + 1  # a second relation between the same two: one line lower
+        # the label past the middle of a fan's line, away from its hub, where the lines have spread
+        t = 0.5 if a.ring == b.ring or 0 in (a.ring, b.ring) else (0.6 if b.ring > a.ring else 0.4)
+        angle = math.degrees(math.atan2(b.y - a.y, b.x - a.x))
+        angle = angle - 180 if angle > 90 else angle + 180 if angle < -90 else angle  # never upside down
         lines.append(Line(edge, a.x, a.y, b.x, b.y, round(a.x + (b.x - a.x) * t, 1),
-                          round(a.y + (b.y - a.y) * t + 14 * nth, 1)))
-    return Picture(list(nodes.values()), lines, left_out)
+                          round(a.y + (b.y - a.y) * t, 1), round(angle, 1), -4.0 + 13 * nth))
+    return _fitted(Picture(list(nodes.values()), lines, left_out))
+
+
+def _fitted(picture: Picture) -> Picture:
+    """The picture with its box around what it draws (at least :data:`WIDTH` x :data:`HEIGHT`,
+    centred on what it draws), names and labels included."""
+    xs = [n.x for n in picture.nodes]
+    ys = [n.y for n in picture.nodes]
+    left, right = min(xs) - _MARGIN_X, max(xs) + _MARGIN_X
+    top, bottom = min(ys) - _MARGIN_Y, max(ys) + _MARGIN_Y
+    width, height = max(right - left, WIDTH), max(bottom - top, HEIGHT)
+    x, y = (left + right - width) / 2, (top + bottom - height) / 2
+    return Picture(picture.nodes, picture.lines, picture.left_out, math.ceil(width), math.ceil(height),
+                   math.floor(x), math.floor(y))
