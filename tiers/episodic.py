@@ -228,6 +228,16 @@ class EpisodicLog:
                                   list(seqs))
         return [LoggedMessage(row["seq"], row["id"], _to_message(row)) for row in rows]
 
+    def names_of(self, user_id: str, ids: Sequence[str]) -> dict[str, str]:
+        """The speaker's name of each of these messages of the user that has one (``{id: name}``)."""
+        wanted = list(dict.fromkeys(ids))
+        if not wanted:
+            return {}
+        marks = ",".join("?" * len(wanted))
+        rows = self.storage.execute(f"SELECT id, name FROM messages WHERE id IN ({marks}) AND user_id = ?",
+                                    [*wanted, user_id]).fetchall()
+        return {row[0]: row[1] for row in rows if row[1]}
+
     def window_head(self, scope: Scope, limit: int) -> list[tuple[Any, ...]]:
         """The oldest ``limit`` entries of this conversation's window, oldest first, as rows:
         ``(tokens, seq, role, *the message's columns)`` (what a window trim reads, once;

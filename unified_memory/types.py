@@ -130,12 +130,16 @@ class Profile(Record):
 
     ``facts`` are the facts behind it (active ones only: a superseded value is out), in the order
     shown; ``text`` is one line per fact (``- I'm allergic to peanuts``), and ``name`` what the user
-    is called when the graph knows it. See :mod:`unified_memory.retrieval.profile`.
+    is called when the graph knows it. ``speakers`` says who said each fact (``{fact id: name}``)
+    when the key facts were said by more than one named speaker (a group conversation): then each
+    of their lines says who (``- Caroline: I'm keen on counseling``). See
+    :mod:`unified_memory.retrieval.profile`.
     """
 
     text: str
     facts: list[Fact] = Field(default_factory=list)
     name: str | None = None
+    speakers: dict[str, str] = Field(default_factory=dict)
 
     def __str__(self) -> str:
         return self.text

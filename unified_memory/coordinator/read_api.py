@@ -30,6 +30,7 @@ from unified_memory.retrieval.profile import (
     MAX_PROFILE_FACTS,
     PROFILE_CATEGORIES,
     build_profile,
+    key_facts,
     profile_hits,
 )
 from unified_memory.retrieval.rerank import rerank
@@ -292,7 +293,9 @@ class ReadingAPI:
         facts = backend.facts.of_categories(scope, PROFILE_CATEGORIES, limit=4 * MAX_PROFILE_FACTS,
                                             now=backend.clock(), as_of=moment)
         names = backend.graph.own_names(scope.user_id) if moment is None else []
-        return build_profile(facts, name=names[0] if names else None)
+        chosen = key_facts(facts)  # who said them: one read of their first messages' names
+        said_by = backend.log.names_of(scope.user_id, [f.source_message_ids[0] for f in chosen if f.source_message_ids])
+        return build_profile(chosen, name=names[0] if names else None, said_by=said_by)
 
     def _window_until_written(self) -> list[Message]:
         """:meth:`window`, read again only once something was written since (``Storage.change_mark``):

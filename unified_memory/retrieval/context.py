@@ -197,7 +197,7 @@ def assemble(*, query: str | None, max_tokens: int, sections: Mapping[str, Seque
     profile = sorted(profile, key=lambda h: (h.components.get("category") != "health",
                                              -recalled.get(h.id, float("-inf"))))
     for hit in profile if config.profile_share > 0 else ():
-        if hit.id not in seen and (line := hit_item("facts", hit, count_tokens, max_item_chars)) is not None:
+        if hit.id not in seen and (line := hit_item("profile", hit, count_tokens, max_item_chars)) is not None:
             seen.add(hit.id)
             profile_items.append(line)
     profile_header = count_tokens(f"## {_TITLES['profile']}\n")

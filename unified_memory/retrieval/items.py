@@ -86,11 +86,15 @@ def _past(hit: RecallHit) -> str:
 def hit_item(section: str, hit: RecallHit, count: Callable[[str], int], cap: int) -> Item | None:
     """The item of a recalled hit in ``section`` (``None`` when it shows nothing). An episode
     says who spoke (``hit.components["speaker"]``, else ``["role"]``) and belongs to the day of
-    ``hit.created_at`` (UTC)."""
+    ``hit.created_at`` (UTC); a profile line says who when its hit names a speaker (the key facts
+    of a group conversation)."""
     text = clean_item(hit.text)
     if not text:
         return None
     text += _past(hit)
+    if section == "profile":
+        who = hit.components.get("speaker")
+        return _make(f"{speaker(who)}: " if isinstance(who, str) and clean_item(who) else "", text, hit, count, cap)
     if section != "episodes":
         return _make("", text, hit, count, cap)
     who = next((v for k in ("speaker", "role") if isinstance(v := hit.components.get(k), str)

@@ -55,7 +55,7 @@ the safety facts are the ones that stay.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from itertools import zip_longest
 
 from scoring.text import term_set
@@ -128,15 +128,27 @@ def _stands_alone(text: str) -> bool:
     return opening is None or opening.group(1).casefold().replace("\u2019", "'") not in POINTING_BACK
 
 
-def build_profile(facts: Sequence[Fact], *, name: str | None = None, limit: int = MAX_PROFILE_FACTS) -> Profile:
+def build_profile(facts: Sequence[Fact], *, name: str | None = None, limit: int = MAX_PROFILE_FACTS,
+                  said_by: Mapping[str, str] | None = None) -> Profile:
     """The profile of these facts (the user's, as :meth:`UnifiedMemory.facts` lists them) and the
-    user's ``name``.
+    user's ``name``. ``said_by``: the speaker's name of the messages the facts came from
+    (``{message id: name}``); when the key facts were said by more than one named speaker, each
+    of their lines says who.
 
     >>> build_profile([]).text
     ''
     """
     chosen = key_facts(facts, limit=limit)
-    return Profile(text="\n".join(f"- {f.text}" for f in chosen), facts=chosen, name=name)
+    speakers = _speakers(chosen, said_by or {})
+    lines = [f"- {speakers[f.id]}: {f.text}" if f.id in speakers else f"- {f.text}" for f in chosen]
+    return Profile(text="\n".join(lines), facts=chosen, name=name, speakers=speakers)
+
+
+def _speakers(facts: Sequence[Fact], said_by: Mapping[str, str]) -> dict[str, str]:
+    """Who said each fact (the name on its first source message), when more than one speaker did."""
+    speakers = {f.id: said_by[f.source_message_ids[0]] for f in facts
+                if f.source_message_ids and f.source_message_ids[0] in said_by}
+    return speakers if len(set(speakers.values())) > 1 else {}
 
 
 def profile_hits(profile: Profile, query: str | None = None) -> list[RecallHit]:
@@ -162,6 +174,7 @@ def profile_hits(profile: Profile, query: str | None = None) -> list[RecallHit]:
         facts.sort(key=lambda f: (f.category != "health", -shared[f.id], position[f.id]))
     count = len(facts)
     return [RecallHit(id=f.id, tier="long_term", text=f.text, score=float(count - i),
-                      components={"importance": f.importance, "category": f.category, "profile": True},
+                      components={"importance": f.importance, "category": f.category, "profile": True,
+                                  **({"speaker": profile.speakers[f.id]} if f.id in profile.speakers else {})},
                       metadata=f.metadata, created_at=f.updated_at)
             for i, f in enumerate(facts)]

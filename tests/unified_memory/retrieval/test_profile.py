@@ -254,3 +254,21 @@ def test_the_room_the_blocks_rounding_leaves_is_used():
     block = assemble(query="turn", max_tokens=budget, sections={"episodes": turns}, conversation=[],
                      count_tokens=count, config=ContextConfig(profile_share=0))
     assert block.tokens <= budget and block.sections["episodes"].items > 10
+
+
+def test_in_a_group_conversation_each_key_fact_says_who_said_it():
+    with UnifiedMemory(user_id="club", retrieval="lexical") as mem:
+        mem.add_message("user", "I'm allergic to peanuts, so no satay for me.", name="Caroline")
+        mem.add_message("user", "I love playing the clarinet.", name="Melanie")
+        mem.add_message("user", "I love hiking in the mountains.", name="Caroline")
+        profile = mem.profile()
+        said = dict(zip((f.text for f in profile.facts), profile.text.splitlines(), strict=True))
+        assert said["I'm allergic to peanuts, so no satay for me."].startswith("- Caroline: ")
+        assert said["I love playing the clarinet."] == "- Melanie: I love playing the clarinet."
+        assert set(profile.speakers.values()) == {"Caroline", "Melanie"}
+        block = mem.context("what should we cook?", max_tokens=400).text
+        assert "## Profile\n- Caroline: I'm allergic to peanuts" in block
+    with UnifiedMemory(user_id="ada", retrieval="lexical") as mem:  # one speaker: nobody to tell apart
+        mem.add_message("user", "I'm allergic to peanuts.", name="Ada")
+        mem.add_message("user", "I love hiking in the mountains.", name="Ada")
+        assert mem.profile().speakers == {} and mem.profile().text.startswith("- I'm allergic")
