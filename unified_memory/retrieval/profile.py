@@ -35,6 +35,11 @@ when it
   chosen ("Losing my job was hard" after "Lost my job as a banker, so I'm starting my own
   business"), so ten ways of saying one thing do not fill the profile.
 
+In a group conversation (messages of several named speakers under one user), a key fact is
+somebody's: when the key facts came from more than one speaker, each line says who said it
+(``- Caroline: I'm keen on counseling``, the name on the fact's first message;
+:attr:`~unified_memory.types.Profile.speakers`).
+
 The user's name, when the graph knows it (``name`` relations of the user entity), is kept as
 :attr:`~unified_memory.types.Profile.name`. :func:`profile_hits` turns the facts into the hits
 of the context block's ``profile`` section (:mod:`unified_memory.retrieval.context`), which
