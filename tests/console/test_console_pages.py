@@ -216,3 +216,24 @@ def test_a_failure_and_an_unknown_address_are_pages_never_json(site: Site, monke
     assert "Something went wrong" in answer.text and "disk caught fire" not in answer.text  # the log says it
     assert "disk caught fire" in caplog.text
     assert "default-src 'none'" in answer.headers["content-security-policy"]
+
+
+def test_the_overview_says_who_said_each_key_fact_of_a_group_conversation(tmp_path):
+    from fastapi.testclient import TestClient
+
+    from tests.console.conftest import sign_in
+    from tiers.maintenance.keys import KeyRing
+    from tiers.storage.backend import Storage
+    from unified_memory.service.app import create_app
+
+    path = str(tmp_path / "club.db")
+    with UnifiedMemory(path, user_id="club", retrieval="lexical") as mem:
+        mem.add_message("user", "I'm allergic to peanuts, so no satay for me.", name="Caroline")
+        mem.add_message("user", "I love playing the clarinet.", name="<b>Melanie</b>")
+    ring = KeyRing(Storage(path))
+    key = ring.create("club")[1]
+    ring.storage.close()
+    with TestClient(create_app(UnifiedMemory(path, retrieval="lexical"))) as client:
+        sign_in(client, key)
+        page = client.get("/ui/overview").text
+    assert "<li>Caroline: <a " in page and "&lt;b&gt;Melanie&lt;/b&gt;: <a " in page  # escaped like any stored text
