@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import pytest
@@ -48,6 +49,17 @@ def form_value(html: str, name: str) -> str:
     found = re.search(rf'name="{name}" value="([^"]*)"', html)
     assert found, f"no {name} in the page"
     return found.group(1)
+
+
+@contextmanager
+def signed_in(path: str, user: str) -> Iterator[TestClient]:
+    """The service over the file ``path`` in this process, signed in with a new key of ``user``."""
+    ring = KeyRing(Storage(path))
+    key = ring.create(user)[1]
+    ring.storage.close()
+    with TestClient(create_app(UnifiedMemory(path, retrieval="lexical"))) as client:
+        sign_in(client, key)
+        yield client
 
 
 def sign_in(client: TestClient, key: str, *, next_: str = "/ui/") -> None:

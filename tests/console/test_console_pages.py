@@ -11,7 +11,7 @@ import re
 
 import pytest
 
-from tests.console.conftest import Site, form_value
+from tests.console.conftest import Site, form_value, signed_in
 from unified_memory import UnifiedMemory
 
 
@@ -52,21 +52,10 @@ def test_facts_filter_by_status_text_category_importance_and_time(site: Site):
 
 
 def test_facts_are_paged_and_sorted(tmp_path):
-    from fastapi.testclient import TestClient
-
-    from tests.console.conftest import sign_in
-    from tiers.maintenance.keys import KeyRing
-    from tiers.storage.backend import Storage
-    from unified_memory.service.app import create_app
-
     path = str(tmp_path / "m.db")
     with UnifiedMemory(path, user_id="ada", retrieval="lexical") as mem:
         mem.remember_many([{"text": f"Note number {i:03d}", "importance": (i % 10) / 10} for i in range(120)])
-    ring = KeyRing(Storage(path))
-    key = ring.create("ada")[1]
-    ring.storage.close()
-    with TestClient(create_app(UnifiedMemory(path, retrieval="lexical"))) as client:
-        sign_in(client, key)
+    with signed_in(path, "ada") as client:
         first = client.get("/ui/facts?sort=oldest").text
         assert "1–50 of 120" in first and "Note number 000" in first and "Note number 050" not in first
         nxt = re.search(r'href="([^"]*offset=50[^"]*)" rel="next"', first)
@@ -219,21 +208,10 @@ def test_a_failure_and_an_unknown_address_are_pages_never_json(site: Site, monke
 
 
 def test_the_overview_says_who_said_each_key_fact_of_a_group_conversation(tmp_path):
-    from fastapi.testclient import TestClient
-
-    from tests.console.conftest import sign_in
-    from tiers.maintenance.keys import KeyRing
-    from tiers.storage.backend import Storage
-    from unified_memory.service.app import create_app
-
     path = str(tmp_path / "club.db")
     with UnifiedMemory(path, user_id="club", retrieval="lexical") as mem:
         mem.add_message("user", "I'm allergic to peanuts, so no satay for me.", name="Caroline")
         mem.add_message("user", "I love playing the clarinet.", name="<b>Melanie</b>")
-    ring = KeyRing(Storage(path))
-    key = ring.create("club")[1]
-    ring.storage.close()
-    with TestClient(create_app(UnifiedMemory(path, retrieval="lexical"))) as client:
-        sign_in(client, key)
+    with signed_in(path, "club") as client:
         page = client.get("/ui/overview").text
     assert "<li>Caroline: <a " in page and "&lt;b&gt;Melanie&lt;/b&gt;: <a " in page  # escaped like any stored text

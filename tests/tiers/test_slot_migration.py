@@ -173,15 +173,23 @@ def test_an_old_export_with_slot_predicates_is_normalised_on_import(tmp_path):
     conn.close()
 
 
+def _schema_4(pg, *, prepared: bool = False) -> None:
+    """The database as schema 4 left it (no ``triples.single``), on a PostgreSQL connection."""
+    from tiers.storage.pg_schema import prepare_schema
+
+    if not prepared:
+        prepare_schema(pg, "test db")
+    pg.execute("ALTER TABLE triples DROP COLUMN single")
+    pg.execute("UPDATE meta SET value = '4' WHERE key = 'schema_version'")
+
+
 @pytest.mark.postgresql
 def test_the_same_migration_runs_on_postgresql(pg_url):
     psycopg = pytest.importorskip("psycopg")
     from tiers.storage.pg_schema import prepare_schema
 
     with psycopg.connect(pg_url, autocommit=True) as pg:
-        prepare_schema(pg, "test db")
-        pg.execute("ALTER TABLE triples DROP COLUMN single")
-        pg.execute("UPDATE meta SET value = '4' WHERE key = 'schema_version'")
+        _schema_4(pg)
         for entity_id, name in [("u", "user"), ("c", "Civic"), ("g", "Golf")]:
             pg.execute("INSERT INTO entities (id, user_id, agent_id, name, norm_name, type, attributes, first_seen, "
                        "last_seen, metadata) VALUES (%s, 'ada', '', %s, %s, 'thing', '{}', 0, 0, '{}')",
@@ -239,8 +247,7 @@ def test_postgresql_marks_the_cards_stale_when_it_migrates(pg_url):
         pg.execute("DELETE FROM meta WHERE key = 'entity_cards'")
         prepare_schema(pg, "test db")  # up to date: nothing marked
         assert pg.execute("SELECT value FROM meta WHERE key = 'entity_cards'").fetchall() == []
-        pg.execute("ALTER TABLE triples DROP COLUMN single")
-        pg.execute("UPDATE meta SET value = '4' WHERE key = 'schema_version'")
+        _schema_4(pg, prepared=True)
         pg.execute("INSERT INTO entities (id, user_id, agent_id, name, norm_name, type, attributes, first_seen, "
                    "last_seen, metadata, description, doc) VALUES ('c', 'ada', '', 'Civic', 'civic', 'thing', '{}', "
                    "0, 0, '{}', 'Civic (thing): user my_car Civic', 'civic my_car')")
