@@ -119,6 +119,23 @@ def _as_shown(name: str, items: Sequence[Item]) -> list[Item]:
     return [items[k] for k in sorted(said_order, key=lambda k: items[k].day or "~", reverse=True)]  # stable
 
 
+def _profile_items(profile: Sequence[RecallHit], sections: Mapping[str, Sequence[RecallHit]],
+                   count: Callable[[str], int], cap: int) -> list[Item]:
+    """The profile's lines in the order they are offered room: safety first; then the key facts
+    the query recalled, best first (shown here, they are not repeated below: no room lost); then
+    the rest in the profile's order."""
+    recalled = {h.id: h.score for name in HIT_SECTIONS for h in sections.get(name, ())}
+    ordered = sorted(profile, key=lambda h: (h.components.get("category") != "health",
+                                             -recalled.get(h.id, float("-inf"))))
+    items: list[Item] = []
+    seen: set[str] = set()
+    for hit in ordered:
+        if hit.id not in seen and (line := hit_item("profile", hit, count, cap)) is not None:
+            seen.add(hit.id)
+            items.append(line)
+    return items
+
+
 def _render(tag: str, order: Sequence[str], chosen: Mapping[str, list[Item]]) -> str:
     lines = [f"<{tag}>"]
     for name in order:
@@ -189,17 +206,7 @@ def assemble(*, query: str | None, max_tokens: int, sections: Mapping[str, Seque
                                   "(the window goes in `conversation`)")
     tag, order = config.header, tuple(config.sections)
     available = max(max_tokens - count_tokens(f"<{tag}>\n</{tag}>"), 0)
-    seen: set[str] = set()
-    profile_items: list[Item] = []
-    recalled = {h.id: h.score for name in HIT_SECTIONS for h in sections.get(name, ())}
-    # safety first; then the key facts this query recalled, best first (shown here, they are not
-    # repeated below: no room lost); then the rest in the profile's order
-    profile = sorted(profile, key=lambda h: (h.components.get("category") != "health",
-                                             -recalled.get(h.id, float("-inf"))))
-    for hit in profile if config.profile_share > 0 else ():
-        if hit.id not in seen and (line := hit_item("profile", hit, count_tokens, max_item_chars)) is not None:
-            seen.add(hit.id)
-            profile_items.append(line)
+    profile_items = _profile_items(profile, sections, count_tokens, max_item_chars) if config.profile_share > 0 else []
     profile_header = count_tokens(f"## {_TITLES['profile']}\n")
     profile_room = min(int(available * config.profile_share), config.profile_max_tokens)
     profile_chosen, profile_used = fill(profile_items, profile_header, profile_room, count_tokens, False)
