@@ -259,3 +259,23 @@ def test_postgresql_marks_the_cards_stale_when_it_migrates(pg_url):
         assert [h.text for h in mem.recall("Civic", tiers="entity")] == ["Civic (thing)"]  # derived again
     with psycopg.connect(pg_url, autocommit=True) as pg:
         assert pg.execute("SELECT value FROM meta WHERE key = 'entity_cards'").fetchall() == [("current",)]
+
+
+def test_cards_that_cannot_be_derived_at_open_do_not_stop_the_open(tmp_path, monkeypatch, caplog):
+    import unified_memory.coordinator.backend as opening
+    from unified_memory import UnifiedMemory
+    from unified_memory.errors import StorageError
+
+    path = tmp_path / "old.db"
+    _stale_cards(path)
+
+    def locked(_graph):
+        raise StorageError("database is locked")
+
+    monkeypatch.setattr(opening, "refresh_stale_cards", locked)
+    with caplog.at_level("WARNING"), UnifiedMemory(path, user_id="ada", retrieval="lexical") as mem:
+        assert [t.predicate for t in mem.triples()] == ["car"]  # open, and the relations as they are now
+    assert "cards are still to be derived" in caplog.text
+    monkeypatch.undo()
+    with UnifiedMemory(path, user_id="ada", retrieval="lexical") as mem:  # a later open derives them
+        assert "my_car" not in mem.recall("Civic", tiers="entity")[0].text

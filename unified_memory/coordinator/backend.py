@@ -203,7 +203,10 @@ def open_backend(path: str | os.PathLike[str] | None, config: MemoryConfig,
         extractor = plugins.extractor or RuleExtractor(scorer)
         mode, dense = setup_dense(config, storage, [log.index, *facts.indexes, graph.index], path=path,
                                   embedder=plugins.embedder, vector_index=plugins.vector_index)
-        refresh_stale_cards(graph)  # after an upgrade: the entities' cards as relations now read
+        try:  # after an upgrade: the entities' cards as relations now read (derived data: never fatal)
+            refresh_stale_cards(graph)
+        except (StorageError, DriverError) as exc:  # a read-only file, a writer holding the lock: a later open
+            _LOG.warning("open: the entities' cards are still to be derived again: %s", exc)
         return Backend(
             storage=storage, config=config, log=log,
             window=ShortTermWindow(log, max_messages=config.short_term_limit,
