@@ -626,6 +626,11 @@ def test_sigkill_at_random_moments_loses_no_acknowledged_write(crash_files, stor
                   "messages": [[ids[0], texts[0]] for ids, texts in ledger.turns]}
         finish(Forked(ctx, check_in_fresh_process, {**args, "expect": ledger.expect(), "recall": recall}),
                f"final check of the {backend} file", timeout=FINAL_TIMEOUT)
+        if backend == "numpy" and storage_backend != "postgresql" and not counts["saved_vector_files"]:
+            # On a loaded machine the kills may have left no saved partitions for a check to read: the
+            # final check closed the file cleanly (saving them), so one more check reads them
+            finish(Forked(ctx, check_in_fresh_process, {**args, "expect": ledger.expect(), "recall": recall}),
+                   "check of the partitions the final check saved", timeout=FINAL_TIMEOUT)
     acknowledged = sum(ledger.acknowledged for ledger in ledgers.values())
     figures("crash safety", store=storage_backend, kills=KILLS, checks=counts["checks"], acknowledged_writes=acknowledged, lost=counts["lost"],
             integrity_failures=counts["integrity_failures"], vector_mismatches=counts["vector_mismatches"],
