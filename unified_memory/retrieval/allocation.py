@@ -117,11 +117,11 @@ def said_by(items: Sequence[Item], shown: Sequence[Item]) -> list[Item]:
 
 def allocate_by_score(candidates: dict[str, list[Item]], headers: dict[str, int], demand: dict[str, int],
                       available: int, ranked: list[str], config: ContextConfig, count: Callable[[str], int],
-                      shown_elsewhere: Sequence[Item] = ()) -> Allocation:
+                      ) -> Allocation:
     """The recalled sections share one budget, filled by recall score across them (so the
     best memories get in whichever section they belong to); the conversation keeps its share.
-    An item whose words another shown item (or ``shown_elsewhere``: the profile) holds in full is
-    left out, and one that holds a shown item's words in full replaces it (a turn and the fact
+    An item whose words another shown item holds in full is left out (what the profile says is
+    out of ``candidates`` already), and one that holds a shown item's words in full replaces it (a turn and the fact
     promoted from it are said once), so the budget goes to memories not yet in the block.
     Narrows ``candidates`` to the memories the conversation section does not show."""
     group = {"recalled": sum(demand[n] for n in ranked)}
@@ -145,14 +145,14 @@ def allocate_by_score(candidates: dict[str, list[Item]], headers: dict[str, int]
                     key=lambda entry: (-score(entry[0]), ranked.index(entry[1]), entry[2]))
     spent = 0
     days: dict[str, Counter[str]] = {n: Counter() for n in ranked}  # how many items of each day a section shows
-    # what the block says so far, the profile's lines first, one "\0" between two items' words
-    # (words never hold it, so ``words in on_show`` is "some shown item holds these words")
-    on_show = "\0".join(said(i) for i in shown_elsewhere)
+    # what the block says so far, one "\0" before each item's words (words never hold it, so
+    # ``words in on_show`` is "some shown item holds these words")
+    on_show = ""
     says = {id(item): said(item) for item, _, _ in merged}  # once per item, not once per comparison
     for item, n, _ in merged:
         words = says[id(item)]
         if words and words in on_show:
-            continue  # says nothing the block does not (a fact whose turn is shown, a profile fact)
+            continue  # says nothing the block does not (a fact whose turn is shown)
         if spent + cost_of_adding(item, chosen[n], headers[n], days[n]) <= room:
             for m in ranked if words else ():  # what this says in full (a fact of this very turn) gives its room back
                 gone = [o for o in chosen[m] if says[id(o)] and says[id(o)] in words]

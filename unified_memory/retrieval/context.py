@@ -233,15 +233,15 @@ def assemble(*, query: str | None, max_tokens: int, sections: Mapping[str, Seque
     demand = {n: section_cost(candidates[n], headers[n]) for n in candidates}
     ranked = [n for n in candidates if n != "conversation"]
 
-    def allocate(room: int, profile_lines: Sequence[Item]) -> tuple[*Allocation, dict[str, list[Item]]]:
+    def allocate(room: int) -> tuple[*Allocation, dict[str, list[Item]]]:
         """(chosen, used, budgets, the candidates left: those the conversation shows are out)."""
         pool = {n: list(items) for n, items in candidates.items()}
         if query and query.strip() and config.allocation == "score" and len(ranked) > 1:
-            return *allocate_by_score(pool, headers, demand, room, ranked, config, count_tokens, profile_lines), pool
+            return *allocate_by_score(pool, headers, demand, room, ranked, config, count_tokens), pool
         return *allocate_by_shares(pool, headers, demand, room, config, count_tokens), pool
 
     room = available
-    chosen, used, budgets, candidates = allocate(room, profile_chosen)
+    chosen, used, budgets, candidates = allocate(room)
     # a profile line a shown memory says in full (the turn the fact came from) is said once: its
     # room goes to the memories below, if they then still show it (else the block stays as it was);
     # never a health line: safety stays at the head of the block
@@ -250,7 +250,7 @@ def assemble(*, query: str | None, max_tokens: int, sections: Mapping[str, Seque
     if redundant:
         kept = [i for i in profile_chosen if all(i is not r for r in redundant)]
         freed = profile_used - (profile_header + sum(i.cost for i in kept) if kept else 0)
-        again = allocate(room + freed, kept)
+        again = allocate(room + freed)
         if len(said_by(redundant, [i for n in ranked for i in again[0][n]])) == len(redundant):
             (chosen, used, budgets, candidates), profile_chosen = again, kept
             profile_used, room = profile_used - freed, room + freed
@@ -271,7 +271,7 @@ def assemble(*, query: str | None, max_tokens: int, sections: Mapping[str, Seque
         # each line's cost is rounded up on its own: the whole block costs less than its lines, and
         # the room that leaves is offered once more when a memory left out could use it (kept only
         # if the block still fits)
-        more = allocate(room + max_tokens - tokens, profile_chosen)
+        more = allocate(room + max_tokens - tokens)
         bigger = _render(tag, order, shown(more[0]))
         if (sum(map(len, more[0].values())) > sum(map(len, chosen.values())) and (cost := count_tokens(bigger)) <= max_tokens
                 and len(said_by(redundant, [i for n in ranked for i in more[0][n]])) == len(redundant)):
