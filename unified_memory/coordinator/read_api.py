@@ -30,7 +30,6 @@ from unified_memory.retrieval.profile import (
     MAX_PROFILE_FACTS,
     PROFILE_CATEGORIES,
     build_profile,
-    key_facts,
     profile_hits,
 )
 from unified_memory.retrieval.rerank import rerank
@@ -293,9 +292,8 @@ class ReadingAPI:
         facts = backend.facts.of_categories(scope, PROFILE_CATEGORIES, limit=4 * MAX_PROFILE_FACTS,
                                             now=backend.clock(), as_of=moment)
         names = backend.graph.own_names(scope.user_id) if moment is None else []
-        chosen = key_facts(facts)  # who said them: one read of their first messages' names
-        said_by = backend.log.names_of(scope.user_id, [f.source_message_ids[0] for f in chosen if f.source_message_ids])
-        return build_profile(chosen, name=names[0] if names else None, said_by=said_by)
+        return build_profile(facts, name=names[0] if names else None,  # who said them: one read of names
+                             said_by=lambda ids: backend.log.names_of(scope.user_id, ids))
 
     def _window_until_written(self) -> list[Message]:
         """:meth:`window`, read again only once something was written since (``Storage.change_mark``):

@@ -60,7 +60,7 @@ the safety facts are the ones that stay.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from itertools import zip_longest
 
 from scoring.text import term_set
@@ -134,17 +134,18 @@ def _stands_alone(text: str) -> bool:
 
 
 def build_profile(facts: Sequence[Fact], *, name: str | None = None, limit: int = MAX_PROFILE_FACTS,
-                  said_by: Mapping[str, str] | None = None) -> Profile:
+                  said_by: Callable[[list[str]], Mapping[str, str]] | None = None) -> Profile:
     """The profile of these facts (the user's, as :meth:`UnifiedMemory.facts` lists them) and the
-    user's ``name``. ``said_by``: the speaker's name of the messages the facts came from
-    (``{message id: name}``); when the key facts were said by more than one named speaker, each
-    of their lines says who.
+    user's ``name``. ``said_by``: the speaker's name of each of these messages that has one
+    (``{message id: name}``), asked once for the first messages of the key facts; when the key
+    facts were said by more than one named speaker, each of their lines says who.
 
     >>> build_profile([]).text
     ''
     """
     chosen = key_facts(facts, limit=limit)
-    speakers = _speakers(chosen, said_by or {})
+    firsts = [f.source_message_ids[0] for f in chosen if f.source_message_ids]
+    speakers = _speakers(chosen, said_by(firsts) if said_by is not None and firsts else {})
     lines = [f"- {speakers[f.id]}: {f.text}" if f.id in speakers else f"- {f.text}" for f in chosen]
     return Profile(text="\n".join(lines), facts=chosen, name=name, speakers=speakers)
 
